@@ -1,0 +1,154 @@
+//! Process groups: signalling a whole tree, and a registry of live groups so
+//! that nothing is left behind when the host goes away.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Send `sig` to process group `pgid`. Returns false when the group is empty.
+pub fn signal_group(pgid: i32, sig: Signal) -> bool {
+  if pgid <= 1 {
+    return false;
+  }
+  !matches!(killpg(Pid::from_raw(pgid), sig), Err(Errno::ESRCH))
+}
+
+/// Whether any process of group `pgid` is still alive (zombies count until reaped).
+pub fn group_alive(pgid: i32) -> bool {
+  if pgid <= 1 {
+    return false;
+  }
+  // signal 0 checks existence; EPERM means it exists but is not ours
+  !matches!(
+    nix::sys::signal::killpg(Pid::from_raw(pgid), None),
+    Err(Errno::ESRCH)
+  )
+}
+
+/// SIGTERM the group now; SIGKILL it after `grace` if anything is left. Runs in
+/// the background; the group stays in the registry until it is gone.
+pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
+  if !signal_group(pgid, Signal::SIGTERM) {
+    return;
+  }
+  register(pgid, owner);
+  let reap = async move {
+    let step = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+      if !group_alive(pgid) {
+        unregister(pgid);
+        return;
+      }
+      tokio::time::sleep(step).await;
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    unregister(pgid);
+  };
+  match tokio::runtime::Handle::try_current() {
+    Ok(h) => {
+      h.spawn(reap);
+    }
+    Err(_) => {
+      std::thread::spawn(move || {
+        std::thread::sleep(grace);
+        signal_group(pgid, Signal::SIGKILL);
+        unregister(pgid);
+      });
+    }
+  }
+}
+
+static LIVE: Mutex<Option<HashMap<i32, u64>>> = Mutex::new(None);
+
+/// Record a live group owned by `owner` (an id of the host environment).
+pub fn register(pgid: i32, owner: u64) {
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .get_or_insert_with(HashMap::new)
+    .insert(pgid, owner);
+}
+
+pub fn unregister(pgid: i32) {
+  if let Some(m) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    m.remove(&pgid);
+  }
+}
+
+/// Number of groups currently tracked (for tests and leak checks).
+pub fn live_count() -> usize {
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .as_ref()
+    .map_or(0, |m| m.len())
+}
+
+/// SIGKILL every live group of `owner` (or of everyone with `None`). Used when
+/// the host environment shuts down: there is no time for a grace period.
+pub fn kill_all(owner: Option<u64>) -> usize {
+  let groups: Vec<i32> = {
+    let mut guard = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(m) = guard.as_mut() else { return 0 };
+    let picked: Vec<i32> = m
+      .iter()
+      .filter(|(_, o)| owner.is_none_or(|w| **o == w))
+      .map(|(p, _)| *p)
+      .collect();
+    for p in &picked {
+      m.remove(p);
+    }
+    picked
+  };
+  for &p in &groups {
+    signal_group(p, Signal::SIGKILL);
+  }
+  groups.len()
+}
+
+/// The conventional name of a signal number (`SIGTERM`), or `SIG<n>`.
+pub fn signal_name(n: i32) -> String {
+  Signal::try_from(n)
+    .map(|s| s.as_str().to_owned())
+    .unwrap_or_else(|_| format!("SIG{n}"))
+}
+
+/// Parse a signal name (`SIGTERM`, `TERM`, `term`) or number.
+pub fn parse_signal(name: &str) -> Option<Signal> {
+  if let Ok(n) = name.parse::<i32>() {
+    return Signal::try_from(n).ok();
+  }
+  let upper = name.to_ascii_uppercase();
+  let full = if upper.starts_with("SIG") {
+    upper
+  } else {
+    format!("SIG{upper}")
+  };
+  full.parse::<Signal>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn names() {
+    assert_eq!(signal_name(15), "SIGTERM");
+    assert_eq!(signal_name(9), "SIGKILL");
+    assert_eq!(parse_signal("term"), Some(Signal::SIGTERM));
+    assert_eq!(parse_signal("SIGINT"), Some(Signal::SIGINT));
+    assert_eq!(parse_signal("9"), Some(Signal::SIGKILL));
+    assert_eq!(parse_signal("nope"), None);
+  }
+
+  #[test]
+  fn empty_group_is_not_alive() {
+    assert!(!group_alive(0));
+    assert!(!signal_group(1, Signal::SIGTERM));
+  }
+}

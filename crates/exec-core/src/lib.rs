@@ -1,0 +1,15 @@
+//! exec-core: the process execution core of exec-native. It knows nothing of
+//! Node: the napi binding, the CLI and the JSON-RPC server all call it.
+
+pub mod buffer;
+pub mod error;
+pub mod group;
+pub mod run;
+pub mod spawn;
+pub mod utf8;
+
+pub use buffer::HeadTailBuffer;
+pub use error::{ErrorCode, ExecError};
+pub use run::{run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
+pub use spawn::EnvSpec;
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,568 @@
+//! Running a process: spawn in its own group, pump its output on the runtime,
+//! enforce the timeout and cancellation, kill the whole group, settle on the
+//! child's exit plus a bounded drain (never on a pipe a grandchild holds open).
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ErrorCode, ExecError};
+use crate::group;
+use crate::spawn::EnvSpec;
+
+/// What the child's stdin is.
+#[derive(Debug, Clone, Default)]
+pub enum StdinMode {
+  /// `/dev/null`: a program that reads gets EOF at once.
+  #[default]
+  Null,
+  /// These bytes, then EOF.
+  Bytes(Vec<u8>),
+  /// A pipe the caller writes to ([`Execution::take_stdin`]).
+  Piped,
+}
+
+/// A resolved process to start.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+  pub program: PathBuf,
+  pub args: Vec<OsString>,
+  pub arg0: Option<OsString>,
+  pub cwd: Option<PathBuf>,
+  pub env: EnvSpec,
+  pub stdin: StdinMode,
+}
+
+impl ProcessSpec {
+  pub fn new(program: impl Into<PathBuf>) -> Self {
+    ProcessSpec {
+      program: program.into(),
+      args: Vec::new(),
+      arg0: None,
+      cwd: None,
+      env: EnvSpec::inherit(),
+      stdin: StdinMode::Null,
+    }
+  }
+
+  pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+    self.args.push(a.into());
+    self
+  }
+}
+
+/// How a run is supervised.
+#[derive(Debug, Clone)]
+pub struct RunPolicy {
+  /// Kill the group after this long (`None`: never).
+  pub timeout: Option<Duration>,
+  /// The timeout as the caller gave it, for the message (`after 1s`).
+  pub timeout_label: Option<String>,
+  /// Between SIGTERM and SIGKILL.
+  pub kill_grace: Duration,
+  /// How long to keep reading after the child exited, for output still in the
+  /// pipes or held open by a grandchild.
+  pub drain: Duration,
+  /// Terminate what is left of the group when the child exits.
+  pub cleanup_group_on_exit: bool,
+  /// Id of the host environment that owns the run (see [`group::kill_all`]).
+  pub owner: u64,
+}
+
+impl Default for RunPolicy {
+  fn default() -> Self {
+    RunPolicy {
+      timeout: Some(Duration::from_secs(30)),
+      timeout_label: None,
+      kill_grace: Duration::from_millis(500),
+      drain: Duration::from_millis(100),
+      cleanup_group_on_exit: true,
+      owner: 0,
+    }
+  }
+}
+
+/// Where a stream's bytes go. The pump calls `write` for each read, `tick` when
+/// `next_tick` is due (to flush coalesced data), and awaits `ready` before
+/// reading on (backpressure).
+pub trait OutputSink: Send + 'static {
+  fn write(&mut self, data: &[u8]);
+  fn next_tick(&self) -> Option<Instant> {
+    None
+  }
+  fn tick(&mut self) {}
+  fn ready(&mut self) -> impl Future<Output = ()> + Send {
+    async {}
+  }
+  fn finish(&mut self) -> impl Future<Output = ()> + Send {
+    async {}
+  }
+}
+
+/// A sink that drops everything (only counts, through the pump).
+pub struct Discard;
+impl OutputSink for Discard {
+  fn write(&mut self, _: &[u8]) {}
+}
+
+impl OutputSink for crate::buffer::HeadTailBuffer {
+  fn write(&mut self, data: &[u8]) {
+    self.push(data);
+  }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+  pub pid: u32,
+  /// The exit code; 128+N when a signal ended the child; 124 on timeout.
+  pub exit_code: i32,
+  /// The signal that ended the child, e.g. `SIGTERM`.
+  pub signal: Option<String>,
+  pub timed_out: bool,
+  pub canceled: bool,
+  pub duration: Duration,
+  pub stdout_bytes: u64,
+  pub stderr_bytes: u64,
+  /// TIMEOUT or ECANCELED; other errors are added by callers.
+  pub error: Option<ExecError>,
+}
+
+pub struct Finished<O, E> {
+  pub outcome: RunOutcome,
+  pub stdout: O,
+  pub stderr: E,
+}
+
+/// A spawned child whose output is being pumped.
+pub struct Execution<O: OutputSink, E: OutputSink> {
+  child: Child,
+  pid: u32,
+  started: Instant,
+  stdin: Option<ChildStdin>,
+  input_task: Option<JoinHandle<()>>,
+  out_task: JoinHandle<(O, u64)>,
+  err_task: JoinHandle<(E, u64)>,
+  stop: CancellationToken,
+}
+
+/// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
+/// whatever the host's memory) in a new process group.
+fn build_command(spec: &ProcessSpec) -> tokio::process::Command {
+  let mut cmd = std::process::Command::new(&spec.program);
+  cmd.args(&spec.args);
+  if let Some(a0) = &spec.arg0 {
+    cmd.arg0(a0);
+  }
+  if let Some(cwd) = &spec.cwd {
+    cmd.current_dir(cwd);
+  }
+  if !spec.env.is_plain_inherit() {
+    cmd.env_clear();
+    cmd.envs(spec.env.build());
+  }
+  cmd.process_group(0);
+  cmd.stdin(match spec.stdin {
+    StdinMode::Null => Stdio::null(),
+    _ => Stdio::piped(),
+  });
+  cmd.stdout(Stdio::piped());
+  cmd.stderr(Stdio::piped());
+  tokio::process::Command::from(cmd)
+}
+
+impl<O: OutputSink, E: OutputSink> Execution<O, E> {
+  /// Start `spec`. Must be called within a tokio runtime.
+  pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    spec.env.validate()?;
+    for a in &spec.args {
+      if a.as_encoded_bytes().contains(&0) {
+        return Err(ExecError::invalid("an argument contains a NUL byte"));
+      }
+    }
+    let mut cmd = build_command(spec);
+    let started = Instant::now();
+    let shown = spec.program.display().to_string();
+    let mut child = cmd
+      .spawn()
+      .map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let pid = child.id().unwrap_or(0);
+    group::register(pid as i32, owner);
+
+    let stop = CancellationToken::new();
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    let out_task = tokio::spawn(pump(out, stdout, stop.clone()));
+    let err_task = tokio::spawn(pump(err, stderr, stop.clone()));
+
+    let mut stdin = child.stdin.take();
+    let mut input_task = None;
+    if let StdinMode::Bytes(bytes) = &spec.stdin {
+      if let Some(mut w) = stdin.take() {
+        let bytes = bytes.clone();
+        input_task = Some(tokio::spawn(async move {
+          // EPIPE (the child did not read it all) is not an error of the run
+          let _ = w.write_all(&bytes).await;
+          let _ = w.shutdown().await;
+        }));
+      }
+    }
+    Ok(Execution {
+      child,
+      pid,
+      started,
+      stdin,
+      input_task,
+      out_task,
+      err_task,
+      stop,
+    })
+  }
+
+  pub fn pid(&self) -> u32 {
+    self.pid
+  }
+
+  /// The stdin pipe, with [`StdinMode::Piped`].
+  pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+    self.stdin.take()
+  }
+
+  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then the
+  /// group cleanup and the drain.
+  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+    let pgid = self.pid as i32;
+    let mut timed_out = false;
+    let mut canceled = false;
+    let deadline = policy.timeout.map(|t| self.started + t);
+    let status = tokio::select! {
+      st = self.child.wait() => st,
+      _ = sleep_until_opt(deadline) => {
+        timed_out = true;
+        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+      }
+      _ = cancel.cancelled() => {
+        canceled = true;
+        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+      }
+    };
+    let exited_at = Instant::now();
+    // what is left of the group goes the same way
+    if policy.cleanup_group_on_exit && group::group_alive(pgid) {
+      group::terminate_group_later(pgid, policy.owner, policy.kill_grace);
+    } else {
+      group::unregister(pgid);
+    }
+    // the drain: read until EOF, but no longer than `drain` after the exit
+    let stop = self.stop.clone();
+    let drain = policy.drain;
+    let stopper = tokio::spawn(async move {
+      tokio::time::sleep(drain).await;
+      stop.cancel();
+    });
+    let (stdout, stdout_bytes) = self.out_task.await.expect("stdout pump panicked");
+    let (stderr, stderr_bytes) = self.err_task.await.expect("stderr pump panicked");
+    stopper.abort();
+    if let Some(t) = self.input_task.take() {
+      t.abort();
+    }
+    let _ = exited_at;
+
+    let (mut exit_code, signal) = match status {
+      Ok(st) => decode_status(st),
+      Err(_) => (-1, None),
+    };
+    let mut error = None;
+    if timed_out {
+      exit_code = 124;
+      let label = policy
+        .timeout_label
+        .clone()
+        .or_else(|| policy.timeout.map(format_duration))
+        .unwrap_or_default();
+      error = Some(ExecError::new(
+        ErrorCode::TIMEOUT,
+        format!("Process timeout after {label}"),
+      ));
+    } else if canceled {
+      error = Some(ExecError::new(ErrorCode::ECANCELED, "Process canceled"));
+    }
+    Finished {
+      outcome: RunOutcome {
+        pid: self.pid,
+        exit_code,
+        signal,
+        timed_out,
+        canceled,
+        duration: self.started.elapsed(),
+        stdout_bytes,
+        stderr_bytes,
+        error,
+      },
+      stdout,
+      stderr,
+    }
+  }
+}
+
+/// Spawn and wait.
+pub async fn run<O: OutputSink, E: OutputSink>(
+  spec: &ProcessSpec,
+  policy: &RunPolicy,
+  stdout: O,
+  stderr: E,
+  cancel: &CancellationToken,
+) -> Result<Finished<O, E>, ExecError> {
+  let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
+  Ok(exec.wait(policy, cancel).await)
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+  match deadline {
+    Some(d) => tokio::time::sleep_until(d).await,
+    None => std::future::pending().await,
+  }
+}
+
+/// SIGTERM the group (and the child itself), SIGKILL after `grace`.
+async fn kill_sequence(child: &mut Child, pgid: i32, grace: Duration) -> std::io::Result<ExitStatus> {
+  group::signal_group(pgid, Signal::SIGTERM);
+  let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
+  match tokio::time::timeout(grace, child.wait()).await {
+    Ok(st) => st,
+    Err(_) => {
+      group::signal_group(pgid, Signal::SIGKILL);
+      let _ = child.start_kill();
+      child.wait().await
+    }
+  }
+}
+
+/// (exit code, signal name): a signal death is 128+N.
+pub fn decode_status(st: ExitStatus) -> (i32, Option<String>) {
+  if let Some(code) = st.code() {
+    (code, None)
+  } else if let Some(sig) = st.signal() {
+    (128 + sig, Some(group::signal_name(sig)))
+  } else {
+    (-1, None)
+  }
+}
+
+/// `1000ms` -> `1s`, `1500ms` -> `1.5s`.
+pub fn format_duration(d: Duration) -> String {
+  let ms = d.as_millis();
+  if ms % 1000 == 0 {
+    format!("{}s", ms / 1000)
+  } else {
+    let s = format!("{:.3}", ms as f64 / 1000.0);
+    format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+  }
+}
+
+const READ_BUF: usize = 128 * 1024;
+/// Pipe size asked for once a stream proves heavy (a read filled the pipe).
+const HEAVY_PIPE_SIZE: i32 = 1024 * 1024;
+/// At most this much is read after the drain ran out.
+const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
+
+async fn pump<R, S>(mut reader: R, mut sink: S, stop: CancellationToken) -> (S, u64)
+where
+  R: AsyncRead + AsRawFd + Unpin + Send,
+  S: OutputSink,
+{
+  let mut buf = vec![0u8; READ_BUF];
+  let mut total = 0u64;
+  let mut grown = false;
+  loop {
+    let tick = sink.next_tick();
+    tokio::select! {
+      biased;
+      r = reader.read(&mut buf) => match r {
+        Ok(0) => break,
+        Ok(n) => {
+          total += n as u64;
+          sink.write(&buf[..n]);
+          if !grown && n >= 65536 {
+            grown = true;
+            grow_pipe(reader.as_raw_fd());
+          }
+          tokio::select! {
+            _ = sink.ready() => {}
+            _ = stop.cancelled() => {
+              total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
+              break;
+            }
+          }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        Err(_) => break,
+      },
+      _ = sleep_until_opt(tick), if tick.is_some() => sink.tick(),
+      _ = stop.cancelled() => {
+        total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
+        break;
+      }
+    }
+  }
+  sink.finish().await;
+  (sink, total)
+}
+
+fn grow_pipe(fd: i32) {
+  // best effort: a larger pipe means fewer wake-ups for a heavy writer
+  unsafe {
+    libc::fcntl(fd, libc::F_SETPIPE_SZ, HEAVY_PIPE_SIZE);
+  }
+}
+
+/// Read what is in the pipe right now (non-blocking), bounded.
+fn final_drain<S: OutputSink>(fd: i32, buf: &mut [u8], sink: &mut S) -> u64 {
+  let mut got = 0usize;
+  while got < FINAL_DRAIN_MAX {
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+      break;
+    }
+    let n = n as usize;
+    sink.write(&buf[..n]);
+    got += n;
+  }
+  got as u64
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::buffer::HeadTailBuffer;
+
+  fn sh(script: &str) -> ProcessSpec {
+    ProcessSpec::new("/bin/sh").arg("-c").arg(script)
+  }
+
+  async fn capture(spec: &ProcessSpec, policy: &RunPolicy) -> (RunOutcome, String, String) {
+    let f = run(
+      spec,
+      policy,
+      HeadTailBuffer::new(1 << 20),
+      HeadTailBuffer::new(1 << 20),
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    (
+      f.outcome,
+      String::from_utf8(f.stdout.render().bytes).unwrap(),
+      String::from_utf8(f.stderr.render().bytes).unwrap(),
+    )
+  }
+
+  #[tokio::test]
+  async fn captures_both_streams_and_exit_code() {
+    let (o, out, err) = capture(&sh("echo out; echo err >&2; exit 3"), &RunPolicy::default()).await;
+    assert_eq!(out, "out\n");
+    assert_eq!(err, "err\n");
+    assert_eq!(o.exit_code, 3);
+    assert_eq!(o.stdout_bytes, 4);
+    assert!(o.error.is_none());
+  }
+
+  #[tokio::test]
+  async fn timeout_kills_group_and_keeps_output() {
+    let policy = RunPolicy {
+      timeout: Some(Duration::from_millis(300)),
+      ..Default::default()
+    };
+    let (o, out, _) = capture(&sh("echo before; sleep 10"), &policy).await;
+    assert!(o.timed_out);
+    assert_eq!(o.exit_code, 124);
+    assert_eq!(out, "before\n");
+    assert_eq!(o.error.unwrap().message(), "exec: Process timeout after 0.3s (TIMEOUT)");
+    assert!(o.duration < Duration::from_secs(5));
+  }
+
+  #[tokio::test]
+  async fn sigterm_ignoring_child_is_killed() {
+    let policy = RunPolicy {
+      timeout: Some(Duration::from_millis(200)),
+      kill_grace: Duration::from_millis(200),
+      ..Default::default()
+    };
+    let (o, out, _) = capture(&sh("trap '' TERM; echo ready; sleep 10 & wait; sleep 10"), &policy).await;
+    assert!(o.timed_out);
+    assert_eq!(o.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(out, "ready\n");
+    assert!(o.duration < Duration::from_secs(5));
+  }
+
+  #[tokio::test]
+  async fn grandchild_holding_pipe_does_not_delay() {
+    // the grandchild escapes the group, so only the drain bounds the wait
+    let spec = sh("echo hi; setsid sleep 5 & exit 0");
+    let (o, out, _) = capture(&spec, &RunPolicy::default()).await;
+    assert_eq!(out, "hi\n");
+    assert_eq!(o.exit_code, 0);
+    assert!(o.duration < Duration::from_secs(2), "{:?}", o.duration);
+  }
+
+  #[tokio::test]
+  async fn cancel_reports_canceled() {
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+      tokio::time::sleep(Duration::from_millis(100)).await;
+      c2.cancel();
+    });
+    let f = run(&sh("sleep 10"), &RunPolicy::default(), Discard, Discard, &cancel)
+      .await
+      .unwrap();
+    assert!(f.outcome.canceled);
+    assert_eq!(f.outcome.exit_code, 128 + 15);
+    assert_eq!(f.outcome.error.unwrap().code, ErrorCode::ECANCELED);
+  }
+
+  #[tokio::test]
+  async fn stdin_bytes_and_null() {
+    let mut spec = ProcessSpec::new("/bin/cat");
+    spec.stdin = StdinMode::Bytes(b"piped in".to_vec());
+    let (_, out, _) = capture(&spec, &RunPolicy::default()).await;
+    assert_eq!(out, "piped in");
+    let (o, out, _) = capture(&sh("read x; echo \"got:$x:$?\""), &RunPolicy::default()).await;
+    assert_eq!(out, "got::1\n");
+    assert_eq!(o.exit_code, 0);
+  }
+
+  #[tokio::test]
+  async fn large_output_is_bounded() {
+    let f = run(
+      &sh("head -c 50000000 /dev/zero"),
+      &RunPolicy::default(),
+      HeadTailBuffer::new(1000),
+      Discard,
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(f.outcome.stdout_bytes, 50_000_000);
+    assert_eq!(f.stdout.total(), 50_000_000);
+    assert!(f.stdout.held() <= 1000);
+  }
+
+  #[test]
+  fn durations() {
+    assert_eq!(format_duration(Duration::from_millis(1000)), "1s");
+    assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+    assert_eq!(format_duration(Duration::from_millis(250)), "0.25s");
+  }
+}
