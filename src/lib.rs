@@ -1,1 +1,27 @@
+//! exec-native: the napi binding. It only converts types; the work is done by
+//! `exec-core`.
+#![deny(clippy::all)]
 
+mod abort;
+mod args;
+mod capture;
+mod error;
+mod host;
+mod options;
+mod spawn_call;
+mod stream;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+#[napi(module_exports)]
+pub fn init(_exports: Object, env: Env) -> Result<()> {
+  host::init_env(&env)
+}
+
+/// Number of process groups exec-native is still tracking (running children,
+/// or leftovers being terminated). 0 when nothing is left behind.
+#[napi]
+pub fn live_process_groups() -> u32 {
+  exec_core::group::live_count() as u32
+}

@@ -208,7 +208,11 @@ mod tests {
         b.push(&[b'q'; 997]);
       }
       let r = b.render();
-      assert!(r.bytes.len() <= cap + MARKER_ALLOWANCE, "cap {cap}: {}", r.bytes.len());
+      assert!(
+        r.bytes.len() <= cap + MARKER_ALLOWANCE,
+        "cap {cap}: {}",
+        r.bytes.len()
+      );
       assert!(String::from_utf8_lossy(&r.bytes).contains(TRUNCATION_MARKER));
     }
   }

@@ -98,7 +98,10 @@ impl ExecError {
       std::io::ErrorKind::PermissionDenied => {
         Self::new(ErrorCode::EACCES, format!("{program} is not executable"))
       }
-      _ => Self::new(ErrorCode::ESPAWN, format!("failed to spawn {program}: {err}")),
+      _ => Self::new(
+        ErrorCode::ESPAWN,
+        format!("failed to spawn {program}: {err}"),
+      ),
     }
   }
 }

@@ -4,12 +4,14 @@
 pub mod buffer;
 pub mod error;
 pub mod group;
+pub mod language;
 pub mod run;
 pub mod spawn;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;
 pub use error::{ErrorCode, ExecError};
+pub use language::{Language, Toolchain};
 pub use run::{run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
 pub use spawn::EnvSpec;
 pub use tokio_util::sync::CancellationToken;

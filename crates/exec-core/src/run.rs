@@ -194,9 +194,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let mut cmd = build_command(spec);
     let started = Instant::now();
     let shown = spec.program.display().to_string();
-    let mut child = cmd
-      .spawn()
-      .map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0);
     group::register(pid as i32, owner);
 
@@ -336,7 +334,11 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 /// SIGTERM the group (and the child itself), SIGKILL after `grace`.
-async fn kill_sequence(child: &mut Child, pgid: i32, grace: Duration) -> std::io::Result<ExitStatus> {
+async fn kill_sequence(
+  child: &mut Child,
+  pgid: i32,
+  grace: Duration,
+) -> std::io::Result<ExitStatus> {
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
   match tokio::time::timeout(grace, child.wait()).await {
@@ -488,7 +490,10 @@ mod tests {
     assert!(o.timed_out);
     assert_eq!(o.exit_code, 124);
     assert_eq!(out, "before\n");
-    assert_eq!(o.error.unwrap().message(), "exec: Process timeout after 0.3s (TIMEOUT)");
+    assert_eq!(
+      o.error.unwrap().message(),
+      "exec: Process timeout after 0.3s (TIMEOUT)"
+    );
     assert!(o.duration < Duration::from_secs(5));
   }
 
@@ -499,7 +504,11 @@ mod tests {
       kill_grace: Duration::from_millis(200),
       ..Default::default()
     };
-    let (o, out, _) = capture(&sh("trap '' TERM; echo ready; sleep 10 & wait; sleep 10"), &policy).await;
+    let (o, out, _) = capture(
+      &sh("trap '' TERM; echo ready; sleep 10 & wait; sleep 10"),
+      &policy,
+    )
+    .await;
     assert!(o.timed_out);
     assert_eq!(o.signal.as_deref(), Some("SIGKILL"));
     assert_eq!(out, "ready\n");
@@ -524,9 +533,15 @@ mod tests {
       tokio::time::sleep(Duration::from_millis(100)).await;
       c2.cancel();
     });
-    let f = run(&sh("sleep 10"), &RunPolicy::default(), Discard, Discard, &cancel)
-      .await
-      .unwrap();
+    let f = run(
+      &sh("sleep 10"),
+      &RunPolicy::default(),
+      Discard,
+      Discard,
+      &cancel,
+    )
+    .await
+    .unwrap();
     assert!(f.outcome.canceled);
     assert_eq!(f.outcome.exit_code, 128 + 15);
     assert_eq!(f.outcome.error.unwrap().code, ErrorCode::ECANCELED);

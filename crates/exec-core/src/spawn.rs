@@ -166,7 +166,9 @@ mod tests {
   #[test]
   fn cwd_checks() {
     assert_eq!(
-      check_cwd(Path::new("/tmp/ghost-exec-native-x")).unwrap_err().message(),
+      check_cwd(Path::new("/tmp/ghost-exec-native-x"))
+        .unwrap_err()
+        .message(),
       "exec: Working directory does not exist '/tmp/ghost-exec-native-x' (ENOENT)"
     );
     assert_eq!(
@@ -182,7 +184,10 @@ mod tests {
     let p = resolve_program("sh", path.as_ref(), Path::new("/")).unwrap();
     assert!(p.ends_with("sh"));
     let e = resolve_program("no-such-program-xyz", path.as_ref(), Path::new("/")).unwrap_err();
-    assert_eq!(e.message(), "exec: no-such-program-xyz not found in PATH (ENOENT)");
+    assert_eq!(
+      e.message(),
+      "exec: no-such-program-xyz not found in PATH (ENOENT)"
+    );
   }
 
   #[test]

@@ -1,0 +1,260 @@
+//! Languages: which interpreter runs the code and how the code reaches it.
+//!
+//! Small code goes inline (`bash -c`, `node -e`, `python3 -c`), exactly as a
+//! user would type it. Code that the kernel would refuse as one argv string
+//! (over 128 KiB; we switch at 64 KiB) or that contains a NUL byte goes
+//! through a temp file read by a one-line bootstrap that keeps the inline
+//! semantics: `require`/`import` resolve from `cwd`, `__name__ == '__main__'`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::error::{ErrorCode, ExecError};
+use crate::run::ProcessSpec;
+use crate::spawn::{resolve_program, EnvSpec};
+
+/// Code up to this size is passed inline.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+  Bash,
+  JavaScript,
+  TypeScript,
+  Python,
+}
+
+impl Language {
+  pub fn as_str(&self) -> &'static str {
+    match self {
+      Language::Bash => "bash",
+      Language::JavaScript => "javascript",
+      Language::TypeScript => "typescript",
+      Language::Python => "python",
+    }
+  }
+}
+
+impl FromStr for Language {
+  type Err = ExecError;
+  fn from_str(s: &str) -> Result<Self, ExecError> {
+    match s {
+      "bash" | "sh" | "shell" => Ok(Language::Bash),
+      "javascript" | "js" | "node" => Ok(Language::JavaScript),
+      "typescript" | "ts" | "tsx" => Ok(Language::TypeScript),
+      "python" | "python3" | "py" => Ok(Language::Python),
+      other => Err(ExecError::invalid(format!(
+        "Unsupported language '{other}'"
+      ))),
+    }
+  }
+}
+
+/// Where the host finds the interpreters it brings along.
+#[derive(Debug, Clone, Default)]
+pub struct Toolchain {
+  /// The node binary to use when `node` is not in PATH (the host's own).
+  pub fallback_node: Option<PathBuf>,
+  /// tsx's CLI script (`tsx/dist/cli.mjs`) shipped with the package.
+  pub bundled_tsx: Option<PathBuf>,
+}
+
+/// A spec ready to spawn, plus the temp file that must outlive the run.
+pub struct Launch {
+  pub spec: ProcessSpec,
+  pub temp: Option<tempfile::TempPath>,
+}
+
+const JS_BOOT: &str = "const f=process.argv[1];process.argv.splice(1,1);\
+const c=require('fs').readFileSync(f,'utf8');\
+require('vm').runInThisContext(c,{filename:'[eval]'})";
+
+const PY_BOOT: &str = "import sys\n\
+_p=sys.argv.pop(1)\n\
+with open(_p,'rb') as _f: _c=_f.read()\n\
+del _f\n\
+_g={'__name__':'__main__','__builtins__':__builtins__,'__doc__':None}\n\
+exec(compile(_c,'<string>','exec'),_g)";
+
+fn needs_file(code: &str) -> bool {
+  code.len() > INLINE_MAX || code.as_bytes().contains(&0)
+}
+
+fn temp_with(
+  code: &str,
+  dir: Option<&Path>,
+  suffix: &str,
+) -> Result<tempfile::TempPath, ExecError> {
+  let mut b = tempfile::Builder::new();
+  b.prefix(".exec-native-").suffix(suffix);
+  let f = match dir {
+    Some(d) => b.tempfile_in(d).or_else(|_| b.tempfile()),
+    None => b.tempfile(),
+  };
+  let mut f = f.map_err(|e| {
+    ExecError::new(
+      ErrorCode::EIO,
+      format!("cannot write the code to a temp file: {e}"),
+    )
+  })?;
+  f.write_all(code.as_bytes())
+    .and_then(|_| f.flush())
+    .map_err(|e| {
+      ExecError::new(
+        ErrorCode::EIO,
+        format!("cannot write the code to a temp file: {e}"),
+      )
+    })?;
+  Ok(f.into_temp_path())
+}
+
+fn find_node(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<PathBuf, ExecError> {
+  match resolve_program("node", env.path_var().as_ref(), cwd) {
+    Ok(p) => Ok(p),
+    Err(e) => tc.fallback_node.clone().filter(|p| p.exists()).ok_or(e),
+  }
+}
+
+/// Build the process that runs `code` in `lang`, checking the interpreter exists.
+pub fn prepare(
+  lang: Language,
+  code: &str,
+  cwd: &Path,
+  env: &EnvSpec,
+  tc: &Toolchain,
+) -> Result<Launch, ExecError> {
+  let path = env.path_var();
+  let inline = !needs_file(code);
+  match lang {
+    Language::Bash => {
+      let bash = resolve_program("bash", path.as_ref(), cwd)?;
+      if inline {
+        Ok(Launch {
+          spec: ProcessSpec::new(bash).arg("-c").arg(code),
+          temp: None,
+        })
+      } else {
+        let t = temp_with(code, None, ".sh")?;
+        Ok(Launch {
+          spec: ProcessSpec::new(bash).arg(t.to_path_buf()),
+          temp: Some(t),
+        })
+      }
+    }
+    Language::Python => {
+      let py = resolve_program("python3", path.as_ref(), cwd)?;
+      if inline {
+        Ok(Launch {
+          spec: ProcessSpec::new(py).arg("-c").arg(code),
+          temp: None,
+        })
+      } else {
+        let t = temp_with(code, None, ".py")?;
+        Ok(Launch {
+          spec: ProcessSpec::new(py)
+            .arg("-c")
+            .arg(PY_BOOT)
+            .arg(t.to_path_buf()),
+          temp: Some(t),
+        })
+      }
+    }
+    Language::JavaScript => {
+      let node = find_node(env, cwd, tc)?;
+      if inline {
+        Ok(Launch {
+          spec: ProcessSpec::new(node).arg("-e").arg(code),
+          temp: None,
+        })
+      } else {
+        let t = temp_with(code, None, ".js")?;
+        Ok(Launch {
+          spec: ProcessSpec::new(node)
+            .arg("-e")
+            .arg(JS_BOOT)
+            .arg(t.to_path_buf()),
+          temp: Some(t),
+        })
+      }
+    }
+    Language::TypeScript => {
+      // the caller's own tsx first, then the one shipped with the package
+      let local = cwd.join("node_modules/.bin/tsx");
+      let mut spec = if local.is_file() {
+        ProcessSpec::new(local)
+      } else if let Some(cli) = tc.bundled_tsx.clone().filter(|p| p.is_file()) {
+        ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli)
+      } else {
+        return Err(ExecError::new(
+          ErrorCode::ENOENT,
+          "tsx not found (neither <cwd>/node_modules/.bin/tsx nor the bundled copy)",
+        ));
+      };
+      if inline {
+        spec.args.push(OsString::from("-e"));
+        spec.args.push(OsString::from(code));
+        Ok(Launch { spec, temp: None })
+      } else {
+        // a file beside the caller's code, so relative imports resolve from cwd
+        let t = temp_with(code, Some(cwd), ".ts")?;
+        spec.args.push(t.to_path_buf().into_os_string());
+        Ok(Launch {
+          spec,
+          temp: Some(t),
+        })
+      }
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn parses_languages() {
+    assert_eq!("python".parse::<Language>().unwrap(), Language::Python);
+    assert_eq!(
+      "ruby".parse::<Language>().unwrap_err().message(),
+      "exec: Unsupported language 'ruby' (EINVAL)"
+    );
+  }
+
+  #[test]
+  fn small_code_is_inline_large_code_is_a_file() {
+    let cwd = Path::new("/tmp");
+    let env = EnvSpec::inherit();
+    let l = prepare(Language::Bash, "echo hi", cwd, &env, &Toolchain::default()).unwrap();
+    assert_eq!(
+      l.spec.args,
+      vec![OsString::from("-c"), OsString::from("echo hi")]
+    );
+    assert!(l.temp.is_none());
+    let big = "#".repeat(INLINE_MAX + 1);
+    let l = prepare(Language::Bash, &big, cwd, &env, &Toolchain::default()).unwrap();
+    let t = l.temp.expect("temp file");
+    assert_eq!(std::fs::read_to_string(&t).unwrap().len(), INLINE_MAX + 1);
+  }
+
+  #[test]
+  fn missing_interpreter_is_enoent() {
+    let env = EnvSpec {
+      vars: vec![("PATH".into(), "/nonexistent".into())],
+      extend: true,
+      remove: vec![],
+    };
+    let e = match prepare(
+      Language::Python,
+      "1",
+      Path::new("/tmp"),
+      &env,
+      &Toolchain::default(),
+    ) {
+      Err(e) => e,
+      Ok(_) => panic!("python3 found in /nonexistent"),
+    };
+    assert_eq!(e.message(), "exec: python3 not found in PATH (ENOENT)");
+  }
+}

@@ -1,0 +1,71 @@
+//! AbortSignal support. napi-rs's own `AbortSignal` overwrites `signal.onabort`
+//! and cannot be moved into a future, so we add an `abort` event listener that
+//! cancels a `Send` token, and remove it when the run settles.
+
+use exec_core::CancellationToken;
+use napi::bindgen_prelude::*;
+
+use crate::args::{prop, ArgResult};
+use crate::error::type_error;
+
+/// A listener attached to a signal; `detach` removes it.
+pub struct AbortBinding {
+  signal: ObjectRef<false>,
+  listener: FunctionRef<(), ()>,
+}
+
+impl AbortBinding {
+  pub fn detach(self, env: &Env) {
+    let _ = (|| -> Result<()> {
+      let signal = self.signal.get_value(env)?;
+      let listener = self.listener.borrow_back(env)?;
+      let remove: Function<FnArgs<(String, Function<(), ()>)>, Unknown> =
+        signal.get_named_property("removeEventListener")?;
+      remove.apply(signal, FnArgs::from(("abort".to_owned(), listener)))?;
+      Ok(())
+    })();
+  }
+}
+
+/// Wire `options.signal` to `token`. An already aborted signal cancels at once.
+pub fn bind(
+  env: &Env,
+  options: Option<&Object>,
+  token: &CancellationToken,
+) -> ArgResult<Option<AbortBinding>> {
+  let Some(options) = options else {
+    return Ok(None);
+  };
+  let Some(v) = prop(options, "signal")? else {
+    return Ok(None);
+  };
+  let bad = || type_error("options.signal must be an AbortSignal");
+  let signal: Object = unsafe { v.cast() }.map_err(|_| bad())?;
+  let aborted: Unknown = signal.get_named_property("aborted").map_err(|_| bad())?;
+  if aborted.get_type().ok() != Some(napi::ValueType::Boolean) {
+    return Err(bad());
+  }
+  if unsafe { aborted.cast::<bool>() }.unwrap_or(false) {
+    token.cancel();
+    return Ok(None);
+  }
+  let add: Function<FnArgs<(String, Function<(), ()>)>, Unknown> = signal
+    .get_named_property("addEventListener")
+    .map_err(|_| bad())?;
+  let t = token.clone();
+  let listener = env
+    .create_function_from_closure::<(), (), _>("onAbort", move |_ctx| {
+      t.cancel();
+      Ok(())
+    })
+    .map_err(|e| type_error(e.to_string()))?;
+  add
+    .apply(signal, FnArgs::from(("abort".to_owned(), listener)))
+    .map_err(|_| bad())?;
+  Ok(Some(AbortBinding {
+    signal: signal.create_ref().map_err(|e| type_error(e.to_string()))?,
+    listener: listener
+      .create_ref()
+      .map_err(|e| type_error(e.to_string()))?,
+  }))
+}

@@ -1,0 +1,235 @@
+//! Reading JavaScript arguments by hand, so that a wrong type gets a clear
+//! `TypeError` (`exec: options.timeout must be ... (EINVAL)`) through a
+//! rejected promise instead of a generic conversion error thrown synchronously.
+
+use std::time::Duration;
+
+use exec_core::{EnvSpec, ExecError};
+use napi::bindgen_prelude::*;
+use napi::ValueType;
+
+use crate::error::type_error;
+
+pub type ArgResult<T> = std::result::Result<T, ExecError>;
+
+fn kind(v: &Unknown) -> ValueType {
+  v.get_type().unwrap_or(ValueType::Unknown)
+}
+
+fn kind_name(v: &Unknown) -> &'static str {
+  match kind(v) {
+    ValueType::Undefined => "undefined",
+    ValueType::Null => "null",
+    ValueType::Boolean => "a boolean",
+    ValueType::Number => "a number",
+    ValueType::String => "a string",
+    ValueType::Symbol => "a symbol",
+    ValueType::Object => "an object",
+    ValueType::Function => "a function",
+    ValueType::BigInt => "a bigint",
+    _ => "an unknown value",
+  }
+}
+
+pub fn is_nullish(v: &Unknown) -> bool {
+  matches!(kind(v), ValueType::Undefined | ValueType::Null)
+}
+
+pub fn string(v: &Unknown, name: &str) -> ArgResult<String> {
+  if kind(v) != ValueType::String {
+    return Err(type_error(format!(
+      "{name} must be a string, got {}",
+      kind_name(v)
+    )));
+  }
+  unsafe { v.cast::<String>() }.map_err(|e| type_error(format!("{name}: {e}")))
+}
+
+/// An options object, or `None` when undefined/null.
+pub fn options<'a>(v: Option<Unknown<'a>>, name: &str) -> ArgResult<Option<Object<'a>>> {
+  match v {
+    None => Ok(None),
+    Some(v) if is_nullish(&v) => Ok(None),
+    Some(v) if kind(&v) == ValueType::Object => Ok(Some(
+      unsafe { v.cast::<Object>() }.map_err(|e| type_error(e.to_string()))?,
+    )),
+    Some(v) => Err(type_error(format!(
+      "{name} must be an object, got {}",
+      kind_name(&v)
+    ))),
+  }
+}
+
+/// A property, `None` when absent, undefined or null.
+pub fn prop<'a>(obj: &Object<'a>, key: &str) -> ArgResult<Option<Unknown<'a>>> {
+  let v: Unknown = obj
+    .get_named_property(key)
+    .map_err(|e| type_error(format!("options.{key}: {e}")))?;
+  Ok(if is_nullish(&v) { None } else { Some(v) })
+}
+
+pub fn opt_string(obj: &Object, key: &str) -> ArgResult<Option<String>> {
+  prop(obj, key)?
+    .map(|v| string(&v, &format!("options.{key}")))
+    .transpose()
+}
+
+pub fn opt_bool(obj: &Object, key: &str) -> ArgResult<Option<bool>> {
+  match prop(obj, key)? {
+    None => Ok(None),
+    Some(v) if kind(&v) == ValueType::Boolean => {
+      Ok(Some(unsafe { v.cast::<bool>() }.unwrap_or(false)))
+    }
+    Some(v) => Err(type_error(format!(
+      "options.{key} must be a boolean, got {}",
+      kind_name(&v)
+    ))),
+  }
+}
+
+pub fn number(v: &Unknown, name: &str) -> ArgResult<f64> {
+  if kind(v) != ValueType::Number {
+    return Err(type_error(format!(
+      "{name} must be a number, got {}",
+      kind_name(v)
+    )));
+  }
+  unsafe { v.cast::<f64>() }.map_err(|e| type_error(e.to_string()))
+}
+
+/// A non-negative finite number (or `Infinity` when `allow_inf`), else a TypeError.
+pub fn opt_non_negative(obj: &Object, key: &str, allow_inf: bool) -> ArgResult<Option<f64>> {
+  let Some(v) = prop(obj, key)? else {
+    return Ok(None);
+  };
+  let n = number(&v, &format!("options.{key}"))?;
+  if n.is_nan() {
+    return Err(type_error(format!(
+      "options.{key} must be a number, got NaN"
+    )));
+  }
+  if n < 0.0 {
+    return Err(type_error(format!(
+      "options.{key} must not be negative, got {n}"
+    )));
+  }
+  if n.is_infinite() && !allow_inf {
+    return Err(type_error(format!("options.{key} must be finite")));
+  }
+  Ok(Some(n))
+}
+
+/// A timeout in ms: 0 or Infinity mean none.
+pub fn opt_timeout(
+  obj: Option<&Object>,
+  key: &str,
+  default_ms: u64,
+) -> ArgResult<Option<Duration>> {
+  let ms = match obj {
+    Some(o) => opt_non_negative(o, key, true)?,
+    None => None,
+  };
+  Ok(match ms {
+    None => (default_ms > 0).then(|| Duration::from_millis(default_ms)),
+    Some(n) if n == 0.0 || n.is_infinite() => None,
+    Some(n) => Some(Duration::from_micros((n * 1000.0) as u64)),
+  })
+}
+
+pub fn opt_ms(obj: Option<&Object>, key: &str, default_ms: u64) -> ArgResult<Duration> {
+  let ms = match obj {
+    Some(o) => opt_non_negative(o, key, false)?,
+    None => None,
+  };
+  Ok(Duration::from_micros(
+    (ms.unwrap_or(default_ms as f64) * 1000.0) as u64,
+  ))
+}
+
+pub fn opt_usize(obj: Option<&Object>, key: &str, default: usize) -> ArgResult<usize> {
+  let n = match obj {
+    Some(o) => opt_non_negative(o, key, false)?,
+    None => None,
+  };
+  Ok(n.map(|n| n as usize).unwrap_or(default))
+}
+
+/// `env` (merged over the host's unless `extendEnv: false`).
+pub fn env_spec(obj: Option<&Object>) -> ArgResult<EnvSpec> {
+  let mut spec = EnvSpec::inherit();
+  let Some(obj) = obj else { return Ok(spec) };
+  if let Some(false) = opt_bool(obj, "extendEnv")? {
+    spec.extend = false;
+  }
+  if let Some(v) = prop(obj, "env")? {
+    if kind(&v) != ValueType::Object {
+      return Err(type_error(format!(
+        "options.env must be an object, got {}",
+        kind_name(&v)
+      )));
+    }
+    let env_obj = unsafe { v.cast::<Object>() }.map_err(|e| type_error(e.to_string()))?;
+    let keys = Object::keys(&env_obj).map_err(|e| type_error(e.to_string()))?;
+    for k in keys {
+      let val: Unknown = env_obj
+        .get_named_property(&k)
+        .map_err(|e| type_error(e.to_string()))?;
+      match kind(&val) {
+        // like Node: undefined drops the variable
+        ValueType::Undefined => spec.remove.push(k),
+        ValueType::String => spec
+          .vars
+          .push((k, unsafe { val.cast::<String>() }.unwrap_or_default())),
+        ValueType::Number | ValueType::Boolean => {
+          let s = val
+            .coerce_to_string()
+            .ok()
+            .and_then(|s| s.into_utf8().ok())
+            .and_then(|s| s.into_owned().ok())
+            .unwrap_or_default();
+          spec.vars.push((k, s))
+        }
+        _ => {
+          return Err(type_error(format!(
+            "options.env.{k} must be a string, got {}",
+            kind_name(&val)
+          )))
+        }
+      }
+    }
+  }
+  spec.validate()?;
+  Ok(spec)
+}
+
+/// `input`: a string or a Buffer.
+pub fn opt_input(obj: Option<&Object>) -> ArgResult<Option<Vec<u8>>> {
+  let Some(obj) = obj else { return Ok(None) };
+  let Some(v) = prop(obj, "input")? else {
+    return Ok(None);
+  };
+  match kind(&v) {
+    ValueType::String => Ok(Some(
+      unsafe { v.cast::<String>() }
+        .unwrap_or_default()
+        .into_bytes(),
+    )),
+    ValueType::Object => {
+      if v.is_buffer().unwrap_or(false) {
+        let b = unsafe { v.cast::<BufferSlice>() }.map_err(|e| type_error(e.to_string()))?;
+        Ok(Some(b.to_vec()))
+      } else if v.is_typedarray().unwrap_or(false) {
+        let b = unsafe { v.cast::<Uint8Array>() }.map_err(|e| type_error(e.to_string()))?;
+        Ok(Some(b.to_vec()))
+      } else {
+        Err(type_error(
+          "options.input must be a string or a Buffer, got an object",
+        ))
+      }
+    }
+    _ => Err(type_error(format!(
+      "options.input must be a string or a Buffer, got {}",
+      kind_name(&v)
+    ))),
+  }
+}

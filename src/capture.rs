@@ -1,0 +1,258 @@
+//! `executeAndCapture`: run code in a language, capture both streams into
+//! head+tail buffers, resolve with a structured result.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use exec_core::buffer::HeadTailBuffer;
+use exec_core::language::{self, Language};
+use exec_core::run::{run, ProcessSpec, RunPolicy, StdinMode};
+use exec_core::{CancellationToken, ErrorCode, ExecError};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::abort;
+use crate::args::{self, ArgResult};
+use crate::error::reject_type_error;
+use crate::host;
+use crate::options::CapturedExecutionResult;
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_KILL_GRACE_MS: u64 = 500;
+pub const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
+
+/// Everything read from the arguments, checked.
+pub struct CommonOptions {
+  pub cwd: PathBuf,
+  pub env: exec_core::EnvSpec,
+  pub policy: RunPolicy,
+  pub input: Option<Vec<u8>>,
+}
+
+pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
+  let cwd = match opts
+    .map(|o| args::opt_string(o, "cwd"))
+    .transpose()?
+    .flatten()
+  {
+    Some(c) => PathBuf::from(c),
+    None => std::env::current_dir().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ENOENT,
+        format!("the host's working directory is gone: {e}"),
+      )
+    })?,
+  };
+  let env = args::env_spec(opts)?;
+  let timeout = args::opt_timeout(opts, "timeout", DEFAULT_TIMEOUT_MS)?;
+  let timeout_label = timeout.map(exec_core::run::format_duration);
+  let policy = RunPolicy {
+    timeout,
+    timeout_label,
+    kill_grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_KILL_GRACE_MS)?,
+    drain: Duration::from_millis(100),
+    cleanup_group_on_exit: true,
+    owner: host::owner(),
+  };
+  Ok(CommonOptions {
+    cwd,
+    env,
+    policy,
+    input: args::opt_input(opts)?,
+  })
+}
+
+fn encoding(opts: Option<&Object>) -> ArgResult<bool> {
+  match opts
+    .map(|o| args::opt_string(o, "encoding"))
+    .transpose()?
+    .flatten()
+    .as_deref()
+  {
+    None | Some("utf8") | Some("utf-8") => Ok(false),
+    Some("buffer") => Ok(true),
+    Some(other) => Err(crate::error::type_error(format!(
+      "options.encoding must be 'utf8' or 'buffer', got '{other}'"
+    ))),
+  }
+}
+
+/// What the future hands back to the JS thread.
+pub struct Captured {
+  pub stdout: Vec<u8>,
+  pub stderr: Vec<u8>,
+  pub exit_code: i32,
+  pub execution_time: f64,
+  pub timed_out: bool,
+  pub canceled: bool,
+  pub signal: Option<String>,
+  pub stdout_bytes: u64,
+  pub stderr_bytes: u64,
+  pub truncated: bool,
+  pub error: Option<ExecError>,
+  pub pid: u32,
+}
+
+impl Captured {
+  /// A run that never started.
+  pub fn failed(error: ExecError) -> Self {
+    Captured {
+      stdout: Vec::new(),
+      stderr: Vec::new(),
+      exit_code: -1,
+      execution_time: 0.0,
+      timed_out: false,
+      canceled: false,
+      signal: None,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      truncated: false,
+      error: Some(error),
+      pid: 0,
+    }
+  }
+
+  pub fn into_js(mut self, raw: bool) -> CapturedExecutionResult {
+    let (stdout, stderr) = if raw {
+      (
+        Either::B(Buffer::from(std::mem::take(&mut self.stdout))),
+        Either::B(Buffer::from(std::mem::take(&mut self.stderr))),
+      )
+    } else {
+      let out = String::from_utf8(std::mem::take(&mut self.stdout));
+      let err = String::from_utf8(std::mem::take(&mut self.stderr));
+      let binary = out.is_err() || err.is_err();
+      let lossy = |r: std::result::Result<String, std::string::FromUtf8Error>| match r {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+      };
+      if binary && self.error.is_none() {
+        self.error = Some(ExecError::new(
+          ErrorCode::EBINARY,
+          "output is not valid UTF-8 (shown lossily; use encoding: 'buffer' for the raw bytes)",
+        ));
+      }
+      (Either::A(lossy(out)), Either::A(lossy(err)))
+    };
+    CapturedExecutionResult {
+      stdout,
+      stderr,
+      exit_code: self.exit_code,
+      execution_time: self.execution_time,
+      success: self.exit_code == 0 && self.error.is_none(),
+      timed_out: self.timed_out,
+      canceled: self.canceled,
+      signal: crate::options::nullable(self.signal),
+      stdout_bytes: self.stdout_bytes as f64,
+      stderr_bytes: self.stderr_bytes as f64,
+      truncated: self.truncated,
+      error_code: self.error.as_ref().map(|e| e.code.as_str().to_owned()),
+      error: self.error.map(|e| e.message()),
+      pid: self.pid,
+    }
+  }
+}
+
+/// Run `spec` capturing both streams with `cap` bytes each.
+pub async fn capture(
+  spec: ProcessSpec,
+  policy: RunPolicy,
+  cap: usize,
+  cancel: CancellationToken,
+) -> Captured {
+  match run(
+    &spec,
+    &policy,
+    HeadTailBuffer::new(cap),
+    HeadTailBuffer::new(cap),
+    &cancel,
+  )
+  .await
+  {
+    Err(e) => Captured::failed(e),
+    Ok(f) => {
+      let out = f.stdout.render();
+      let err = f.stderr.render();
+      let o = f.outcome;
+      Captured {
+        truncated: out.truncated || err.truncated,
+        stdout: out.bytes,
+        stderr: err.bytes,
+        exit_code: o.exit_code,
+        execution_time: o.duration.as_secs_f64() * 1000.0,
+        timed_out: o.timed_out,
+        canceled: o.canceled,
+        signal: crate::options::nullable(o.signal),
+        stdout_bytes: o.stdout_bytes,
+        stderr_bytes: o.stderr_bytes,
+        error: o.error,
+        pid: o.pid,
+      }
+    }
+  }
+}
+
+/// Run code in a fresh process and resolve with everything it printed.
+///
+/// Languages: `'bash'`, `'javascript'` (node), `'typescript'` (tsx: the
+/// caller's `<cwd>/node_modules/.bin/tsx`, else the bundled one), `'python'`
+/// (python3). Never rejects for a failure of the run itself: check `success`,
+/// `errorCode`. Rejects with a TypeError (code `EINVAL`) for arguments of the
+/// wrong type.
+#[napi(
+  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: ExecuteOptions",
+  ts_return_type = "Promise<CapturedExecutionResult>"
+)]
+pub fn execute_and_capture<'env>(
+  env: &'env Env,
+  code: Unknown<'env>,
+  language: Unknown<'env>,
+  options: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
+  let parsed = (|| -> ArgResult<_> {
+    let code = args::string(&code, "code")?;
+    let language = args::string(&language, "language")?;
+    let opts = args::options(options, "options")?;
+    let common = common_options(opts.as_ref())?;
+    let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
+    let raw = encoding(opts.as_ref())?;
+    let cancel = CancellationToken::new();
+    let binding = abort::bind(env, opts.as_ref(), &cancel)?;
+    Ok((code, language, common, cap, raw, cancel, binding))
+  })();
+  let (code, language, common, cap, raw, cancel, binding) = match parsed {
+    Ok(p) => p,
+    Err(e) => return reject_type_error(env, e),
+  };
+
+  // errors before execution resolve with success: false
+  let prepared = (|| -> std::result::Result<_, ExecError> {
+    let lang: Language = language.parse()?;
+    exec_core::spawn::check_cwd(&common.cwd)?;
+    let launch = language::prepare(lang, &code, &common.cwd, &common.env, host::toolchain())?;
+    Ok(launch)
+  })();
+
+  let fut = async move {
+    let launch = match prepared {
+      Err(e) => return Ok(Captured::failed(e)),
+      Ok(l) => l,
+    };
+    let mut spec = launch.spec;
+    spec.cwd = Some(common.cwd);
+    spec.env = common.env;
+    spec.stdin = match common.input {
+      Some(b) => StdinMode::Bytes(b),
+      None => StdinMode::Null,
+    };
+    let captured = capture(spec, common.policy, cap, cancel).await;
+    drop(launch.temp);
+    Ok(captured)
+  };
+  env.spawn_future_with_callback(fut, move |env, captured: Captured| {
+    if let Some(b) = binding {
+      b.detach(env);
+    }
+    Ok(captured.into_js(raw))
+  })
+}

@@ -1,0 +1,62 @@
+//! The host environment: an id per Node environment (main thread or worker) so
+//! that its processes can be killed when it goes away, and where the
+//! interpreters shipped with the package are.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use exec_core::Toolchain;
+use napi::bindgen_prelude::*;
+
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+  static OWNER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The id of the environment running on this thread.
+pub fn owner() -> u64 {
+  OWNER.with(|o| o.get())
+}
+
+/// Called once per environment when the addon is loaded into it.
+pub fn init_env(env: &Env) -> Result<()> {
+  let id = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+  OWNER.with(|o| o.set(id));
+  // environment teardown (process exit, worker termination): kill what it runs
+  env.add_env_cleanup_hook(id, |id| {
+    exec_core::group::kill_all(Some(id));
+  })?;
+  Ok(())
+}
+
+/// Path of the loaded `.node` file.
+fn addon_path() -> Option<PathBuf> {
+  let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+  let addr = addon_path as *const libc::c_void;
+  if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+    return None;
+  }
+  let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+  Some(PathBuf::from(name.to_string_lossy().into_owned()))
+}
+
+/// tsx's CLI, found the way Node resolves packages: upwards from the addon.
+fn find_bundled_tsx() -> Option<PathBuf> {
+  let start = addon_path()?;
+  start
+    .ancestors()
+    .skip(1)
+    .map(|d| d.join("node_modules/tsx/dist/cli.mjs"))
+    .find(|p| p.is_file())
+}
+
+pub fn toolchain() -> &'static Toolchain {
+  static TC: OnceLock<Toolchain> = OnceLock::new();
+  TC.get_or_init(|| Toolchain {
+    fallback_node: std::env::current_exe().ok(),
+    bundled_tsx: find_bundled_tsx(),
+  })
+}

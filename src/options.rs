@@ -1,0 +1,113 @@
+//! Options and results as JavaScript sees them. napi-rs copies these doc
+//! comments into `index.d.ts`, so the types are the documentation. Options are
+//! read by hand (see `args.rs`) so that bad input gets a clear TypeError; the
+//! structs here define their TypeScript shape.
+#![allow(dead_code)]
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// Options of `executeAndCapture`.
+#[napi(object, object_to_js = false)]
+pub struct ExecuteOptions {
+  /// Working directory, checked before spawning. @default process.cwd()
+  pub cwd: Option<String>,
+  /// Variables set over the host environment (`undefined` removes one).
+  pub env: Option<std::collections::HashMap<String, String>>,
+  /// Start from the host environment (`true`) or from `env` alone. @default true
+  pub extend_env: Option<bool>,
+  /// Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000
+  pub timeout: Option<f64>,
+  /// Milliseconds between SIGTERM and SIGKILL. @default 500
+  pub force_kill_after_delay: Option<f64>,
+  /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
+  pub max_output_bytes: Option<f64>,
+  /// Written to stdin, then EOF. Without it stdin is closed (a read gets EOF).
+  #[napi(ts_type = "string | Buffer | Uint8Array")]
+  pub input: Option<Either<String, Buffer>>,
+  /// Cancels the run: the group is killed, the result has `canceled: true`.
+  #[napi(ts_type = "AbortSignal")]
+  pub signal: Option<Unknown<'static>>,
+  /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
+  #[napi(ts_type = "'utf8' | 'buffer'")]
+  pub encoding: Option<String>,
+}
+
+/// The result of `executeAndCapture`. Errors before execution (bad cwd,
+/// missing interpreter, unsupported language) resolve with `success: false`,
+/// `exitCode: -1` and `error`/`errorCode`.
+#[napi(object, object_from_js = false)]
+pub struct CapturedExecutionResult {
+  /// Captured stdout: head + `[Output truncated] N bytes omitted` + tail when over the cap.
+  #[napi(ts_type = "string | Buffer")]
+  pub stdout: Either<String, Buffer>,
+  #[napi(ts_type = "string | Buffer")]
+  pub stderr: Either<String, Buffer>,
+  /// The exit code; 128+N when signal N ended the child; 124 on timeout; -1 if it never ran.
+  pub exit_code: i32,
+  /// Milliseconds from spawn to settle.
+  pub execution_time: f64,
+  /// Exit 0 and no error.
+  pub success: bool,
+  pub timed_out: bool,
+  pub canceled: bool,
+  /// The signal that ended the child (`'SIGTERM'`), or null.
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// Bytes the child wrote to stdout in total (not only what was kept).
+  pub stdout_bytes: f64,
+  pub stderr_bytes: f64,
+  /// Whether either stream was cut.
+  pub truncated: bool,
+  /// `exec: <what> (<CODE>)`.
+  pub error: Option<String>,
+  /// ENOENT, ENOTDIR, EACCES, EINVAL, TIMEOUT, ECANCELED, EBINARY, ESPAWN, EIO.
+  pub error_code: Option<String>,
+  /// The child's pid (0 if it never ran).
+  pub pid: u32,
+}
+
+/// Options of `spawnCall`.
+#[napi(object, object_to_js = false)]
+pub struct SpawnOptions {
+  /// @default process.cwd()
+  pub cwd: Option<String>,
+  pub env: Option<std::collections::HashMap<String, String>>,
+  /// @default true
+  pub extend_env: Option<bool>,
+  /// Milliseconds; 0 or Infinity: none. @default 30000
+  pub timeout: Option<f64>,
+  /// @default 500
+  pub force_kill_after_delay: Option<f64>,
+  #[napi(ts_type = "string | Buffer | Uint8Array")]
+  pub input: Option<Either<String, Buffer>>,
+  #[napi(ts_type = "AbortSignal")]
+  pub signal: Option<Unknown<'static>>,
+  /// Least milliseconds between two calls of the same callback: output is
+  /// coalesced in between (the first chunk is delivered at once). @default 10
+  pub callback_interval_ms: Option<f64>,
+}
+
+/// The result of `spawnCall`.
+#[napi(object, object_from_js = false)]
+pub struct SpawnResult {
+  pub exit_code: i32,
+  /// The signal that ended the child, or null.
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  pub timed_out: bool,
+  pub canceled: bool,
+  /// Milliseconds.
+  pub execution_time: f64,
+  /// The child's pid (0 if it never ran).
+  pub pid: u32,
+  pub stdout_bytes: f64,
+  pub stderr_bytes: f64,
+  pub error: Option<String>,
+  pub error_code: Option<String>,
+}
+
+/// `Some(s)` -> `s`, `None` -> `null` (not `undefined`).
+pub fn nullable(v: Option<String>) -> Either<String, Null> {
+  v.map_or(Either::B(Null), Either::A)
+}
