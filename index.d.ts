@@ -27,7 +27,7 @@ export interface CapturedExecutionResult {
   timedOut: boolean
   canceled: boolean
   /** The signal that ended the child (`'SIGTERM'`), or null. */
-  signal?: string
+  signal: string | null
   /** Bytes the child wrote to stdout in total (not only what was kept). */
   stdoutBytes: number
   stderrBytes: number
@@ -112,7 +112,8 @@ export interface SpawnOptions {
 /** The result of `spawnCall`. */
 export interface SpawnResult {
   exitCode: number
-  signal?: string
+  /** The signal that ended the child, or null. */
+  signal: string | null
   timedOut: boolean
   canceled: boolean
   /** Milliseconds. */

@@ -182,7 +182,7 @@ pub async fn capture(
         execution_time: o.duration.as_secs_f64() * 1000.0,
         timed_out: o.timed_out,
         canceled: o.canceled,
-        signal: crate::options::nullable(o.signal),
+        signal: o.signal,
         stdout_bytes: o.stdout_bytes,
         stderr_bytes: o.stderr_bytes,
         error: o.error,

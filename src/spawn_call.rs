@@ -62,7 +62,7 @@ fn string_args(v: Option<Unknown>) -> ArgResult<Vec<String>> {
 fn failed(e: ExecError) -> SpawnResult {
   SpawnResult {
     exit_code: -1,
-    signal: None,
+    signal: Either::B(Null),
     timed_out: false,
     canceled: false,
     execution_time: 0.0,
