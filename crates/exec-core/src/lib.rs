@@ -6,6 +6,7 @@ pub mod error;
 pub mod group;
 pub mod language;
 pub mod run;
+pub mod session;
 pub mod spawn;
 pub mod utf8;
 
