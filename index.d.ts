@@ -10,6 +10,74 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * A persistent Python interpreter (a real `python3` process, never Python
+ * inside Node). Variables, imports, functions and classes survive from one
+ * `execute` to the next. Calls are queued and run in order.
+ */
+export declare class PythonSession {
+  /**
+   * Start the interpreter (and run `initCode`). Rejects with `err.code`:
+   * ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
+   * start), EINVAL (`initCode` raised; bad options as a TypeError).
+   */
+  static start(options?: PythonSessionOptions): Promise<PythonSession>
+  /**
+   * Run a cell. Streams output to `onStdout`/`onStderr` as it is printed;
+   * resolves with the captured result for every outcome of the cell.
+   */
+  execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
+  /**
+   * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
+   * namespace survives). Returns false when no cell is running.
+   */
+  interrupt(): boolean
+  /**
+   * Replace the interpreter by a fresh one (an empty namespace; `initCode`
+   * runs again). Waits for queued cells first.
+   */
+  reset(): Promise<void>
+  /**
+   * End the interpreter and every process it started. A running cell
+   * resolves with `died`; queued and later calls reject with ECANCELED.
+   */
+  close(): Promise<void>
+  /** The interpreter's pid; 0 while none runs (after it died, after `close`). */
+  get pid(): number
+  /** Whether `close()` was called. */
+  get closed(): boolean
+}
+
+/**
+ * A persistent bash: `cd`, `export`, aliases, functions and shell variables
+ * survive from one `execute` to the next. Calls are queued and run in order.
+ */
+export declare class ShellSession {
+  /**
+   * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
+   * ENOTDIR, EACCES, ESPAWN, EINVAL (not bash, or `initScript` ended the shell).
+   */
+  static start(options?: ShellSessionOptions): Promise<ShellSession>
+  /**
+   * Run a command line in the session's shell, stdin at EOF. Streams output
+   * to `onStdout`/`onStderr`; resolves with the captured result, the real
+   * exit code and the cwd after it.
+   */
+  execute(command: string, options?: SessionExecuteOptions): Promise<ShellExecuteResult>
+  /**
+   * Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
+   * cwd and variables stay. Returns false when no command is running.
+   */
+  interrupt(): boolean
+  /** Replace the shell by a fresh one (initial cwd; `initScript` runs again). */
+  reset(): Promise<void>
+  /** End the shell and every process of its group (background jobs included). */
+  close(): Promise<void>
+  /** The shell's pid; 0 while none runs. */
+  get pid(): number
+  get closed(): boolean
+}
+
+/**
  * The result of `executeAndCapture`. Errors before execution (bad cwd,
  * missing interpreter, unsupported language) resolve with `success: false`,
  * `exitCode: -1` and `error`/`errorCode`.
@@ -79,6 +147,155 @@ export interface ExecuteOptions {
  * or leftovers being terminated). 0 when nothing is left behind.
  */
 export declare function liveProcessGroups(): number
+
+/** An exception raised by a Python cell. */
+export interface PythonException {
+  /** The exception's class name, e.g. `'ZeroDivisionError'`, `'KeyboardInterrupt'`. */
+  type: string
+  /** `str(exception)`. */
+  message: string
+  /** The formatted traceback, starting at the cell: `File "<cell 3>", line 2, in <module>`. */
+  traceback: string
+}
+
+/**
+ * The result of `PythonSession.execute`. It resolves for every outcome of the
+ * cell; it rejects only when the session is closed (ECANCELED) or a lost
+ * interpreter cannot be restarted (ENOENT, ESPAWN, EINVAL for `initCode`).
+ */
+export interface PythonExecuteResult {
+  /**
+   * `ok`; `error` (the cell raised); `interrupted` (`interrupt()`, a
+   * KeyboardInterrupt; the namespace is kept); `timeout`; `died` (the
+   * interpreter ended: `os._exit`, a crash; the next cell starts a new one).
+   */
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  /** Captured stdout: head + `[Output truncated] N bytes omitted` + tail when over the cap. */
+  stdout: string
+  /** Captured stderr (a traceback is printed there too, as the REPL does). */
+  stderr: string
+  /** Whether either stream was cut. */
+  truncated: boolean
+  /**
+   * `repr()` of the cell's last expression, as Jupyter shows it; null for
+   * statements and for `None`.
+   */
+  resultValue: string | null
+  /** The exception with `error` and `interrupted` (and a timeout the interrupt stopped). */
+  exception: PythonException | null
+  /** The cell's number in its interpreter (`<cell N>`); starts at 1 again after a restart. */
+  executionCount: number
+  /** Milliseconds. */
+  executionTime: number
+  /** With `died` or a killing `timeout`: the interpreter's exit code (128+N for signal N). */
+  exitCode: number | null
+  /** With `died`: the signal that ended the interpreter (`'SIGSEGV'`), or null. */
+  signal: string | null
+  /**
+   * The interpreter is gone and its namespace with it (`died`, or a `timeout`
+   * the interrupt did not stop).
+   */
+  stateLost: boolean
+  /** This cell ran in a new interpreter because the previous one was lost. */
+  restarted: boolean
+  /** `exec: <what> (<CODE>)` for `timeout` (TIMEOUT) and a close under the cell (ECANCELED). */
+  error?: string
+  errorCode?: string
+}
+
+/** Options of `PythonSession.start`. */
+export interface PythonSessionOptions {
+  /** Working directory of the interpreter, checked before starting. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /** The interpreter: a name looked up in PATH, or a path. @default 'python3' */
+  python?: string
+  /**
+   * Code run in the namespace after every start of an interpreter (the first,
+   * restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
+   */
+  initCode?: string
+  /**
+   * Milliseconds a cell has to stop after the SIGINT of its timeout before the
+   * interpreter is killed. @default 2000
+   */
+  forceKillAfterDelay?: number
+  /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
+  startupTimeout?: number
+}
+
+/** Options of `execute` (both sessions). */
+export interface SessionExecuteOptions {
+  /**
+   * Milliseconds before the execution is interrupted (then killed, see
+   * `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
+   */
+  timeout?: number
+  /** Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
+  maxOutputBytes?: number
+  /** Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced). */
+  onStdout?: (data: string) => void
+  /** Called with stderr text as it is printed. */
+  onStderr?: (data: string) => void
+}
+
+/**
+ * The result of `ShellSession.execute`. Rejects only when the session is
+ * closed (ECANCELED), the command holds a NUL byte (EINVAL), or a lost shell
+ * cannot be restarted.
+ */
+export interface ShellExecuteResult {
+  /**
+   * `ok` (exit 0); `error` (non-zero exit); `interrupted` (`interrupt()`; the
+   * shell, its cwd and variables are kept); `timeout`; `died` (the shell
+   * ended, e.g. `exit`; the next command starts a new one).
+   */
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  stdout: string
+  stderr: string
+  truncated: boolean
+  /**
+   * The command's real `$?` (130 after an interrupt); 124 on timeout; with
+   * `died`, the shell's exit code (128+N for signal N).
+   */
+  exitCode: number
+  /** The session's working directory after the command. */
+  cwd: string
+  /** Milliseconds. */
+  executionTime: number
+  /** With `died`: the signal that ended the shell, or null. */
+  signal: string | null
+  /** The shell is gone, and its cwd, variables, aliases and functions with it. */
+  stateLost: boolean
+  /** This command ran in a new shell because the previous one was lost. */
+  restarted: boolean
+  error?: string
+  errorCode?: string
+}
+
+/** Options of `ShellSession.start`. */
+export interface ShellSessionOptions {
+  /** Initial working directory of the shell. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** @default true */
+  extendEnv?: boolean
+  /** bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash' */
+  shell?: string
+  /** Run in the shell after every start (the first, restarts). Its output is discarded. */
+  initScript?: string
+  /**
+   * Milliseconds a command has to stop after the SIGINT of its timeout before
+   * its processes are killed. @default 2000
+   */
+  forceKillAfterDelay?: number
+  /** Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
+  startupTimeout?: number
+}
 
 /**
  * Run `command` (looked up in PATH, no shell) with `args`, streaming output to

@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.PythonSession = nativeBinding.PythonSession
+module.exports.ShellSession = nativeBinding.ShellSession
 module.exports.executeAndCapture = nativeBinding.executeAndCapture
 module.exports.liveProcessGroups = nativeBinding.liveProcessGroups
 module.exports.spawnCall = nativeBinding.spawnCall

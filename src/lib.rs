@@ -8,6 +8,7 @@ mod capture;
 mod error;
 mod host;
 mod options;
+mod session;
 mod spawn_call;
 mod stream;
 

@@ -18,7 +18,7 @@ use crate::stream::{CallbackSink, StringCallback};
 
 const DEFAULT_INTERVAL_MS: u64 = 10;
 
-fn callback(v: Option<Unknown>, name: &str) -> ArgResult<Option<StringCallback>> {
+pub(crate) fn callback(v: Option<Unknown>, name: &str) -> ArgResult<Option<StringCallback>> {
   let Some(v) = v else { return Ok(None) };
   if args::is_nullish(&v) {
     return Ok(None);

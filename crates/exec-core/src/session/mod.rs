@@ -19,17 +19,19 @@
 pub mod python;
 pub mod shell;
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStderr, ChildStdout};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -353,9 +355,19 @@ impl Worker {
 
   /// SIGKILL the whole group now and reap the worker.
   pub async fn kill(&mut self) -> Option<ExitStatus> {
+    // the worker's children first, while it is alive to reap them (killed
+    // together, they would be orphans left for init to reap)
+    if self.exit.is_none() && self.kill_others() > 0 {
+      tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     group::signal_group(self.pid, Signal::SIGKILL);
     let _ = self.child.start_kill();
     let st = self.wait_exit(Duration::from_secs(5)).await;
+    // SIGKILL is asynchronous: return once the group's processes are dead
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && !live_members(self.pid).is_empty() {
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     group::unregister(self.pid);
     st
   }
@@ -490,15 +502,51 @@ pub fn group_members(_pgid: i32) -> Vec<i32> {
   Vec::new()
 }
 
-/// Who may interrupt what: shared between the execution that owns the worker
-/// and `interrupt()` callers, which must not wait for the execution.
-#[derive(Default)]
+/// Members of group `pgid` that are not zombies (a killed orphan stays a
+/// zombie until init reaps it, which some container inits do lazily).
+pub fn live_members(pgid: i32) -> Vec<i32> {
+  #[cfg(target_os = "linux")]
+  {
+    group_members(pgid)
+      .into_iter()
+      .filter(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+          .ok()
+          .and_then(|s| {
+            s.rfind(')')
+              .map(|i| s[i + 1..].trim_start().starts_with(['Z', 'X']))
+          })
+          == Some(false)
+      })
+      .collect()
+  }
+  #[cfg(not(target_os = "linux"))]
+  {
+    if group::group_alive(pgid) {
+      vec![pgid]
+    } else {
+      Vec::new()
+    }
+  }
+}
+
+/// The session's queue and who may interrupt what. Shared between the
+/// execution that owns the worker and `interrupt()` callers, which must not
+/// wait for the execution.
+///
+/// The queue is joined synchronously (in call order: `execute` called twice in
+/// a row runs in that order, whatever order the runtime polls the futures in)
+/// and handed on from one [`Turn`] to the next.
+#[derive(Default, Clone)]
 pub(crate) struct Control {
-  state: Mutex<ControlState>,
+  state: Arc<Mutex<ControlState>>,
 }
 
 #[derive(Default)]
 struct ControlState {
+  /// A turn holds the queue.
+  busy: bool,
+  waiters: VecDeque<oneshot::Sender<()>>,
   pgid: i32,
   in_flight: bool,
   started: bool,
@@ -506,19 +554,86 @@ struct ControlState {
   interrupted: bool,
 }
 
+/// A place in the queue; [`Turn::ready`] waits for it. Dropping a turn (held or
+/// not) hands the queue on.
+pub(crate) struct Turn {
+  state: Arc<Mutex<ControlState>>,
+  rx: Option<oneshot::Receiver<()>>,
+  held: bool,
+}
+
+impl Turn {
+  /// Wait until every earlier turn is done (or `cancel` fires: false).
+  pub async fn ready(&mut self, cancel: &CancellationToken) -> bool {
+    if let Some(rx) = self.rx.as_mut() {
+      tokio::select! {
+        r = rx => {
+          self.rx = None;
+          self.held = r.is_ok();
+        }
+        _ = cancel.cancelled() => return false,
+      }
+    }
+    self.held
+  }
+}
+
+impl Drop for Turn {
+  fn drop(&mut self) {
+    let held = self.held
+      || self.rx.as_mut().is_some_and(|rx| {
+        // the queue may have been handed to us in the meantime
+        rx.close();
+        rx.try_recv().is_ok()
+      });
+    if held {
+      hand_on(&self.state);
+    }
+  }
+}
+
+fn hand_on(state: &Mutex<ControlState>) {
+  let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+  while let Some(tx) = s.waiters.pop_front() {
+    if tx.send(()).is_ok() {
+      return;
+    }
+  }
+  s.busy = false;
+}
+
 impl Control {
   fn lock(&self) -> std::sync::MutexGuard<'_, ControlState> {
     self.state.lock().unwrap_or_else(|e| e.into_inner())
   }
 
+  /// Join the queue now.
+  pub fn join(&self) -> Turn {
+    let mut s = self.lock();
+    if !s.busy {
+      s.busy = true;
+      return Turn {
+        state: self.state.clone(),
+        rx: None,
+        held: true,
+      };
+    }
+    let (tx, rx) = oneshot::channel();
+    s.waiters.push_back(tx);
+    Turn {
+      state: self.state.clone(),
+      rx: Some(rx),
+      held: false,
+    }
+  }
+
   /// A request was sent to the worker of group `pgid`.
   pub fn begin(&self, pgid: i32) {
     let mut s = self.lock();
-    *s = ControlState {
-      pgid,
-      in_flight: true,
-      ..Default::default()
-    };
+    s.pgid = pgid;
+    s.in_flight = true;
+    s.started = false;
+    s.interrupted = false;
   }
 
   /// The worker confirmed it runs the request: deliver a pending interrupt.
@@ -532,27 +647,30 @@ impl Control {
     }
   }
 
-  /// SIGINT the running execution (or as soon as it starts). False when
-  /// nothing runs.
+  /// SIGINT the running execution; one that is queued or about to start gets
+  /// it as soon as it starts. False when nothing runs or waits.
   pub fn interrupt(&self) -> bool {
     let mut s = self.lock();
-    if !s.in_flight {
-      return false;
-    }
-    if s.started {
+    if s.in_flight && s.started {
       s.interrupted = true;
       group::signal_group(s.pgid, Signal::SIGINT);
-    } else {
-      s.pending = true;
+      return true;
     }
-    true
+    if s.in_flight || s.busy {
+      s.pending = true;
+      return true;
+    }
+    false
   }
 
   /// The execution is over; whether it was interrupted.
   pub fn end(&self) -> bool {
     let mut s = self.lock();
     let was = s.interrupted;
-    *s = ControlState::default();
+    s.in_flight = false;
+    s.started = false;
+    s.pending = false;
+    s.interrupted = false;
     was
   }
 }

@@ -2,8 +2,10 @@
 //! expression's `repr` is the result, SIGINT interrupts a cell, a timeout
 //! interrupts then kills, a dead interpreter is restarted on the next cell.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -13,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
   closed_error, exit_info, rendered_text, Capture, Control, Event, ExecuteOptions, SessionStatus,
-  Worker, WorkerSpec,
+  Turn, Worker, WorkerSpec,
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
@@ -319,17 +321,31 @@ impl PythonSession {
 
   /// Run a cell. Output goes to `out`/`err` as it comes (and is captured).
   /// Errors only for a session that is closed or cannot be restarted.
-  pub async fn execute<O: OutputSink, E: OutputSink>(
+  pub fn execute<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    code: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
+    // the place in the queue is taken now, in call order
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.execute_in_turn(turn, &code, &opts, out, err).await }
+  }
+
+  async fn execute_in_turn<O: OutputSink, E: OutputSink>(
     &self,
+    mut turn: Turn,
     code: &str,
     opts: &ExecuteOptions,
     out: O,
     err: E,
   ) -> Result<CellResult, ExecError> {
-    let mut slot = self.slot.lock().await;
-    if self.closing.is_cancelled() {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
+    let mut slot = self.slot.lock().await;
     let mut restarted = false;
     if slot.worker.is_none() {
       self.boot(&mut slot).await?;
@@ -414,6 +430,7 @@ impl PythonSession {
       }
     }
     drop(slot);
+    drop(turn);
     out.finish().await;
     err.finish().await;
     let (stdout, t1) = rendered_text(&out.buf);
@@ -433,11 +450,17 @@ impl PythonSession {
   }
 
   /// A fresh interpreter (runs `init_code` again). Waits for queued cells.
-  pub async fn reset(&self) -> Result<(), ExecError> {
-    let mut slot = self.slot.lock().await;
-    if self.closing.is_cancelled() {
+  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.reset_in_turn(turn).await }
+  }
+
+  async fn reset_in_turn(&self, mut turn: Turn) -> Result<(), ExecError> {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
+    let mut slot = self.slot.lock().await;
     if let Some(w) = slot.worker.take() {
       w.shutdown(Duration::ZERO).await;
     }

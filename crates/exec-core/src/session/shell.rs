@@ -12,8 +12,10 @@
 //! interrupted one: it writes the request id, the real `$?` and `$PWD` to the
 //! control socket, NUL-terminated.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -22,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
   closed_error, exit_info, rendered_text, Capture, Control, Event, ExecuteOptions, SessionStatus,
-  Worker, WorkerSpec,
+  Turn, Worker, WorkerSpec,
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
@@ -361,8 +363,22 @@ impl ShellSession {
   /// Run a command. Output goes to `out`/`err` as it comes (and is captured).
   /// Errors only for bad input, a closed session, or a shell that cannot be
   /// restarted.
-  pub async fn execute<O: OutputSink, E: OutputSink>(
+  pub fn execute<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    command: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
+    // the place in the queue is taken now, in call order
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.execute_in_turn(turn, &command, &opts, out, err).await }
+  }
+
+  async fn execute_in_turn<O: OutputSink, E: OutputSink>(
     &self,
+    mut turn: Turn,
     command: &str,
     opts: &ExecuteOptions,
     out: O,
@@ -371,10 +387,10 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
-    let mut slot = self.slot.lock().await;
-    if self.closing.is_cancelled() {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
+    let mut slot = self.slot.lock().await;
     let mut restarted = false;
     if slot.worker.is_none() {
       self.boot(&mut slot).await?;
@@ -459,6 +475,7 @@ impl ShellSession {
       }
     }
     drop(slot);
+    drop(turn);
     out.finish().await;
     err.finish().await;
     let (stdout, t1) = rendered_text(&out.buf);
@@ -478,11 +495,17 @@ impl ShellSession {
   }
 
   /// A fresh shell (runs `init_script` again). Waits for queued commands.
-  pub async fn reset(&self) -> Result<(), ExecError> {
-    let mut slot = self.slot.lock().await;
-    if self.closing.is_cancelled() {
+  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.reset_in_turn(turn).await }
+  }
+
+  async fn reset_in_turn(&self, mut turn: Turn) -> Result<(), ExecError> {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
+    let mut slot = self.slot.lock().await;
     if let Some(w) = slot.worker.take() {
       w.shutdown(Duration::ZERO).await;
     }

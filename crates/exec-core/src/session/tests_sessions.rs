@@ -13,32 +13,38 @@ fn opts(timeout_ms: u64) -> ExecuteOptions {
   }
 }
 
-async fn py() -> PythonSession {
-  PythonSession::start(PythonOptions {
-    kill_grace: Duration::from_millis(500),
-    ..Default::default()
-  })
-  .await
-  .expect("python3 starts")
+async fn py() -> Arc<PythonSession> {
+  Arc::new(
+    PythonSession::start(PythonOptions {
+      kill_grace: Duration::from_millis(500),
+      ..Default::default()
+    })
+    .await
+    .expect("python3 starts"),
+  )
 }
 
-async fn cell(s: &PythonSession, code: &str) -> CellResult {
-  s.execute(code, &opts(10_000), Discard, Discard)
+async fn cell(s: &Arc<PythonSession>, code: &str) -> CellResult {
+  s.execute(code.into(), opts(10_000), Discard, Discard)
     .await
     .unwrap()
 }
 
-async fn sh() -> ShellSession {
-  ShellSession::start(ShellOptions {
-    kill_grace: Duration::from_millis(300),
-    ..Default::default()
-  })
-  .await
-  .expect("bash starts")
+async fn sh() -> Arc<ShellSession> {
+  Arc::new(
+    ShellSession::start(ShellOptions {
+      kill_grace: Duration::from_millis(300),
+      ..Default::default()
+    })
+    .await
+    .expect("bash starts"),
+  )
 }
 
-async fn cmd(s: &ShellSession, c: &str) -> CommandResult {
-  s.execute(c, &opts(10_000), Discard, Discard).await.unwrap()
+async fn cmd(s: &Arc<ShellSession>, c: &str) -> CommandResult {
+  s.execute(c.into(), opts(10_000), Discard, Discard)
+    .await
+    .unwrap()
 }
 
 /// A sink that records when each chunk arrived.
@@ -107,8 +113,8 @@ async fn python_streams_before_the_end() {
   let rec = Recorder::default();
   let r = s
     .execute(
-      "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.3)",
-      &opts(10_000),
+      "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.3)".into(),
+      opts(10_000),
       rec.clone(),
       Discard,
     )
@@ -124,7 +130,7 @@ async fn python_streams_before_the_end() {
 
 #[tokio::test]
 async fn python_interrupt_keeps_namespace() {
-  let s = Arc::new(py().await);
+  let s = py().await;
   cell(&s, "x = 41").await;
   let s2 = s.clone();
   let t = tokio::spawn(async move { cell(&s2, "import time\ntime.sleep(100)").await });
@@ -141,19 +147,22 @@ async fn python_interrupt_keeps_namespace() {
 
 #[tokio::test]
 async fn python_timeout_kills_stubborn_cell_and_restarts() {
-  let s = PythonSession::start(PythonOptions {
-    kill_grace: Duration::from_millis(300),
-    init_code: Some("boot = 'yes'".into()),
-    ..Default::default()
-  })
-  .await
-  .unwrap();
+  let s = Arc::new(
+    PythonSession::start(PythonOptions {
+      kill_grace: Duration::from_millis(300),
+      init_code: Some("boot = 'yes'".into()),
+      ..Default::default()
+    })
+    .await
+    .unwrap(),
+  );
   cell(&s, "x = 1").await;
   let pid = s.pid();
   let r = s
     .execute(
-      "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass",
-      &opts(300),
+      "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+        .into(),
+      opts(300),
       Discard,
       Discard,
     )
@@ -174,7 +183,12 @@ async fn python_timeout_that_interrupt_stops_keeps_state() {
   let s = py().await;
   cell(&s, "x = 5").await;
   let r = s
-    .execute("import time\ntime.sleep(10)", &opts(300), Discard, Discard)
+    .execute(
+      "import time\ntime.sleep(10)".into(),
+      opts(300),
+      Discard,
+      Discard,
+    )
     .await
     .unwrap();
   assert_eq!(r.status, SessionStatus::Timeout);
@@ -239,7 +253,7 @@ async fn shell_state_exit_codes_and_stdin() {
 
 #[tokio::test]
 async fn shell_interrupt_keeps_cwd() {
-  let s = Arc::new(sh().await);
+  let s = sh().await;
   cmd(&s, "cd /tmp; X=7").await;
   let s2 = s.clone();
   let t = tokio::spawn(async move { cmd(&s2, "sleep 100").await });
@@ -260,8 +274,9 @@ async fn shell_timeout_kills_command_keeps_shell() {
   cmd(&s, "cd /tmp").await;
   let r = s
     .execute(
-      "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'",
-      &opts(300),
+      "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'"
+        .into(),
+      opts(300),
       Discard,
       Discard,
     )
@@ -299,18 +314,54 @@ async fn shell_background_job_does_not_hold_completion() {
   assert_eq!(running_members(pid), Vec::<i32>::new());
 }
 
-/// Members of a group that are not zombies (a killed orphan stays a zombie
-/// until init reaps it, which some container inits do lazily).
 fn running_members(pgid: i32) -> Vec<i32> {
-  group_members(pgid)
-    .into_iter()
-    .filter(|p| {
-      std::fs::read_to_string(format!("/proc/{p}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        == Some(false)
-    })
-    .collect()
+  live_members(pgid)
+}
+
+#[tokio::test]
+async fn queue_runs_in_call_order_and_interrupt_reaches_a_queued_cell() {
+  let s = py().await;
+  let a = s.execute(
+    "import time\ntime.sleep(0.2)\nseq = [1]".into(),
+    opts(10_000),
+    Discard,
+    Discard,
+  );
+  let b = s.execute("seq.append(2)".into(), opts(10_000), Discard, Discard);
+  let c = s.execute("seq".into(), opts(10_000), Discard, Discard);
+  // polled in reverse order: the queue still follows the call order
+  let (c, b, a) = tokio::join!(tokio::spawn(c), tokio::spawn(b), tokio::spawn(a));
+  assert_eq!(a.unwrap().unwrap().status, SessionStatus::Ok);
+  assert_eq!(b.unwrap().unwrap().status, SessionStatus::Ok);
+  assert_eq!(c.unwrap().unwrap().result_value.as_deref(), Some("[1, 2]"));
+  // an interrupt right after the call, before the cell started
+  let d = s.execute(
+    "import time\ntime.sleep(100)".into(),
+    opts(10_000),
+    Discard,
+    Discard,
+  );
+  assert!(s.interrupt());
+  assert_eq!(d.await.unwrap().status, SessionStatus::Interrupted);
+  assert!(!s.interrupt());
+  s.close().await;
+}
+
+#[tokio::test]
+async fn dropped_waiting_turn_does_not_block_the_queue() {
+  let s = py().await;
+  let a = s.execute(
+    "import time\ntime.sleep(0.2)".into(),
+    opts(10_000),
+    Discard,
+    Discard,
+  );
+  let b = s.execute("1".into(), opts(10_000), Discard, Discard);
+  let c = s.execute("2".into(), opts(10_000), Discard, Discard);
+  drop(b);
+  assert_eq!(a.await.unwrap().status, SessionStatus::Ok);
+  assert_eq!(c.await.unwrap().result_value.as_deref(), Some("2"));
+  s.close().await;
 }
 
 #[test]
