@@ -311,8 +311,9 @@ impl PythonSession {
       Ok(a) => a,
       Err(e) => return reject_type_error(env, e),
     };
-    let inner = self.inner.clone();
-    let fut = async move { Ok(inner.execute(&a.code, &a.opts, a.out, a.err).await) };
+    // joins the session's queue now, so calls run in the order they were made
+    let run = self.inner.execute(a.code, a.opts, a.out, a.err);
+    let fut = async move { Ok(run.await) };
     env.spawn_future_with_callback(fut, |env, r| match r {
       Err(e) => Err(js_error(env, e)),
       Ok(r) => Ok(PythonExecuteResult {
