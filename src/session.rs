@@ -170,7 +170,7 @@ pub struct ShellExecuteResult {
 
 /// A rejected-promise error carrying `err.code` (built on the JS thread).
 fn js_error(env: &Env, e: ExecError) -> Error {
-  let err = JsError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
   Error::from(err.into_unknown(*env))
 }
 

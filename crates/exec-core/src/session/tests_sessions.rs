@@ -49,7 +49,8 @@ async fn cmd(s: &Arc<ShellSession>, c: &str) -> CommandResult {
 
 /// A sink that records when each chunk arrived.
 #[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<(tokio::time::Instant, Vec<u8>)>>>);
+struct Recorder(Arc<Mutex<Vec<Chunk>>>);
+type Chunk = (tokio::time::Instant, Vec<u8>);
 impl OutputSink for Recorder {
   fn write(&mut self, data: &[u8]) {
     self
