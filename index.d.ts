@@ -75,6 +75,12 @@ export interface ExecuteOptions {
 }
 
 /**
+ * Run code like `executeAndCapture`, but stream the output to callbacks as
+ * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
+ */
+export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
+
+/**
  * Number of process groups exec-native is still tracking (running children,
  * or leftovers being terminated). 0 when nothing is left behind.
  */

@@ -836,5 +836,6 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.executeAndCapture = nativeBinding.executeAndCapture
+module.exports.executeStreaming = nativeBinding.executeStreaming
 module.exports.liveProcessGroups = nativeBinding.liveProcessGroups
 module.exports.spawnCall = nativeBinding.spawnCall
