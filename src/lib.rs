@@ -1,6 +1,7 @@
 //! exec-native: the napi binding. It only converts types; the work is done by
 //! `exec-core`.
 #![deny(clippy::all)]
+#![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod abort;
 mod args;

@@ -365,7 +365,7 @@ pub fn decode_status(st: ExitStatus) -> (i32, Option<String>) {
 /// `1000ms` -> `1s`, `1500ms` -> `1.5s`.
 pub fn format_duration(d: Duration) -> String {
   let ms = d.as_millis();
-  if ms % 1000 == 0 {
+  if ms.is_multiple_of(1000) {
     format!("{}s", ms / 1000)
   } else {
     let s = format!("{:.3}", ms as f64 / 1000.0);
