@@ -4,9 +4,11 @@
 pub mod buffer;
 pub mod error;
 pub mod group;
+pub mod hostguard;
 pub mod language;
 pub mod run;
 pub mod spawn;
+pub mod tree;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;

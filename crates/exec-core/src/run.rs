@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{ErrorCode, ExecError};
 use crate::group;
 use crate::spawn::EnvSpec;
+use crate::tree;
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +75,8 @@ pub struct RunPolicy {
   /// How long to keep reading after the child exited, for output still in the
   /// pipes or held open by a grandchild.
   pub drain: Duration,
-  /// Terminate what is left of the group when the child exits.
+  /// Terminate what is left of the tree (its process group and every marked
+  /// descendant, even one that left the group) when the child exits.
   pub cleanup_group_on_exit: bool,
   /// Id of the host environment that owns the run (see [`group::kill_all`]).
   pub owner: u64,
@@ -155,11 +157,12 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   out_task: JoinHandle<(O, u64)>,
   err_task: JoinHandle<(E, u64)>,
   stop: CancellationToken,
+  mark: String,
 }
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
 /// whatever the host's memory) in a new process group.
-fn build_command(spec: &ProcessSpec) -> tokio::process::Command {
+fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   let mut cmd = std::process::Command::new(&spec.program);
   cmd.args(&spec.args);
   if let Some(a0) = &spec.arg0 {
@@ -172,6 +175,8 @@ fn build_command(spec: &ProcessSpec) -> tokio::process::Command {
     cmd.env_clear();
     cmd.envs(spec.env.build());
   }
+  // every descendant inherits the mark, so it can be found if it leaves the group
+  cmd.env(tree::MARK_VAR, mark);
   cmd.process_group(0);
   cmd.stdin(match spec.stdin {
     StdinMode::Null => Stdio::null(),
@@ -191,7 +196,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
-    let mut cmd = build_command(spec);
+    let mark = tree::new_mark(owner);
+    let mut cmd = build_command(spec, &mark);
     let started = Instant::now();
     let shown = spec.program.display().to_string();
     let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
@@ -225,11 +231,17 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       out_task,
       err_task,
       stop,
+      mark,
     })
   }
 
   pub fn pid(&self) -> u32 {
     self.pid
+  }
+
+  /// The value of `EXEC_NATIVE_RUN_ID` this run's processes carry.
+  pub fn mark(&self) -> &str {
+    &self.mark
   }
 
   /// The stdin pipe, with [`StdinMode::Piped`].
@@ -248,17 +260,16 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       st = self.child.wait() => st,
       _ = sleep_until_opt(deadline) => {
         timed_out = true;
-        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
       }
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
       }
     };
-    let exited_at = Instant::now();
-    // what is left of the group goes the same way
-    if policy.cleanup_group_on_exit && group::group_alive(pgid) {
-      group::terminate_group_later(pgid, policy.owner, policy.kill_grace);
+    // what is left of the tree (the group, and marked escapees) goes the same way
+    if policy.cleanup_group_on_exit || timed_out || canceled {
+      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
     } else {
       group::unregister(pgid);
     }
@@ -275,7 +286,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     if let Some(t) = self.input_task.take() {
       t.abort();
     }
-    let _ = exited_at;
 
     let (mut exit_code, signal) = match status {
       Ok(st) => decode_status(st),
@@ -333,18 +343,22 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   }
 }
 
-/// SIGTERM the group (and the child itself), SIGKILL after `grace`.
-async fn kill_sequence(
+/// SIGTERM the group, the child itself and its marked descendants; SIGKILL
+/// after `grace`.
+pub async fn kill_sequence(
   child: &mut Child,
   pgid: i32,
+  mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
+  tree::signal_marked(mark, libc::SIGTERM);
   match tokio::time::timeout(grace, child.wait()).await {
     Ok(st) => st,
     Err(_) => {
       group::signal_group(pgid, Signal::SIGKILL);
+      tree::signal_marked(mark, libc::SIGKILL);
       let _ = child.start_kill();
       child.wait().await
     }
