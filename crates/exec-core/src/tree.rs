@@ -186,8 +186,7 @@ fn environ_contains(pid: i32, needle: &[u8]) -> bool {
   }
   unsafe { libc::close(fd) };
   // the last variable has no NUL after it in some kernels' output
-  if !hit && needle.last() == Some(&0) && have >= keep && &buf[have - keep..have] == &needle[..keep]
-  {
+  if !hit && needle.last() == Some(&0) && have >= keep && buf[have - keep..have] == needle[..keep] {
     hit = true;
   }
   hit
