@@ -2,10 +2,12 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
+pub mod cgroup;
 pub mod error;
 pub mod group;
 pub mod hostguard;
 pub mod language;
+pub mod limits;
 pub mod run;
 pub mod spawn;
 pub mod tree;
