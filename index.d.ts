@@ -70,6 +70,27 @@ export interface ExecuteOptions {
   input?: string | Buffer | Uint8Array
   /** Cancels the run: the group is killed, the result has `canceled: true`. */
   signal?: AbortSignal
+  /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
 }
@@ -85,6 +106,26 @@ export declare function executeStreaming(code: string, language: 'bash' | 'javas
  * or leftovers being terminated). 0 when nothing is left behind.
  */
 export declare function liveProcessGroups(): number
+
+/** Resource limits of an execution and all its descendants. */
+export interface ResourceLimits {
+  /** Resident memory of the whole tree, in bytes (checked every 20 ms). */
+  memoryBytes?: number
+  /** CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU). */
+  cpuSeconds?: number
+  /**
+   * Processes in the tree at once (a pids cgroup where the host may create
+   * one, else RLIMIT_NPROC; plus a watchdog).
+   */
+  maxProcesses?: number
+  /** Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ). */
+  fileSizeBytes?: number
+  /**
+   * Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+   * it is not stopped).
+   */
+  openFiles?: number
+}
 
 /**
  * Run `command` (looked up in PATH, no shell) with `args`, streaming output to
@@ -108,6 +149,27 @@ export interface SpawnOptions {
   forceKillAfterDelay?: number
   input?: string | Buffer | Uint8Array
   signal?: AbortSignal
+  /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
   /**
    * Least milliseconds between two calls of the same callback: output is
    * coalesced in between (the first chunk is delivered at once). @default 10

@@ -76,12 +76,19 @@ impl Limits {
     Ok(ChildPlan {
       rlimits,
       cgroup_procs,
+      pdeathsig_parent: None,
     })
   }
 
-  /// What an exit by `signal` means under these limits.
-  pub fn explain_signal(&self, signal: Option<&str>) -> Option<ExecError> {
-    match signal {
+  /// What an exit by `signal` (or a shell's `128+N` report of a child's
+  /// signal death, in `exit_code`) means under these limits.
+  pub fn explain_signal(&self, signal: Option<&str>, exit_code: i32) -> Option<ExecError> {
+    let by_code = match exit_code - 128 {
+      libc::SIGXCPU => Some("SIGXCPU"),
+      libc::SIGXFSZ => Some("SIGXFSZ"),
+      _ => None,
+    };
+    match signal.or(by_code) {
       Some("SIGXCPU") => self.cpu_seconds.map(cpu_error),
       Some("SIGXFSZ") => self.file_size_bytes.map(|b| {
         ExecError::new(
@@ -122,11 +129,37 @@ impl Limits {
 pub struct ChildPlan {
   rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
   cgroup_procs: Option<std::ffi::CString>,
+  /// With `die_with_parent`: the host's pid, to catch a host that died before
+  /// the prctl.
+  pub pdeathsig_parent: Option<i32>,
 }
 
 impl ChildPlan {
   /// Async-signal-safe: setrlimit, open, write, close.
   pub fn apply(&self) -> std::io::Result<()> {
+    // Node ignores SIGXFSZ and ignored signals survive exec: give the limits
+    // their signals back
+    unsafe {
+      libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+      libc::signal(libc::SIGXCPU, libc::SIG_DFL);
+    }
+    if let Some(parent) = self.pdeathsig_parent {
+      unsafe {
+        if libc::prctl(
+          libc::PR_SET_PDEATHSIG,
+          libc::SIGKILL as libc::c_ulong,
+          0,
+          0,
+          0,
+        ) != 0
+        {
+          return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+          libc::_exit(137);
+        }
+      }
+    }
     if let Some(path) = &self.cgroup_procs {
       let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
       if fd < 0 {
@@ -170,7 +203,7 @@ fn resident_pages(pid: i32) -> u64 {
 pub fn human_bytes(b: u64) -> String {
   const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
   for (name, size) in UNITS {
-    if b >= size && b % size == 0 {
+    if b >= size && b.is_multiple_of(size) {
       return format!("{} {name}", b / size);
     }
   }
@@ -195,9 +228,11 @@ mod tests {
       ..Default::default()
     };
     assert_eq!(
-      l.explain_signal(Some("SIGXCPU")).unwrap().message(),
+      l.explain_signal(Some("SIGXCPU"), 0).unwrap().message(),
       "exec: CPU time limit of 2s exceeded (ELIMIT)"
     );
-    assert!(l.explain_signal(Some("SIGTERM")).is_none());
+    assert!(l.explain_signal(Some("SIGTERM"), 143).is_none());
+    // bash reports its child's SIGXCPU death as 152
+    assert!(l.explain_signal(None, 152).is_some());
   }
 }

@@ -46,6 +46,9 @@ pub struct ProcessSpec {
   pub stdin: StdinMode,
   /// Opt-in resource limits (see [`crate::limits`]).
   pub limits: Limits,
+  /// SIGKILL the child if the host dies, even by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
+  pub die_with_parent: bool,
 }
 
 impl ProcessSpec {
@@ -58,6 +61,7 @@ impl ProcessSpec {
       env: EnvSpec::inherit(),
       stdin: StdinMode::Null,
       limits: Limits::default(),
+      die_with_parent: false,
     }
   }
 
@@ -210,8 +214,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       .limits
       .max_processes
       .and_then(|max| crate::cgroup::PidsCgroup::create(&mark, max));
-    if !spec.limits.is_empty() {
-      let plan = spec.limits.child_plan(cgroup.as_ref())?;
+    if !spec.limits.is_empty() || spec.die_with_parent {
+      let mut plan = spec.limits.child_plan(cgroup.as_ref())?;
+      if spec.die_with_parent {
+        plan.pdeathsig_parent = Some(std::process::id() as i32);
+      }
       unsafe {
         cmd.pre_exec(move || plan.apply());
       }
@@ -322,7 +329,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut error = None;
     if limit_hit.is_none() {
-      limit_hit = self.limits.explain_signal(signal.as_deref());
+      limit_hit = self.limits.explain_signal(signal.as_deref(), exit_code);
     }
     if let Some(e) = limit_hit {
       error = Some(e);
