@@ -2,6 +2,7 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
+pub mod command;
 pub mod error;
 pub mod group;
 pub mod language;
