@@ -309,14 +309,14 @@ fn js_error(e: ExecError) -> Error {
 
 fn throw_coded(env: &Env, e: &ExecError) -> Error {
   // a thrown error whose `code` is the exec code (napi's own Error keeps the status as code)
-  let err = Error::new(e.code.as_str().to_owned(), e.message());
+  let err = Error::new(e.code.as_str(), e.message());
   let value = JsError::from(err).into_unknown(*env);
   let _ = env.throw(value);
   Error::new(Status::PendingException, e.message())
 }
 
 fn reject_coded<'env, T: ToNapiValue>(env: &'env Env, e: ExecError) -> Result<PromiseRaw<'env, T>> {
-  let err = JsError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
   PromiseRaw::reject(env, err.into_unknown(*env))
 }
 
@@ -493,7 +493,7 @@ fn check_with(env: &Env, runner: &core::CommandRunner, pid: Unknown) -> Result<B
 }
 
 fn throw_type(env: &Env, e: &ExecError) -> Error {
-  let err = napi::JsTypeError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+  let err = napi::JsTypeError::from(Error::new(e.code.as_str(), e.message()));
   let _ = env.throw(err.into_unknown(*env));
   Error::new(Status::PendingException, e.message())
 }

@@ -95,7 +95,6 @@ struct BgProc {
   capture: SharedCapture,
   limits: Limits,
   cancel: CancellationToken,
-  kill_requested: AtomicBool,
   done: watch::Receiver<Option<(RunOutcome, Instant)>>,
 }
 
@@ -329,7 +328,6 @@ impl CommandRunner {
       capture: capture.clone(),
       limits,
       cancel: cancel.clone(),
-      kill_requested: AtomicBool::new(false),
       done: rx,
     });
     guard(&self.inner.procs).insert(pid, proc);
@@ -459,7 +457,6 @@ async fn futures_join<F: std::future::Future<Output = ()>>(futs: impl Iterator<I
 
 async fn kill_proc(p: &BgProc) {
   if p.outcome().is_none() {
-    p.kill_requested.store(true, Ordering::SeqCst);
     p.cancel.cancel();
   }
   let mut rx = p.done.clone();

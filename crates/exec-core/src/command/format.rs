@@ -30,7 +30,7 @@ pub fn format_size(bytes: usize) -> String {
   } else {
     return format!("{bytes}B");
   };
-  if bytes % div == 0 {
+  if bytes.is_multiple_of(div) {
     format!("{}{unit}", bytes / div)
   } else {
     let s = format!("{:.1}", bytes as f64 / div as f64);
