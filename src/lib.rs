@@ -6,6 +6,7 @@
 mod abort;
 mod args;
 mod capture;
+mod command;
 mod error;
 mod host;
 mod options;

@@ -3,6 +3,7 @@
 
 pub mod buffer;
 pub mod cgroup;
+pub mod command;
 pub mod error;
 pub mod group;
 pub mod hostguard;
