@@ -10,6 +10,35 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * A session of the command tool: runs commands, and owns the ones that went
+ * to the background (after their timeout, or with `background: true`).
+ * `close()` kills what it still runs; dropping it does too.
+ */
+export declare class CommandRunner {
+  /** Throws a TypeError (code `EINVAL`) for options of the wrong type. */
+  constructor(options?: CommandRunnerOptions)
+  /** Run `bash -c <command>` (see `runCommand`). */
+  run(command: string, options?: CommandOptions): Promise<CommandResult>
+  /**
+   * Running or exited, and only the output written since the last check.
+   * Throws (code `ESRCH`) for a pid this runner does not know.
+   */
+  checkBackground(pid: number): BackgroundCheck
+  /**
+   * Terminate the whole process group (SIGTERM, then SIGKILL) and resolve
+   * with the final output. Rejects (code `ESRCH`) for an unknown pid.
+   */
+  killBackground(pid: number): Promise<BackgroundCheck>
+  /** Every background process of this runner with its status, oldest first. */
+  listBackground(): Array<BackgroundProcessInfo>
+  /**
+   * Kill everything still running, sweep old logs; later runs fail with
+   * `ECANCELED`. Resolves with how many processes were still running.
+   */
+  close(): Promise<number>
+}
+
+/**
  * A persistent Python interpreter (a real `python3` process, never Python
  * inside Node). Variables, imports, functions and classes survive from one
  * `execute` to the next. Calls are queued and run in order.
@@ -77,6 +106,50 @@ export declare class ShellSession {
   get closed(): boolean
 }
 
+/** The state of a background process and its output since the last check. */
+export interface BackgroundCheck {
+  pid: number
+  running: boolean
+  /** null while running. */
+  exitCode: number | null
+  signal: string | null
+  /** Ended by `killBackground` or `close()`. */
+  killed: boolean
+  /** New stdout since the last check (bounded by the same limits). */
+  stdout: string
+  stderr: string
+  truncation: StreamsTruncation
+  logPath?: string
+  offloadError?: string
+  /** Formatted for the model. */
+  text: string
+  /** It exited on its own with a non-zero code. */
+  isError: boolean
+}
+
+/** A command moved to the background. */
+export interface BackgroundHandle {
+  /** Its pid (= its process group id), for `checkBackground` / `killBackground`. */
+  pid: number
+  /** The log that receives all its output, if it could be created. */
+  logPath?: string
+}
+
+/** One entry of `listBackground()`. */
+export interface BackgroundProcessInfo {
+  pid: number
+  command: string
+  running: boolean
+  exitCode: number | null
+  signal: string | null
+  killed: boolean
+  logPath?: string
+  /** Epoch milliseconds. */
+  startedAt: number
+  /** Milliseconds it has run (until its exit). */
+  runtime: number
+}
+
 /**
  * The result of `executeAndCapture`. Errors before execution (bad cwd,
  * missing interpreter, unsupported language) resolve with `success: false`,
@@ -109,6 +182,102 @@ export interface CapturedExecutionResult {
   pid: number
 }
 
+/** `checkBackground` of the default runner (processes started by `runCommand`). */
+export declare function checkBackground(pid: number): BackgroundCheck
+
+/**
+ * Options of `runCommand` / `CommandRunner.run`. Unset values come from the
+ * runner's options, then from the defaults below.
+ */
+export interface CommandOptions {
+  /** Working directory of this call (checked before spawning). @default the runner's cwd, else process.cwd() */
+  cwd?: string
+  /**
+   * Variables set over the environment (`undefined` removes one). The
+   * non-interactive defaults `PAGER=cat`, `GIT_PAGER=cat`,
+   * `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1` can be overridden here.
+   */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /**
+   * Milliseconds before the command moves to the background (it is not
+   * killed); 0 or Infinity: wait for the end. @default 120000
+   */
+  timeout?: number
+  /** Lines of each stream shown (the last ones). @default 2000 */
+  maxLines?: number
+  /** Bytes of each stream shown (the last ones). @default 51200 */
+  maxBytes?: number
+  /** Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
+  outputDir?: string
+  /** Start in the background at once and return its pid. @default false */
+  background?: boolean
+}
+
+/**
+ * The result of `runCommand`. Never rejects for a failure of the command:
+ * one that cannot start has `exitCode: -1`, `isError: true` and `error`.
+ */
+export interface CommandResult {
+  /** Sanitized, tail-truncated stdout. */
+  stdout: string
+  /** Sanitized, tail-truncated stderr. */
+  stderr: string
+  /** The exit code (128+N when signal N ended it); null while it runs in the background; -1 if it never ran. */
+  exitCode: number | null
+  /** The signal that ended it, or null. */
+  signal: string | null
+  /** The timeout passed: the command now runs in the background (see `background`). */
+  timedOut: boolean
+  truncation: StreamsTruncation
+  /**
+   * The full, untruncated output of both streams (interleaved as read):
+   * present whenever something was cut, and for background commands.
+   */
+  fullOutputPath?: string
+  /** Why the full output could not be saved (completely). */
+  offloadError?: string
+  /** Set when the command runs on in the background. */
+  background?: BackgroundHandle
+  /** The result formatted for the model (`stdout:` / `stderr:` / `exit code: N`, notices). */
+  text: string
+  /** A non-zero exit, or a command that could not start. */
+  isError: boolean
+  /** Milliseconds until the result. */
+  executionTime: number
+  /** The pid of `bash` (0 if it never ran). */
+  pid: number
+  /** `exec: <what> (<CODE>)` when the command could not start. */
+  error?: string
+  /** ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed). */
+  errorCode?: string
+}
+
+/** Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings. */
+export interface CommandRunnerOptions {
+  /** @default process.cwd() at each call */
+  cwd?: string
+  env?: Record<string, string>
+  /** @default true */
+  extendEnv?: boolean
+  /** @default 120000 */
+  timeout?: number
+  /** @default 2000 */
+  maxLines?: number
+  /** @default 51200 */
+  maxBytes?: number
+  /** @default os.tmpdir() */
+  outputDir?: string
+  /**
+   * Milliseconds after which `exec-native-*.log` files in the output
+   * directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
+   */
+  retention?: number
+  /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
+  forceKillAfterDelay?: number
+}
+
 /**
  * Run code in a fresh process and resolve with everything it printed.
  *
@@ -138,9 +307,42 @@ export interface ExecuteOptions {
   input?: string | Buffer | Uint8Array
   /** Cancels the run: the group is killed, the result has `canceled: true`. */
   signal?: AbortSignal
+  /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
 }
+
+/**
+ * Run code like `executeAndCapture`, but stream the output to callbacks as
+ * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
+ */
+export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
+
+/** `killBackground` of the default runner. */
+export declare function killBackground(pid: number): Promise<BackgroundCheck>
+
+/** `listBackground` of the default runner. */
+export declare function listBackground(): Array<BackgroundProcessInfo>
 
 /**
  * Number of process groups exec-native is still tracking (running children,
@@ -226,6 +428,44 @@ export interface PythonSessionOptions {
   /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
   startupTimeout?: number
 }
+
+/** Resource limits of an execution and all its descendants. */
+export interface ResourceLimits {
+  /** Resident memory of the whole tree, in bytes (checked every 20 ms). */
+  memoryBytes?: number
+  /** CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU). */
+  cpuSeconds?: number
+  /**
+   * Processes in the tree at once (a pids cgroup where the host may create
+   * one, else RLIMIT_NPROC; plus a watchdog).
+   */
+  maxProcesses?: number
+  /** Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ). */
+  fileSizeBytes?: number
+  /**
+   * Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+   * it is not stopped).
+   */
+  openFiles?: number
+}
+
+/**
+ * Run `bash -c <command>` for a model: stateless, stdin closed, a
+ * non-interactive environment; output sanitized (no ANSI escapes), cut to the
+ * last `maxLines` lines / `maxBytes` bytes per stream with the full output in
+ * a log file; after `timeout` the command moves to the background instead of
+ * being killed (see `checkBackground`, `killBackground`). Uses the module's
+ * default runner; create a `CommandRunner` for a session of your own.
+ */
+export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
+
+/**
+ * Strip terminal escapes (CSI, OSC, DCS, ...; parsed by `vte`), drop control
+ * characters other than tab, newline and carriage return, turn `\r
+` into `
+`.
+ */
+export declare function sanitize(text: string): string
 
 /** Options of `execute` (both sessions). */
 export interface SessionExecuteOptions {
@@ -320,6 +560,27 @@ export interface SpawnOptions {
   input?: string | Buffer | Uint8Array
   signal?: AbortSignal
   /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
+  /**
    * Least milliseconds between two calls of the same callback: output is
    * coalesced in between (the first chunk is delivered at once). @default 10
    */
@@ -341,4 +602,56 @@ export interface SpawnResult {
   stderrBytes: number
   error?: string
   errorCode?: string
+}
+
+/** Truncation of both streams. */
+export interface StreamsTruncation {
+  stdout: TruncationInfo
+  stderr: TruncationInfo
+}
+
+/** Limits of `truncateTail`. */
+export interface TruncateOptions {
+  /** @default 2000 */
+  maxLines?: number
+  /** @default 51200 */
+  maxBytes?: number
+}
+
+/** The result of `truncateTail`. */
+export interface TruncateResult {
+  /** The kept tail. */
+  content: string
+  truncated: boolean
+  truncatedBy: 'lines' | 'bytes' | null
+  totalLines: number
+  totalBytes: number
+  outputLines: number
+  outputBytes: number
+  lastLinePartial: boolean
+}
+
+/**
+ * Keep the last complete lines of `text` within `maxLines` and `maxBytes`
+ * (whichever hits first); a single line longer than `maxBytes` keeps its
+ * tail, cut on a character boundary.
+ */
+export declare function truncateTail(text: string, options?: TruncateOptions): TruncateResult
+
+/** What tail truncation kept of one stream. */
+export interface TruncationInfo {
+  /** Whether anything was cut. */
+  truncated: boolean
+  /** The limit that cut it, or null. */
+  truncatedBy: 'lines' | 'bytes' | null
+  /** Lines the command wrote to the stream (since the last check for background processes). */
+  totalLines: number
+  /** Bytes the command wrote to the stream, before sanitizing. */
+  totalBytes: number
+  /** Lines shown. */
+  outputLines: number
+  /** Bytes shown (UTF-8, after sanitizing). */
+  outputBytes: number
+  /** The first shown line is only the tail of a line longer than `maxBytes`. */
+  lastLinePartial: boolean
 }

@@ -8,6 +8,9 @@ use napi::bindgen_prelude::*;
 use crate::args::{prop, ArgResult};
 use crate::error::type_error;
 
+/// `signal.addEventListener` / `removeEventListener`.
+type ListenerMethod<'a> = Function<'a, FnArgs<(String, Function<'a, (), ()>)>, Unknown<'a>>;
+
 /// A listener attached to a signal; `detach` removes it.
 pub struct AbortBinding {
   signal: ObjectRef<false>,
@@ -19,8 +22,7 @@ impl AbortBinding {
     let _ = (|| -> Result<()> {
       let signal = self.signal.get_value(env)?;
       let listener = self.listener.borrow_back(env)?;
-      let remove: Function<FnArgs<(String, Function<(), ()>)>, Unknown> =
-        signal.get_named_property("removeEventListener")?;
+      let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
       remove.apply(signal, FnArgs::from(("abort".to_owned(), listener)))?;
       Ok(())
     })();
@@ -49,7 +51,7 @@ pub fn bind(
     token.cancel();
     return Ok(None);
   }
-  let add: Function<FnArgs<(String, Function<(), ()>)>, Unknown> = signal
+  let add: ListenerMethod = signal
     .get_named_property("addEventListener")
     .map_err(|_| bad())?;
   let t = token.clone();

@@ -14,7 +14,7 @@ pub fn reject_type_error<'env, T: ToNapiValue>(
   env: &'env Env,
   e: ExecError,
 ) -> Result<PromiseRaw<'env, T>> {
-  let err = JsTypeError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+  let err = JsTypeError::from(Error::new(e.code.as_str(), e.message()));
   let value = err.into_unknown(*env);
   PromiseRaw::reject(env, value)
 }

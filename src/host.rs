@@ -29,7 +29,19 @@ pub fn init_env(env: &Env) -> Result<()> {
   env.add_env_cleanup_hook(id, |id| {
     exec_core::group::kill_all(Some(id));
   })?;
+  // process.exit() on the main thread does not run env cleanup hooks, but it
+  // does run exit(3), and so atexit handlers
+  static ATEXIT: std::sync::Once = std::sync::Once::new();
+  ATEXIT.call_once(|| unsafe {
+    libc::atexit(kill_everything_at_exit);
+  });
+  // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
+  exec_core::hostguard::install();
   Ok(())
+}
+
+extern "C" fn kill_everything_at_exit() {
+  exec_core::group::kill_all(None);
 }
 
 /// Path of the loaded `.node` file.

@@ -1,10 +1,12 @@
 //! exec-native: the napi binding. It only converts types; the work is done by
 //! `exec-core`.
 #![deny(clippy::all)]
+#![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod abort;
 mod args;
 mod capture;
+mod command;
 mod error;
 mod host;
 mod options;

@@ -1,9 +1,9 @@
 //! `spawnCall`: run a command (no shell) and stream its output to callbacks.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use exec_core::run::{run, ProcessSpec, StdinMode};
+use exec_core::language::{self, Language, Launch};
+use exec_core::run::{run, ProcessSpec};
 use exec_core::spawn::{check_cwd, resolve_program};
 use exec_core::{CancellationToken, ExecError};
 use napi::bindgen_prelude::*;
@@ -13,6 +13,7 @@ use crate::abort;
 use crate::args::{self, ArgResult};
 use crate::capture::common_options;
 use crate::error::{reject_type_error, type_error};
+use crate::host;
 use crate::options::SpawnResult;
 use crate::stream::{CallbackSink, StringCallback};
 
@@ -74,6 +75,90 @@ fn failed(e: ExecError) -> SpawnResult {
   }
 }
 
+/// Everything a streaming run needs, read from the arguments.
+struct Streaming {
+  common: crate::capture::CommonOptions,
+  interval: Duration,
+  out_cb: Option<StringCallback>,
+  err_cb: Option<StringCallback>,
+  cancel: CancellationToken,
+  binding: Option<abort::AbortBinding>,
+}
+
+fn streaming_args(
+  env: &Env,
+  options: Option<Unknown>,
+  on_stdout: Option<Unknown>,
+  on_stderr: Option<Unknown>,
+) -> ArgResult<Streaming> {
+  let opts = args::options(options, "options")?;
+  let common = common_options(opts.as_ref())?;
+  let interval = args::opt_ms(opts.as_ref(), "callbackIntervalMs", DEFAULT_INTERVAL_MS)?;
+  let out_cb = callback(on_stdout, "onStdout")?;
+  let err_cb = callback(on_stderr, "onStderr")?;
+  let cancel = CancellationToken::new();
+  let binding = abort::bind(env, opts.as_ref(), &cancel)?;
+  Ok(Streaming {
+    common,
+    interval,
+    out_cb,
+    err_cb,
+    cancel,
+    binding,
+  })
+}
+
+/// Spawn what `prepared` resolved to and stream its output; settle on the JS thread.
+fn stream_run<'env>(
+  env: &'env Env,
+  st: Streaming,
+  prepared: std::result::Result<Launch, ExecError>,
+) -> Result<PromiseRaw<'env, SpawnResult>> {
+  let Streaming {
+    common,
+    interval,
+    out_cb,
+    err_cb,
+    cancel,
+    binding,
+  } = st;
+  let fut = async move {
+    let launch = match prepared {
+      Err(e) => return Ok(failed(e)),
+      Ok(l) => l,
+    };
+    let mut spec = launch.spec;
+    let policy = common.apply_to(&mut spec);
+    let out = CallbackSink::new(out_cb, interval);
+    let err = CallbackSink::new(err_cb, interval);
+    let result = run(&spec, &policy, out, err, &cancel).await;
+    drop(launch.temp);
+    let f = match result {
+      Err(e) => return Ok(failed(e)),
+      Ok(f) => f,
+    };
+    let o = f.outcome;
+    Ok(SpawnResult {
+      exit_code: o.exit_code,
+      signal: crate::options::nullable(o.signal),
+      timed_out: o.timed_out,
+      canceled: o.canceled,
+      execution_time: o.duration.as_secs_f64() * 1000.0,
+      pid: o.pid,
+      stdout_bytes: o.stdout_bytes as f64,
+      stderr_bytes: o.stderr_bytes as f64,
+      error_code: o.error.as_ref().map(|e| e.code.as_str().to_owned()),
+      error: o.error.map(|e| e.message()),
+    })
+  };
+  env.spawn_future_with_callback(fut, move |env, r: SpawnResult| {
+    if let Some(b) = binding {
+      b.detach(env);
+    }
+    Ok(r)
+  })
+}
+
 /// Run `command` (looked up in PATH, no shell) with `args`, streaming output to
 /// `onStdout`/`onStderr` as strings decoded on UTF-8 boundaries, in order,
 /// coalesced, every byte delivered before the promise resolves. A callback
@@ -94,60 +179,63 @@ pub fn spawn_call<'env>(
   let parsed = (|| -> ArgResult<_> {
     let command = args::string(&command, "command")?;
     let argv = string_args(argv)?;
-    let opts = args::options(options, "options")?;
-    let common = common_options(opts.as_ref())?;
-    let interval = args::opt_ms(opts.as_ref(), "callbackIntervalMs", DEFAULT_INTERVAL_MS)?;
-    let out_cb = callback(on_stdout, "onStdout")?;
-    let err_cb = callback(on_stderr, "onStderr")?;
-    let cancel = CancellationToken::new();
-    let binding = abort::bind(env, opts.as_ref(), &cancel)?;
     Ok((
-      command, argv, common, interval, out_cb, err_cb, cancel, binding,
+      command,
+      argv,
+      streaming_args(env, options, on_stdout, on_stderr)?,
     ))
   })();
-  let (command, argv, common, interval, out_cb, err_cb, cancel, binding) = match parsed {
+  let (command, argv, st) = match parsed {
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
-  let program = (|| -> std::result::Result<PathBuf, ExecError> {
-    check_cwd(&common.cwd)?;
-    resolve_program(&command, common.env.path_var().as_ref(), &common.cwd)
-  })();
-  let fut = async move {
-    let program = match program {
-      Err(e) => return Ok(failed(e)),
-      Ok(p) => p,
-    };
+  let prepared = (|| -> std::result::Result<Launch, ExecError> {
+    check_cwd(&st.common.cwd)?;
+    let program = resolve_program(&command, st.common.env.path_var().as_ref(), &st.common.cwd)?;
     let mut spec = ProcessSpec::new(program);
     spec.args = argv.into_iter().map(Into::into).collect();
-    spec.cwd = Some(common.cwd);
-    spec.env = common.env;
-    spec.stdin = common.input.map_or(StdinMode::Null, StdinMode::Bytes);
-    let out = CallbackSink::new(out_cb, interval);
-    let err = CallbackSink::new(err_cb, interval);
-    let f = match run(&spec, &common.policy, out, err, &cancel).await {
-      Err(e) => return Ok(failed(e)),
-      Ok(f) => f,
-    };
-    let o = f.outcome;
-    Ok(SpawnResult {
-      exit_code: o.exit_code,
-      signal: crate::options::nullable(o.signal),
-      timed_out: o.timed_out,
-      canceled: o.canceled,
-      execution_time: o.duration.as_secs_f64() * 1000.0,
-      pid: o.pid,
-      stdout_bytes: o.stdout_bytes as f64,
-      stderr_bytes: o.stderr_bytes as f64,
-      error_code: o.error.as_ref().map(|e| e.code.as_str().to_owned()),
-      error: o.error.map(|e| e.message()),
-    })
+    Ok(Launch { spec, temp: None })
+  })();
+  stream_run(env, st, prepared)
+}
+
+/// Run code like `executeAndCapture`, but stream the output to callbacks as
+/// `spawnCall` does instead of capturing it (no cap: every byte is delivered).
+#[napi(
+  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null",
+  ts_return_type = "Promise<SpawnResult>"
+)]
+pub fn execute_streaming<'env>(
+  env: &'env Env,
+  code: Unknown<'env>,
+  language: Unknown<'env>,
+  options: Option<Unknown<'env>>,
+  on_stdout: Option<Unknown<'env>>,
+  on_stderr: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, SpawnResult>> {
+  let parsed = (|| -> ArgResult<_> {
+    let code = args::string(&code, "code")?;
+    let language = args::string(&language, "language")?;
+    Ok((
+      code,
+      language,
+      streaming_args(env, options, on_stdout, on_stderr)?,
+    ))
+  })();
+  let (code, language, st) = match parsed {
+    Ok(p) => p,
+    Err(e) => return reject_type_error(env, e),
   };
-  let _ = Duration::ZERO;
-  env.spawn_future_with_callback(fut, move |env, r: SpawnResult| {
-    if let Some(b) = binding {
-      b.detach(env);
-    }
-    Ok(r)
-  })
+  let prepared = (|| -> std::result::Result<Launch, ExecError> {
+    let lang: Language = language.parse()?;
+    check_cwd(&st.common.cwd)?;
+    language::prepare(
+      lang,
+      &code,
+      &st.common.cwd,
+      &st.common.env,
+      host::toolchain(),
+    )
+  })();
+  stream_run(env, st, prepared)
 }

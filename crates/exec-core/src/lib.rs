@@ -2,12 +2,17 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
+pub mod cgroup;
+pub mod command;
 pub mod error;
 pub mod group;
+pub mod hostguard;
 pub mod language;
+pub mod limits;
 pub mod run;
 pub mod session;
 pub mod spawn;
+pub mod tree;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;

@@ -1,0 +1,152 @@
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { waitGone } from './helpers'
+
+import { executeStreaming, spawnCall } from '../index.js'
+
+const addon = join(__dirname, '..', 'index.js')
+
+describe('spawnCall', () => {
+  it('streams both streams in order and resolves after every byte', async () => {
+    const out: string[] = []
+    const err: string[] = []
+    const r = await spawnCall(
+      'sh',
+      ['-c', 'for i in $(seq 1 200); do echo "o$i"; echo "e$i" >&2; done'],
+      {},
+      (d) => out.push(d),
+      (d) => err.push(d),
+    )
+    expect(r.exitCode).toBe(0)
+    expect(r.signal).toBeNull()
+    const lines = (s: string[]) => s.join('').trimEnd().split('\n')
+    expect(lines(out)).toEqual(Array.from({ length: 200 }, (_, i) => `o${i + 1}`))
+    expect(lines(err)).toEqual(Array.from({ length: 200 }, (_, i) => `e${i + 1}`))
+  })
+
+  it('delivers output as it happens, not at the end', async () => {
+    const t0 = Date.now()
+    const times: number[] = []
+    await spawnCall('sh', ['-c', 'echo first; sleep 1; echo second'], {}, () => times.push(Date.now() - t0))
+    expect(times.length).toBe(2)
+    expect(times[0]).toBeLessThan(800)
+    expect(times[1]).toBeGreaterThanOrEqual(900)
+  })
+
+  it('never splits a multi-byte character between calls', async () => {
+    // python writes one byte at a time, unbuffered: every character is split across writes
+    const text = 'aé€😀'.repeat(300)
+    const got: string[] = []
+    const r = await spawnCall(
+      'python3',
+      ['-u', '-c', 'import sys,os\nb=sys.argv[1].encode()\nfor i in range(len(b)): os.write(1, b[i:i+1])', text],
+      { callbackIntervalMs: 0 },
+      (d) => got.push(d),
+    )
+    expect(r.exitCode).toBe(0)
+    expect(got.join('')).toBe(text)
+    for (const piece of got) expect(piece).not.toContain('\uFFFD')
+  })
+
+  it('coalesces tiny writes into few callback calls', async () => {
+    let calls = 0
+    let bytes = 0
+    const r = await spawnCall('python3', ['-u', '-c', 'import os\nfor i in range(20000): os.write(1, b"x")'], {}, (d) => {
+      calls++
+      bytes += d.length
+    })
+    expect(r.stdoutBytes).toBe(20000)
+    expect(bytes).toBe(20000)
+    // 20000 writes; with a 10 ms interval calls are bounded by the run time
+    expect(calls).toBeLessThan(Math.max(50, (r.executionTime / 10) * 2 + 10))
+  })
+
+  it('delivers every byte of a large stream', async () => {
+    let bytes = 0
+    const r = await spawnCall('head', ['-c', String(64 * 1024 * 1024), '/dev/zero'], {}, (d) => {
+      bytes += d.length
+    })
+    expect(r.stdoutBytes).toBe(64 * 1024 * 1024)
+    expect(bytes).toBe(64 * 1024 * 1024)
+  })
+
+  it('a callback that throws does not crash the host or lose the result', async () => {
+    let calls = 0
+    const r = await spawnCall('sh', ['-c', 'echo a; sleep 0.1; echo b'], {}, () => {
+      calls++
+      throw new Error('callback boom')
+    })
+    expect(r.exitCode).toBe(0)
+    expect(calls).toBe(2)
+  })
+
+  it('missing command resolves with ENOENT', async () => {
+    const r = await spawnCall('no-such-command-xyz', [], {}, () => {}, () => {})
+    expect(r).toMatchObject({ exitCode: -1, errorCode: 'ENOENT', error: 'exec: no-such-command-xyz not found in PATH (ENOENT)' })
+  })
+
+  it('bad arguments reject with TypeError', async () => {
+    await expect(spawnCall('echo', 'x' as never)).rejects.toThrow(TypeError)
+    await expect(spawnCall('echo', [1 as never])).rejects.toThrow(/args\[0\] must be a string/)
+    await expect(spawnCall('echo', [], {}, 'no' as never)).rejects.toThrow(/onStdout must be a function/)
+  })
+
+  it('timeout and abort', async () => {
+    const r = await spawnCall('sleep', ['30'], { timeout: 200 })
+    expect(r).toMatchObject({ timedOut: true, exitCode: 124, errorCode: 'TIMEOUT' })
+    const ac = new AbortController()
+    setTimeout(() => ac.abort(), 100)
+    const c = await spawnCall('sleep', ['30'], { signal: ac.signal })
+    expect(c).toMatchObject({ canceled: true, errorCode: 'ECANCELED' })
+  })
+
+  it('executeStreaming streams code in a language', async () => {
+    const out: string[] = []
+    const r = await executeStreaming('for i in range(3): print(i)', 'python', {}, (d) => out.push(d))
+    expect(r.exitCode).toBe(0)
+    expect(out.join('')).toBe('0\n1\n2\n')
+  })
+})
+
+describe('host lifecycle (host scripts in child processes)', () => {
+  it('Node exits as soon as the last execution ends', () => {
+    const script = `
+      const { spawnCall, executeAndCapture } = require(${JSON.stringify(addon)});
+      const t0 = Date.now();
+      Promise.all([spawnCall('sh', ['-c', 'echo hi'], {}, () => {}), executeAndCapture('echo x', 'bash')])
+        .then(() => { process.stdout.write('done ' + (Date.now() - t0)); });
+    `
+    const t0 = Date.now()
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20000 })
+    expect(r.stdout).toMatch(/^done \d+$/)
+    expect(r.status).toBe(0)
+    expect(Date.now() - t0).toBeLessThan(5000)
+  })
+
+  it('a pending execution keeps Node alive until it ends', () => {
+    const script = `
+      const { executeAndCapture } = require(${JSON.stringify(addon)});
+      executeAndCapture('sleep 0.5; echo late', 'bash').then((r) => process.stdout.write(r.stdout));
+    `
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20000 })
+    expect(r.stdout).toBe('late\n')
+  })
+
+  it('running children and their group are killed when the host exits', async () => {
+    const script = `
+      const { spawnCall } = require(${JSON.stringify(addon)});
+      const print = (d) => process.stdout.write(d);
+      spawnCall('sh', ['-c', 'echo $$; sleep 60'], { timeout: 0 }, print);
+      spawnCall('sh', ['-c', 'sleep 60 & echo $!; wait'], { timeout: 0 }, print);
+      setTimeout(() => process.exit(0), 500);
+    `
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20000 })
+    expect(r.status).toBe(0)
+    const pids = r.stdout.split('\n').filter(Boolean).map(Number)
+    expect(pids.length).toBe(2)
+    expect(await waitGone(pids)).toEqual([])
+  })
+})

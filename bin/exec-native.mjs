@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+// exec-native CLI: run code with the same core as the addon.
+//   exec-native -l python -e 'print(6*7)'
+//   exec-native -l bash script.sh --timeout 5000 --json
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const require = createRequire(import.meta.url)
+
+const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
+       exec-native serve [--listen ws://127.0.0.1:PORT] [--allow-remote]
+
+Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
+exits with its exit code (124 on timeout).
+
+  -l, --language LANG   bash | javascript | typescript | python
+                        (default: from the file extension, else bash)
+  -e, --eval CODE       the code to run
+  -C, --cwd DIR         working directory (default: the current one)
+  -t, --timeout MS      timeout in milliseconds, 0 = none (default 30000)
+  --max-output BYTES    bytes kept per stream, head + tail (default 1048576)
+  --json                print the structured result as JSON instead of the output
+  -h, --help            this text`
+
+const EXT = { '.py': 'python', '.js': 'javascript', '.cjs': 'javascript', '.mjs': 'javascript', '.ts': 'typescript', '.mts': 'typescript', '.sh': 'bash', '.bash': 'bash' }
+
+function fail(msg, code = 2) {
+  process.stderr.write(`exec-native: ${msg}\n${USAGE}\n`)
+  process.exit(code)
+}
+
+function parse(argv) {
+  const o = { language: undefined, code: undefined, file: undefined, cwd: undefined, timeout: undefined, maxOutput: undefined, json: false }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    const next = () => {
+      if (i + 1 >= argv.length) fail(`${a} needs a value`)
+      return argv[++i]
+    }
+    const num = (v) => {
+      const n = Number(v)
+      if (!Number.isFinite(n) || n < 0) fail(`${a} needs a non-negative number, got '${v}'`)
+      return n
+    }
+    switch (a) {
+      case '-l': case '--language': o.language = next(); break
+      case '-e': case '--eval': o.code = next(); break
+      case '-C': case '--cwd': o.cwd = next(); break
+      case '-t': case '--timeout': o.timeout = num(next()); break
+      case '--max-output': o.maxOutput = num(next()); break
+      case '--json': o.json = true; break
+      case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0)
+      default:
+        if (a.startsWith('-') && a !== '-') fail(`unknown option ${a}`)
+        if (o.file !== undefined || o.code !== undefined) fail(`unexpected argument '${a}'`)
+        o.file = a
+    }
+  }
+  return o
+}
+
+async function main() {
+  const argv = process.argv.slice(2)
+  if (argv[0] === 'serve') {
+    const serve = join(here, 'serve.mjs')
+    try {
+      readFileSync(serve)
+    } catch {
+      fail('serve is not available in this build', 2)
+    }
+    await import(serve).then((m) => m.main(argv.slice(1)))
+    return
+  }
+  const o = parse(argv)
+  if (o.code === undefined) {
+    if (o.file === undefined) fail('nothing to run: give -e CODE, a FILE, or - for stdin')
+    try {
+      o.code = readFileSync(o.file === '-' ? 0 : o.file, 'utf8')
+    } catch (e) {
+      fail(`cannot read ${o.file}: ${e.message}`)
+    }
+    if (!o.language && o.file !== '-') {
+      const ext = o.file.slice(o.file.lastIndexOf('.'))
+      o.language = EXT[ext]
+    }
+  }
+  const { executeAndCapture } = require(join(here, '..', 'index.js'))
+  const result = await executeAndCapture(o.code, o.language ?? 'bash', {
+    cwd: o.cwd,
+    timeout: o.timeout,
+    maxOutputBytes: o.maxOutput,
+  })
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+  } else {
+    process.stdout.write(result.stdout)
+    process.stderr.write(result.stderr)
+    if (result.error) process.stderr.write(`${result.error}\n`)
+  }
+  process.exitCode = result.exitCode < 0 ? 127 : result.exitCode > 255 ? 255 : result.exitCode
+}
+
+main()
