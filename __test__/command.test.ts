@@ -249,16 +249,12 @@ describe('background', () => {
     expect(first.running).toBe(true)
     expect(first.text).toContain(`[Process ${pid} still running.`)
 
-    const seen: string[] = []
-    let last = first
-    await until(() => {
-      last = runner.checkBackground(pid)
-      seen.push(last.stdout)
-      return !last.running
-    }, 10_000)
+    // wait for the exit without consuming output (listBackground does not), then check once
+    await until(() => runner.listBackground().some((b) => b.pid === pid && !b.running), 10_000)
+    const last = runner.checkBackground(pid)
     expect(last.running).toBe(false)
     expect(last.exitCode).toBe(0)
-    expect(seen.filter((s) => s.includes('done'))).toEqual(['done\n'])
+    expect(last.stdout).toBe('done\n')
     expect(last.text).toBe(`[Process ${pid} exited with code 0.\n\nstdout:\ndone\n\nstderr:\n\n\nFull output: ${r.fullOutputPath}]`)
     const again = runner.checkBackground(pid)
     expect(again).toMatchObject({ running: false, exitCode: 0, stdout: '' })
