@@ -5,6 +5,7 @@ pub mod buffer;
 pub mod error;
 pub mod group;
 pub mod language;
+pub mod manager;
 pub mod run;
 pub mod spawn;
 pub mod utf8;
