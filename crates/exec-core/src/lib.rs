@@ -7,6 +7,7 @@ pub mod group;
 pub mod language;
 pub mod manager;
 pub mod run;
+pub mod server;
 pub mod spawn;
 pub mod utf8;
 
