@@ -7,7 +7,9 @@ mod args;
 mod capture;
 mod error;
 mod host;
+mod manager;
 mod options;
+mod serve;
 mod spawn_call;
 mod stream;
 
