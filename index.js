@@ -835,6 +835,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ProcessManager = nativeBinding.ProcessManager
 module.exports.executeAndCapture = nativeBinding.executeAndCapture
+module.exports.killAllProcessGroups = nativeBinding.killAllProcessGroups
 module.exports.liveProcessGroups = nativeBinding.liveProcessGroups
+module.exports.serve = nativeBinding.serve
 module.exports.spawnCall = nativeBinding.spawnCall

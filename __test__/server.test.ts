@@ -302,7 +302,7 @@ describe('exec-native serve over stdio', () => {
     expect(child.exitCode).toBe(null)
   })
 
-  it('closing stdin kills the connection processes and exits', async () => {
+  it('closing stdin kills the connection processes and exits', { timeout: 30000 }, async () => {
     const { client, child, exited } = stdioClient()
     const a = await client.call('process/start', { argv: ['sh', '-c', "trap '' TERM; sleep 60"] })
     const b = await client.call('process/start', { argv: ['sleep', '60'], io: { type: 'pty', rows: 5, cols: 20 } })
@@ -342,7 +342,7 @@ describe('exec-native serve over WebSocket', () => {
     return { ws, client }
   }
 
-  it('serves several connections, each owning its processes', async () => {
+  it('serves several connections, each owning its processes', { timeout: 60000 }, async () => {
     const srv = await wsServer()
     expect(srv.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/)
     const one = await connect(srv.url)

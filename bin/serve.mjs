@@ -70,10 +70,10 @@ export async function serveCommand(args) {
     process.exit(0)
   }
   delete opts.help
-  // a signal would end Node without running the addon's cleanup: exit instead,
-  // which kills every process the server started
+  const { serve, killAllProcessGroups } = require('../index.js')
+  // however Node ends (stdin closed, a signal, an error), nothing is left behind
+  process.on('exit', () => killAllProcessGroups())
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
-  const { serve } = require('../index.js')
   try {
     await serve(opts)
     process.exit(0)

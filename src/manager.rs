@@ -54,7 +54,9 @@ pub struct ProcessStartSpec {
   pub arg0: Option<String>,
   /// Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
   /// `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
-  #[napi(ts_type = "{ type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }")]
+  #[napi(
+    ts_type = "{ type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }"
+  )]
   pub io: Option<Unknown<'static>>,
 }
 
@@ -71,7 +73,10 @@ pub struct ProcessStarted {
 /// `failed` alone when it could not be started.
 #[napi(object, object_from_js = false)]
 pub struct ProcessEvent {
-  #[napi(js_name = "type", ts_type = "'started' | 'output' | 'exited' | 'closed' | 'failed'")]
+  #[napi(
+    js_name = "type",
+    ts_type = "'started' | 'output' | 'exited' | 'closed' | 'failed'"
+  )]
   pub kind: String,
   pub process_id: String,
   pub seq: f64,
@@ -206,7 +211,7 @@ type EventCallback =
   ThreadsafeFunction<ProcessEvent, Unknown<'static>, ProcessEvent, Status, false, true, 0>;
 
 fn js_error(env: &Env, e: ExecError) -> Error {
-  let err = JsError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
   Error::from(err.into_unknown(*env))
 }
 
@@ -337,8 +342,8 @@ fn opt_num(obj: Option<&Object>, key: &str) -> ArgResult<Option<f64>> {
 }
 
 fn u16_prop(obj: &Object, key: &str) -> ArgResult<u16> {
-  let v = args::prop(obj, key)?
-    .ok_or_else(|| type_error(format!("io.{key} is required for a pty")))?;
+  let v =
+    args::prop(obj, key)?.ok_or_else(|| type_error(format!("io.{key} is required for a pty")))?;
   let n = args::number(&v, &format!("io.{key}"))?;
   if !(1.0..=65535.0).contains(&n) || n.fract() != 0.0 {
     return Err(type_error(format!(
@@ -525,7 +530,11 @@ impl ProcessManager {
   /// Close the stdin pipe: the program reads EOF. (A PTY gets `EINVAL`:
   /// write `'\x04'` instead.)
   #[napi(ts_args_type = "processId: string", ts_return_type = "Promise<void>")]
-  pub fn close_stdin<'env>(&self, env: &'env Env, id: Unknown<'env>) -> Result<PromiseRaw<'env, ()>> {
+  pub fn close_stdin<'env>(
+    &self,
+    env: &'env Env,
+    id: Unknown<'env>,
+  ) -> Result<PromiseRaw<'env, ()>> {
     let id = match process_id(&id) {
       Ok(p) => p,
       Err(e) => return reject_type_error(env, e),
@@ -561,7 +570,12 @@ impl ProcessManager {
     let parsed = (|| {
       let id = process_id(&id)?;
       let obj = args::options(options, "options")?;
-      let mode = match obj.as_ref().map(|o| args::opt_string(o, "mode")).transpose()?.flatten() {
+      let mode = match obj
+        .as_ref()
+        .map(|o| args::opt_string(o, "mode"))
+        .transpose()?
+        .flatten()
+      {
         None => "graceful".to_owned(),
         Some(m) => m,
       };
@@ -600,7 +614,8 @@ impl ProcessManager {
     let parsed = (|| {
       let id = process_id(&id)?;
       let obj = args::options(options, "options")?;
-      let t = opt_num(obj.as_ref(), "timeoutMs")?.map(|n| Duration::from_micros((n * 1000.0) as u64));
+      let t =
+        opt_num(obj.as_ref(), "timeoutMs")?.map(|n| Duration::from_micros((n * 1000.0) as u64));
       Ok((id, t))
     })();
     let (id, t) = match parsed {
@@ -637,26 +652,30 @@ impl ProcessManager {
       Err(e) => return reject_type_error(env, e),
     };
     let m = self.inner.clone();
-    settle(env, async move { m.read(&id, after, max, wait).await }, |r| {
-      let (exit_code, signal) = exit_parts(r.exit.clone());
-      ProcessReadResult {
-        chunks: r
-          .chunks
-          .into_iter()
-          .map(|c| ProcessOutputChunk {
-            seq: c.seq as f64,
-            stream: c.stream.as_str().to_owned(),
-            data: c.data.into(),
-          })
-          .collect(),
-        last_seq: r.last_seq as f64,
-        truncated: r.truncated,
-        running: r.exit.is_none(),
-        closed: r.closed,
-        exit_code,
-        signal,
-      }
-    })
+    settle(
+      env,
+      async move { m.read(&id, after, max, wait).await },
+      |r| {
+        let (exit_code, signal) = exit_parts(r.exit.clone());
+        ProcessReadResult {
+          chunks: r
+            .chunks
+            .into_iter()
+            .map(|c| ProcessOutputChunk {
+              seq: c.seq as f64,
+              stream: c.stream.as_str().to_owned(),
+              data: c.data.into(),
+            })
+            .collect(),
+          last_seq: r.last_seq as f64,
+          truncated: r.truncated,
+          running: r.exit.is_none(),
+          closed: r.closed,
+          exit_code,
+          signal,
+        }
+      },
+    )
   }
 
   /// Retained output (head + marker + tail when over the cap) and status.

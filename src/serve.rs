@@ -35,12 +35,18 @@ pub struct ServeOptions {
 /// connection's processes were terminated; over WebSocket it runs until the
 /// process ends. Rejects when `listen` is invalid, not loopback (without
 /// `allowRemote`), or cannot be bound.
-#[napi(ts_args_type = "options?: ServeOptions | null", ts_return_type = "Promise<void>")]
+#[napi(
+  ts_args_type = "options?: ServeOptions | null",
+  ts_return_type = "Promise<void>"
+)]
 pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<PromiseRaw<'env, ()>> {
   let parsed = (|| -> ArgResult<_> {
     let obj = args::options(options, "options")?;
     let o = obj.as_ref();
-    let listen = o.map(|o| args::opt_string(o, "listen")).transpose()?.flatten();
+    let listen = o
+      .map(|o| args::opt_string(o, "listen"))
+      .transpose()?
+      .flatten();
     let allow_remote = o
       .map(|o| args::opt_bool(o, "allowRemote"))
       .transpose()?
@@ -87,9 +93,18 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
     |env, r: std::result::Result<(), ExecError>| match r {
       Ok(()) => Ok(()),
       Err(e) => {
-        let err = napi::JsError::from(Error::new(e.code.as_str().to_owned(), e.message()));
+        let err = napi::JsError::from(Error::new(e.code.as_str(), e.message()));
         Err(Error::from(err.into_unknown(*env)))
       }
     },
   )
+}
+
+/// SIGKILL every process group started from this Node environment that is
+/// still running. `exec-native serve` calls it from `process.on('exit')`:
+/// the environment cleanup hook does not run on the main thread's exit.
+/// Returns how many groups were killed.
+#[napi]
+pub fn kill_all_process_groups() -> u32 {
+  exec_core::group::kill_all(Some(host::owner())) as u32
 }
