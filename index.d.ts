@@ -17,9 +17,10 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  * maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
  * `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
  *
- * The manager does not keep Node alive by itself: await `wait()` or keep a
- * timer. `close()` (or garbage collection, or the end of the Node
- * environment) kills what it started.
+ * A process started with `onEvent` keeps Node alive until its `closed`
+ * event; without it, await `wait()` or `read()` to stay alive. `close()` (or
+ * garbage collection of the manager, or the end of a worker) kills what it
+ * started.
  */
 export declare class ProcessManager {
   constructor(config?: ProcessManagerConfig | null)

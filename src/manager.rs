@@ -207,8 +207,11 @@ pub struct ProcessListEntry {
   pub signal: Either<String, Null>,
 }
 
+/// Strong on purpose: like a child_process with listeners, a process whose
+/// events someone listens to keeps Node alive until its `closed` (or
+/// `failed`) event; then the function is released.
 type EventCallback =
-  ThreadsafeFunction<ProcessEvent, Unknown<'static>, ProcessEvent, Status, false, true, 0>;
+  ThreadsafeFunction<ProcessEvent, Unknown<'static>, ProcessEvent, Status, false, false, 0>;
 
 fn js_error(env: &Env, e: ExecError) -> Error {
   let err = JsError::from(Error::new(e.code.as_str(), e.message()));
@@ -294,7 +297,7 @@ fn event_callback(v: Option<Unknown>) -> ArgResult<Option<EventCallback>> {
     unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
   let tsfn = f
     .build_threadsafe_function()
-    .weak::<true>()
+    .weak::<false>()
     .callee_handled::<false>()
     .build()
     .map_err(|e| type_error(e.to_string()))?;
@@ -441,9 +444,10 @@ fn process_id(v: &Unknown) -> ArgResult<String> {
 /// maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
 /// `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
 ///
-/// The manager does not keep Node alive by itself: await `wait()` or keep a
-/// timer. `close()` (or garbage collection, or the end of the Node
-/// environment) kills what it started.
+/// A process started with `onEvent` keeps Node alive until its `closed`
+/// event; without it, await `wait()` or `read()` to stay alive. `close()` (or
+/// garbage collection of the manager, or the end of a worker) kills what it
+/// started.
 #[napi]
 pub struct ProcessManager {
   inner: core::ProcessManager,
