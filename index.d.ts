@@ -39,6 +39,68 @@ export declare class CommandRunner {
 }
 
 /**
+ * Long-lived processes driven step by step: start (pipes or a PTY), write,
+ * resize, read (long poll), wait, terminate. Output is retained within
+ * `retainedOutputBytes` per process, so a caller can come back to a process
+ * later. Errors carry `err.code`: `ESRCH` unknown processId, `EBUSY`
+ * maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
+ * `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
+ *
+ * A process started with `onEvent` keeps Node alive until its `closed`
+ * event; without it, await `wait()` or `read()` to stay alive. `close()` (or
+ * garbage collection of the manager, or the end of a worker) kills what it
+ * started.
+ */
+export declare class ProcessManager {
+  constructor(config?: ProcessManagerConfig | null)
+  /**
+   * Start a process. Resolves once it is spawned; rejects (after a `failed`
+   * event) when it cannot be.
+   */
+  start(spec: ProcessStartSpec, onEvent?: ((event: ProcessEvent) => void) | null): Promise<ProcessStarted>
+  /**
+   * Write to stdin (pipes with `stdin: 'open'`) or to the terminal (PTY;
+   * `'\x03'` is Ctrl-C). Rejects with `EPIPE` when stdin is closed.
+   */
+  write(processId: string, data: string | Buffer | Uint8Array): Promise<void>
+  /**
+   * Close the stdin pipe: the program reads EOF. (A PTY gets `EINVAL`:
+   * write `'\x04'` instead.)
+   */
+  closeStdin(processId: string): Promise<void>
+  /**
+   * Resize the terminal of a PTY process (it gets SIGWINCH). A pipe process
+   * gets `EINVAL`.
+   */
+  resize(processId: string, size: { rows: number; cols: number }): void
+  /** Terminate the whole process group and resolve with the exit. */
+  terminate(processId: string, options?: TerminateOptions | null): Promise<ProcessExit>
+  /**
+   * Wait for the exit; with `timeoutMs`, resolve with `running: true` when it
+   * runs out.
+   */
+  wait(processId: string, options?: WaitOptions | null): Promise<ProcessExit>
+  /**
+   * Output chunks after `afterSeq`, each exactly once and in order. With
+   * `waitMs`, a long poll: resolves as soon as there is output, the process
+   * exited, or `waitMs` passed.
+   */
+  read(processId: string, options?: ReadOptions | null): Promise<ProcessReadResult>
+  /** Retained output (head + marker + tail when over the cap) and status. */
+  snapshot(processId: string): ProcessSnapshot
+  /**
+   * Every process still known: running ones and exited ones within
+   * `exitedRetentionMs`.
+   */
+  list(): Array<ProcessListEntry>
+  /**
+   * Refuse new processes, terminate every running one (SIGTERM, SIGKILL after
+   * 500 ms) and resolve when they are gone.
+   */
+  close(): Promise<void>
+}
+
+/**
  * A persistent Python interpreter (a real `python3` process, never Python
  * inside Node). Variables, imports, functions and classes survive from one
  * `execute` to the next. Calls are queued and run in order.
@@ -338,6 +400,14 @@ export interface ExecuteOptions {
  */
 export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
 
+/**
+ * SIGKILL every process group started from this Node environment that is
+ * still running. `exec-native serve` calls it from `process.on('exit')`:
+ * the environment cleanup hook does not run on the main thread's exit.
+ * Returns how many groups were killed.
+ */
+export declare function killAllProcessGroups(): number
+
 /** `killBackground` of the default runner. */
 export declare function killBackground(pid: number): Promise<BackgroundCheck>
 
@@ -349,6 +419,144 @@ export declare function listBackground(): Array<BackgroundProcessInfo>
  * or leftovers being terminated). 0 when nothing is left behind.
  */
 export declare function liveProcessGroups(): number
+
+/**
+ * An event of a process. `seq` grows by one per event of that process and is
+ * shared by all its events: `started`, `output`..., `exited`, `closed`; or
+ * `failed` alone when it could not be started.
+ */
+export interface ProcessEvent {
+  type: 'started' | 'output' | 'exited' | 'closed' | 'failed'
+  processId: string
+  seq: number
+  /** `started`: the OS pid. */
+  pid?: number
+  /** `output`: which stream. */
+  stream?: 'stdout' | 'stderr' | 'pty'
+  /** `output`: the bytes (a chunk may end inside a UTF-8 character). */
+  data?: Buffer
+  /** `exited`: the exit code; 128+N when signal N ended it. */
+  exitCode?: number
+  /** `exited`: the signal that ended it (`'SIGKILL'`), or null. */
+  signal?: string | null
+  /** `failed`: `exec: <what> (<CODE>)`. */
+  error?: string
+  /** `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO... */
+  errorCode?: string
+}
+
+/** The state of a process after `wait` or `terminate`. */
+export interface ProcessExit {
+  /** Still running (the wait timed out). */
+  running: boolean
+  /** The exit code (128+N for signal N), or null while running. */
+  exitCode: number | null
+  /** The signal that ended it, or null. */
+  signal: string | null
+}
+
+/** A row of `list`. */
+export interface ProcessListEntry {
+  processId: string
+  pid: number
+  argv: Array<string>
+  pty: boolean
+  running: boolean
+  exitCode: number | null
+  signal: string | null
+}
+
+/**
+ * Limits of a `ProcessManager`. They hold for every process it starts, so
+ * memory stays predictable whatever the callers ask.
+ */
+export interface ProcessManagerConfig {
+  /**
+   * Bytes of output kept per process: per stream buffer (head + tail) and for
+   * the interleaved log that `read` serves. @default 1048576
+   */
+  retainedOutputBytes?: number
+  /** Processes that may run at once; `start` fails with `EBUSY` past it. @default 64 */
+  maxProcesses?: number
+  /**
+   * Milliseconds an exited process stays readable (`snapshot`, `read`,
+   * `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
+   */
+  exitedRetentionMs?: number
+}
+
+/** One chunk of the interleaved output log. */
+export interface ProcessOutputChunk {
+  seq: number
+  stream: 'stdout' | 'stderr' | 'pty'
+  data: Buffer
+}
+
+/** The answer of `read`. */
+export interface ProcessReadResult {
+  /** Output after `afterSeq`, in order, each chunk once. */
+  chunks: Array<ProcessOutputChunk>
+  /** Pass as `afterSeq` next time. */
+  lastSeq: number
+  /**
+   * Output after `afterSeq` was dropped (over `retainedOutputBytes`) before
+   * this read: a late reader got the retained tail only.
+   */
+  truncated: boolean
+  running: boolean
+  /** No more output will come. */
+  closed: boolean
+  exitCode: number | null
+  signal: string | null
+}
+
+/** Retained output and status. */
+export interface ProcessSnapshot {
+  /** Pipes: head + `[Output truncated] N bytes omitted` + tail when over the cap. */
+  stdout: Buffer
+  stderr: Buffer
+  /** PTY: the terminal stream, same shape. */
+  terminal: Buffer
+  truncated: boolean
+  /** Bytes not in the buffers above. */
+  omittedBytes: number
+  exitCode: number | null
+  signal: string | null
+  running: boolean
+  /** The `seq` the next event will get. */
+  nextSeq: number
+}
+
+/** The answer of `start`. */
+export interface ProcessStarted {
+  processId: string
+  /** The OS pid (also the process group id). */
+  pid: number
+}
+
+/** What to start. */
+export interface ProcessStartSpec {
+  /**
+   * The handle to use in later calls (not the OS pid). Generated when absent;
+   * a duplicate is rejected with `EEXIST`.
+   */
+  processId?: string
+  /** Program (looked up in PATH, no shell) and its arguments. */
+  argv: Array<string>
+  /** Working directory, checked before spawning. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
+  arg0?: string
+  /**
+   * Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
+   * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
+   */
+  io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
+}
 
 /** An exception raised by a Python cell. */
 export interface PythonException {
@@ -429,6 +637,19 @@ export interface PythonSessionOptions {
   startupTimeout?: number
 }
 
+/** Options of `read`. */
+export interface ReadOptions {
+  /** Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0 */
+  afterSeq?: number
+  /**
+   * Stop adding chunks past this many bytes (the first chunk is always
+   * whole). @default 1048576
+   */
+  maxBytes?: number
+  /** Long poll: wait up to this many ms for output (or the exit). @default 0 */
+  waitMs?: number
+}
+
 /** Resource limits of an execution and all its descendants. */
 export interface ResourceLimits {
   /** Resident memory of the whole tree, in bytes (checked every 20 ms). */
@@ -466,6 +687,35 @@ export declare function runCommand(command: string, options?: CommandOptions): P
 `.
  */
 export declare function sanitize(text: string): string
+
+/**
+ * Run the exec-server. Over stdio it resolves when stdin closes, after the
+ * connection's processes were terminated; over WebSocket it runs until the
+ * process ends. Rejects when `listen` is invalid, not loopback (without
+ * `allowRemote`), or cannot be bound.
+ */
+export declare function serve(options?: ServeOptions | null): Promise<void>
+
+/** Options of `serve`. */
+export interface ServeOptions {
+  /**
+   * `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
+   * one; the address is printed to stderr as `exec-native: listening on
+   * ws://...`). Absent: serve one connection over stdin/stdout.
+   */
+  listen?: string
+  /**
+   * Accept a `listen` address that is not loopback. Anyone who can connect
+   * can run commands as this user. @default false
+   */
+  allowRemote?: boolean
+  /** Per connection, as in `ProcessManagerConfig`. @default 1048576 */
+  retainedOutputBytes?: number
+  /** Per connection. @default 64 */
+  maxProcesses?: number
+  /** @default 30000 */
+  exitedRetentionMs?: number
+}
 
 /** Options of `execute` (both sessions). */
 export interface SessionExecuteOptions {
@@ -610,6 +860,17 @@ export interface StreamsTruncation {
   stderr: TruncationInfo
 }
 
+/** Options of `terminate`. */
+export interface TerminateOptions {
+  /**
+   * `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
+   * `'force'`: SIGKILL at once. @default 'graceful'
+   */
+  mode?: 'graceful' | 'force'
+  /** @default 2000 */
+  timeoutMs?: number
+}
+
 /** Limits of `truncateTail`. */
 export interface TruncateOptions {
   /** @default 2000 */
@@ -654,4 +915,13 @@ export interface TruncationInfo {
   outputBytes: number
   /** The first shown line is only the tail of a line longer than `maxBytes`. */
   lastLinePartial: boolean
+}
+
+/** Options of `wait`. */
+export interface WaitOptions {
+  /**
+   * Give up after this many ms and resolve with `running: true`; absent: wait
+   * for the exit.
+   */
+  timeoutMs?: number
 }
