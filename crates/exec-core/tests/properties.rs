@@ -15,6 +15,7 @@ fn texty() -> impl Strategy<Value = String> {
       "[a-z ]{0,8}",
       Just("\n".to_owned()),
       Just("\r\n".to_owned()),
+      Just("\r".to_owned()),
       Just("é€😀".to_owned()),
       Just("\x1b[31m".to_owned()),
       Just("\x1b]0;title\x07".to_owned()),
