@@ -128,11 +128,14 @@ def _main():
             "value": None,
             "exception": None,
         }
-        send({"ev": "start", "id": rid, "count": state["count"]})
         outcome = None
         try:
             try:
+                # the flag goes up before "start" is sent: the addon delivers a
+                # held interrupt as soon as it reads "start", and a SIGINT that
+                # found the flag down would be lost
                 state["running"] = True
+                send({"ev": "start", "id": rid, "count": state["count"]})
                 try:
                     outcome = ("ok", run_cell(req.get("code", ""), filename))
                 except KeyboardInterrupt as e:
