@@ -46,12 +46,36 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
     return;
   }
   register(pgid, owner);
+  // The leader is reaped: its pid, and so this pgid, may be reused by an
+  // unrelated process. Signal the group only while one of our marked
+  // processes is still in it, which proves the group is still ours.
+  let ours = {
+    let mark = mark.clone();
+    move || {
+      if mark.is_empty() {
+        group_alive(pgid)
+      } else {
+        crate::tree::running_marked(&mark)
+          .into_iter()
+          .any(|p| crate::tree::pgid_of(p) == Some(pgid))
+      }
+    }
+  };
   let all_gone = {
     let mark = mark.clone();
-    move || !group_alive(pgid) && (mark.is_empty() || crate::tree::running_marked(&mark).is_empty())
+    let ours = ours.clone();
+    move || {
+      if mark.is_empty() {
+        !group_alive(pgid)
+      } else {
+        crate::tree::running_marked(&mark).is_empty() && !ours()
+      }
+    }
   };
   let kill = move || {
-    signal_group(pgid, Signal::SIGKILL);
+    if ours() {
+      signal_group(pgid, Signal::SIGKILL);
+    }
     if !mark.is_empty() {
       crate::tree::signal_marked(&mark, libc::SIGKILL);
     }

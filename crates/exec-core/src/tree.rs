@@ -222,6 +222,17 @@ pub fn is_dead(pid: i32) -> bool {
   }
 }
 
+/// The process group of `pid`, from `/proc/<pid>/stat`.
+pub fn pgid_of(pid: i32) -> Option<i32> {
+  let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  // after "(comm) ": state ppid pgrp
+  s[s.rfind(')')? + 2..]
+    .split_whitespace()
+    .nth(2)?
+    .parse()
+    .ok()
+}
+
 /// Marked processes still running (zombies excluded).
 pub fn running_marked(mark: &str) -> Vec<i32> {
   marked(mark).into_iter().filter(|p| !is_dead(*p)).collect()
@@ -232,6 +243,13 @@ mod tests {
   use super::*;
   use std::process::Command;
   use std::time::{Duration, Instant};
+
+  #[test]
+  fn pgid_of_self() {
+    let me = std::process::id() as i32;
+    assert_eq!(pgid_of(me), Some(unsafe { libc::getpgrp() }));
+    assert_eq!(pgid_of(-5), None);
+  }
 
   #[test]
   fn needle_shape() {
