@@ -192,7 +192,7 @@ pub struct LimitGuard {
   limits: Limits,
   mark: String,
   cgroup: Option<crate::cgroup::PidsCgroup>,
-  hit: bool,
+  hit: std::sync::atomic::AtomicBool,
 }
 
 impl LimitGuard {
@@ -206,12 +206,17 @@ impl LimitGuard {
       limits: limits.clone(),
       mark: mark.to_owned(),
       cgroup,
-      hit: false,
+      hit: std::sync::atomic::AtomicBool::new(false),
     }
   }
 
   pub fn limits(&self) -> &Limits {
     &self.limits
+  }
+
+  /// The mark of the tree.
+  pub fn mark(&self) -> &str {
+    &self.mark
   }
 
   /// What the child must do before exec; `None` when nothing (the
@@ -283,8 +288,8 @@ impl LimitGuard {
 
   /// SIGKILL the whole tree at once (the group `pgid`, the marked processes
   /// and the cgroup's members): a tree over a limit gets no grace.
-  pub fn kill_tree(&mut self, pgid: i32) {
-    self.hit = true;
+  pub fn kill_tree(&self, pgid: i32) {
+    self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
     crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
     if pgid > 1 {
       unsafe { libc::kill(pgid, libc::SIGKILL) };
@@ -306,7 +311,7 @@ impl LimitGuard {
   /// and removed in the background.
   pub fn release(&mut self) {
     if let Some(cg) = self.cgroup.take() {
-      reap_cgroup(cg, self.hit);
+      reap_cgroup(cg, self.hit.load(std::sync::atomic::Ordering::Relaxed));
     }
   }
 }
