@@ -491,10 +491,7 @@ fn check_result(p: &BgProc) -> CheckResult {
     None => (None, None, false),
     Some((o, _)) => (Some(o.exit_code), o.signal.clone(), o.canceled),
   };
-  let error = outcome
-    .as_ref()
-    .and_then(|(o, _)| limit_error(o))
-    .cloned();
+  let error = outcome.as_ref().and_then(|(o, _)| limit_error(o)).cloned();
   if let Some(e) = &error {
     text.push_str("\n\n");
     text.push_str(&e.message());
