@@ -548,7 +548,8 @@ impl ProcessManager {
         // right after the spawn (see LimitGuard::apply_to_running)
         if let Err(e) = guard.apply_to_running(pid as i32) {
           guard.kill_tree(pid as i32);
-          let _ = tokio::task::spawn_blocking(move || reap(pid));
+          // reaped in the background (a detached task)
+          drop(tokio::task::spawn_blocking(move || reap(pid)));
           group::terminate_tree_later(pid as i32, mark, cfg.owner, cfg.close_grace);
           return Err(e);
         }
