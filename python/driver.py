@@ -128,12 +128,14 @@ def _main():
             "value": None,
             "exception": None,
         }
-        send({"ev": "start", "id": rid, "count": state["count"]})
         outcome = None
         try:
             try:
+                # the flag goes up before "start" is sent: an interrupt comes
+                # only after the addon read "start", and must not be ignored
                 state["running"] = True
                 try:
+                    send({"ev": "start", "id": rid, "count": state["count"]})
                     outcome = ("ok", run_cell(req.get("code", ""), filename))
                 except KeyboardInterrupt as e:
                     outcome = ("interrupted", e)
