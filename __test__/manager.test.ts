@@ -313,7 +313,8 @@ describe('ProcessManager lifecycle', () => {
     const m = new ProcessManager({ maxProcesses: 2, exitedRetentionMs: 300 })
     await m.start({ processId: 'a', argv: ['sleep', '30'] })
     await expect(m.start({ processId: 'a', argv: ['true'] })).rejects.toMatchObject({ code: 'EEXIST' })
-    const b = await m.start({ argv: ['true'] })
+    // b must still be running when the third start comes (a `true` may already have closed)
+    const b = await m.start({ argv: ['sleep', '0.5'] })
     await expect(m.start({ argv: ['true'] })).rejects.toMatchObject({
       code: 'EBUSY',
       message: expect.stringContaining('maxProcesses is 2'),

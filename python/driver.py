@@ -131,11 +131,12 @@ def _main():
         outcome = None
         try:
             try:
-                # the flag goes up before "start" is sent: an interrupt comes
-                # only after the addon read "start", and must not be ignored
+                # the flag goes up before "start" is sent: the addon delivers a
+                # held interrupt as soon as it reads "start", and a SIGINT that
+                # found the flag down would be lost
                 state["running"] = True
+                send({"ev": "start", "id": rid, "count": state["count"]})
                 try:
-                    send({"ev": "start", "id": rid, "count": state["count"]})
                     outcome = ("ok", run_cell(req.get("code", ""), filename))
                 except KeyboardInterrupt as e:
                     outcome = ("interrupted", e)

@@ -23,7 +23,10 @@ impl Perform for Clean {
     match byte {
       b'\t' | b'\r' => self.out.push(byte as char),
       b'\n' => {
-        if self.out.ends_with('\r') {
+        // `\r\n` -> `\n`; a run of CRs before LF (`\r\r\n`, or `\r\0\r\n`
+        // once the NUL is dropped) shows as nothing either, and leaving one
+        // would put a CRLF in the output (found by fuzz/run.sh)
+        while self.out.ends_with('\r') {
           self.out.pop();
         }
         self.out.push('\n');
@@ -89,6 +92,8 @@ mod tests {
   #[test]
   fn normalizes_crlf() {
     assert_eq!(sanitize("one\r\ntwo\r\n"), "one\ntwo\n");
+    assert_eq!(sanitize("a\r\0\r\n\n"), "a\n\n");
+    assert_eq!(sanitize("b\r\r\r\n"), "b\n");
   }
 
   #[test]
