@@ -185,8 +185,12 @@ export interface BackgroundCheck {
   offloadError?: string
   /** Formatted for the model. */
   text: string
-  /** It exited on its own with a non-zero code. */
+  /** It exited on its own with a non-zero code, or a resource limit stopped it. */
   isError: boolean
+  /** `exec: memory limit of 256 MiB exceeded (ELIMIT)` when a resource limit stopped it. */
+  error?: string
+  /** `'ELIMIT'` when a resource limit stopped it. */
+  errorCode?: string
 }
 
 /** A command moved to the background. */
@@ -275,6 +279,28 @@ export interface CommandOptions {
   outputDir?: string
   /** Start in the background at once and return its pid. @default false */
   background?: boolean
+  /**
+   * Opt-in resource limits of the command's whole process tree (also in
+   * the background); a tree over a limit is stopped and the result (or the
+   * check) has `errorCode: 'ELIMIT'` and says which limit in `text`. Replaces the runner's.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the command
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
+   * non-interactive defaults always pass. Replaces the runner's.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes. Replaces the runner's.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
+   * only `bash` itself). @default false
+   */
+  dieWithParent?: boolean
 }
 
 /**
@@ -310,7 +336,10 @@ export interface CommandResult {
   executionTime: number
   /** The pid of `bash` (0 if it never ran). */
   pid: number
-  /** `exec: <what> (<CODE>)` when the command could not start. */
+  /**
+   * `exec: <what> (<CODE>)` when the command could not start, or when a
+   * resource limit stopped it (ELIMIT).
+   */
   error?: string
   /** ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed). */
   errorCode?: string
@@ -338,6 +367,28 @@ export interface CommandRunnerOptions {
   retention?: number
   /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
   forceKillAfterDelay?: number
+  /**
+   * Opt-in resource limits of the command's whole process tree (also in
+   * the background); a tree over a limit is stopped and the result (or the
+   * check) has `errorCode: 'ELIMIT'` and says which limit in `text`.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the command
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
+   * non-interactive defaults always pass.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
+   * only `bash` itself). @default false
+   */
+  dieWithParent?: boolean
 }
 
 /**
@@ -439,9 +490,12 @@ export interface ProcessEvent {
   exitCode?: number
   /** `exited`: the signal that ended it (`'SIGKILL'`), or null. */
   signal?: string | null
-  /** `failed`: `exec: <what> (<CODE>)`. */
+  /**
+   * `failed`: `exec: <what> (<CODE>)`; `exited`: why a resource limit
+   * stopped it (`exec: memory limit of 256 MiB exceeded (ELIMIT)`).
+   */
   error?: string
-  /** `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO... */
+  /** `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO...; `exited`: ELIMIT. */
   errorCode?: string
 }
 
@@ -453,6 +507,10 @@ export interface ProcessExit {
   exitCode: number | null
   /** The signal that ended it, or null. */
   signal: string | null
+  /** Why a resource limit stopped it: `exec: ... (ELIMIT)`. */
+  error?: string
+  /** `'ELIMIT'` when a resource limit stopped it. */
+  errorCode?: string
 }
 
 /** A row of `list`. */
@@ -556,6 +614,29 @@ export interface ProcessStartSpec {
    * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
    */
   io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
+  /**
+   * Opt-in resource limits of the process's whole tree; a tree over a limit
+   * is stopped and its `exited` event and `wait`/`terminate` result carry
+   * `errorCode: 'ELIMIT'`. PTY processes get them right after the spawn
+   * (prlimit), pipes before exec.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the process
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the process when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG, pipes only; a PTY process gets SIGHUP from the kernel
+   * when the host's side of the terminal closes). @default false
+   */
+  dieWithParent?: boolean
 }
 
 /** An exception raised by a Python cell. */
@@ -608,7 +689,11 @@ export interface PythonExecuteResult {
   stateLost: boolean
   /** This cell ran in a new interpreter because the previous one was lost. */
   restarted: boolean
-  /** `exec: <what> (<CODE>)` for `timeout` (TIMEOUT) and a close under the cell (ECANCELED). */
+  /**
+   * `exec: <what> (<CODE>)` for `timeout` (TIMEOUT), a close under the cell
+   * (ECANCELED), and `died` because a resource limit stopped the
+   * interpreter's tree (ELIMIT: `exec: memory limit of 256 MiB exceeded (ELIMIT)`).
+   */
   error?: string
   errorCode?: string
 }
@@ -635,6 +720,27 @@ export interface PythonSessionOptions {
   forceKillAfterDelay?: number
   /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
   startupTimeout?: number
+  /**
+   * Opt-in resource limits of the interpreter's whole process tree; a tree over
+   * a limit is stopped and the running `execute` resolves with `status:
+   * 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across cells, per process).
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the interpreter
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the interpreter when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the interpreter itself). @default false
+   */
+  dieWithParent?: boolean
 }
 
 /** Options of `read`. */
@@ -762,6 +868,11 @@ export interface ShellExecuteResult {
   stateLost: boolean
   /** This command ran in a new shell because the previous one was lost. */
   restarted: boolean
+  /**
+   * `exec: <what> (<CODE>)` for `timeout` (TIMEOUT), a close (ECANCELED),
+   * `died` because a resource limit stopped the shell's tree (ELIMIT), and
+   * `error` when a command was killed by SIGXCPU/SIGXFSZ under the limits (ELIMIT).
+   */
   error?: string
   errorCode?: string
 }
@@ -785,6 +896,27 @@ export interface ShellSessionOptions {
   forceKillAfterDelay?: number
   /** Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
   startupTimeout?: number
+  /**
+   * Opt-in resource limits of the shell's whole process tree; a tree over
+   * a limit is stopped and the running `execute` resolves with `status:
+   * 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across commands, per process).
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the shell
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the shell when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the shell itself). @default false
+   */
+  dieWithParent?: boolean
 }
 
 /**

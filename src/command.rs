@@ -47,6 +47,20 @@ pub struct CommandOptions {
   pub output_dir: Option<String>,
   /// Start in the background at once and return its pid. @default false
   pub background: Option<bool>,
+  /// Opt-in resource limits of the command's whole process tree (also in
+  /// the background); a tree over a limit is stopped and the result (or the
+  /// check) has `errorCode: 'ELIMIT'` and says which limit in `text`. Replaces the runner's.
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the command
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
+  /// non-interactive defaults always pass. Replaces the runner's.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes. Replaces the runner's.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
+  /// only `bash` itself). @default false
+  pub die_with_parent: Option<bool>,
 }
 
 /// Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings.
@@ -71,6 +85,20 @@ pub struct CommandRunnerOptions {
   pub retention: Option<f64>,
   /// Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500
   pub force_kill_after_delay: Option<f64>,
+  /// Opt-in resource limits of the command's whole process tree (also in
+  /// the background); a tree over a limit is stopped and the result (or the
+  /// check) has `errorCode: 'ELIMIT'` and says which limit in `text`.
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the command
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
+  /// non-interactive defaults always pass.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
+  /// only `bash` itself). @default false
+  pub die_with_parent: Option<bool>,
 }
 
 /// Limits of `truncateTail`.
@@ -153,7 +181,8 @@ pub struct CommandResult {
   pub execution_time: f64,
   /// The pid of `bash` (0 if it never ran).
   pub pid: u32,
-  /// `exec: <what> (<CODE>)` when the command could not start.
+  /// `exec: <what> (<CODE>)` when the command could not start, or when a
+  /// resource limit stopped it (ELIMIT).
   pub error: Option<String>,
   /// ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed).
   pub error_code: Option<String>,
@@ -179,8 +208,12 @@ pub struct BackgroundCheck {
   pub offload_error: Option<String>,
   /// Formatted for the model.
   pub text: String,
-  /// It exited on its own with a non-zero code.
+  /// It exited on its own with a non-zero code, or a resource limit stopped it.
   pub is_error: bool,
+  /// `exec: memory limit of 256 MiB exceeded (ELIMIT)` when a resource limit stopped it.
+  pub error: Option<String>,
+  /// `'ELIMIT'` when a resource limit stopped it.
+  pub error_code: Option<String>,
 }
 
 /// One entry of `listBackground()`.
@@ -282,6 +315,8 @@ fn check_to_js(c: CheckResult) -> BackgroundCheck {
     stderr: c.stderr.text,
     text: c.text,
     is_error: c.is_error,
+    error_code: c.error.as_ref().map(|e| e.code.as_str().to_owned()),
+    error: c.error.map(|e| e.message()),
   }
 }
 
@@ -352,6 +387,8 @@ struct Defaults {
   env: EnvSpec,
   timeout: Option<Duration>,
   limits: Limits,
+  resource_limits: exec_core::limits::Limits,
+  die_with_parent: bool,
 }
 
 impl Default for Defaults {
@@ -361,6 +398,8 @@ impl Default for Defaults {
       env: EnvSpec::inherit(),
       timeout: Some(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
       limits: Limits::default(),
+      resource_limits: Default::default(),
+      die_with_parent: false,
     }
   }
 }
@@ -376,9 +415,19 @@ fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfi
       .transpose()?
       .flatten()
       .map(PathBuf::from),
-    env: args::env_spec(obj)?,
+    env: {
+      let mut env = args::env_spec(obj)?;
+      args::env_lists(obj, &mut env)?;
+      env
+    },
     timeout: args::opt_timeout(obj, "timeout", DEFAULT_TIMEOUT_MS)?,
     limits,
+    resource_limits: args::limits(obj)?,
+    die_with_parent: obj
+      .map(|o| args::opt_bool(o, "dieWithParent"))
+      .transpose()?
+      .flatten()
+      .unwrap_or(false),
   };
   let retention = args::opt_timeout(obj, "retention", DEFAULT_RETENTION_MS)?;
   let config = RunnerConfig {
@@ -412,7 +461,7 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
       })?,
     },
   };
-  let env = if has_env(obj)? {
+  let mut env = if has_env(obj)? {
     let call = args::env_spec(obj)?;
     let mut env = d.env.clone();
     env.vars.extend(call.vars);
@@ -421,6 +470,25 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
     env
   } else {
     d.env.clone()
+  };
+  // the call's lists replace the runner's
+  if let Some(o) = obj {
+    let mut lists = EnvSpec::inherit();
+    args::env_lists(Some(o), &mut lists)?;
+    if args::prop(o, "envAllowlist")?.is_some() {
+      env.allow = lists.allow;
+    }
+    if args::prop(o, "envDenylist")?.is_some() {
+      env.deny = lists.deny;
+    }
+  }
+  let resource_limits = match obj {
+    Some(o) if args::prop(o, "limits")?.is_some() => args::limits(Some(o))?,
+    _ => d.resource_limits.clone(),
+  };
+  let die_with_parent = match obj {
+    Some(o) => args::opt_bool(o, "dieWithParent")?.unwrap_or(d.die_with_parent),
+    None => d.die_with_parent,
   };
   let timeout = match obj {
     Some(o) if args::prop(o, "timeout")?.is_some() => args::opt_timeout(Some(o), "timeout", 0)?,
@@ -446,6 +514,8 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
     limits,
     output_dir,
     background,
+    resource_limits,
+    die_with_parent,
   })
 }
 

@@ -58,6 +58,21 @@ pub struct ProcessStartSpec {
     ts_type = "{ type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }"
   )]
   pub io: Option<Unknown<'static>>,
+  /// Opt-in resource limits of the process's whole tree; a tree over a limit
+  /// is stopped and its `exited` event and `wait`/`terminate` result carry
+  /// `errorCode: 'ELIMIT'`. PTY processes get them right after the spawn
+  /// (prlimit), pipes before exec.
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the process
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the process when the host dies by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG, pipes only; a PTY process gets SIGHUP from the kernel
+  /// when the host's side of the terminal closes). @default false
+  pub die_with_parent: Option<bool>,
 }
 
 /// The answer of `start`.
@@ -92,9 +107,10 @@ pub struct ProcessEvent {
   /// `exited`: the signal that ended it (`'SIGKILL'`), or null.
   #[napi(ts_type = "string | null")]
   pub signal: Option<Either<String, Null>>,
-  /// `failed`: `exec: <what> (<CODE>)`.
+  /// `failed`: `exec: <what> (<CODE>)`; `exited`: why a resource limit
+  /// stopped it (`exec: memory limit of 256 MiB exceeded (ELIMIT)`).
   pub error: Option<String>,
-  /// `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO...
+  /// `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO...; `exited`: ELIMIT.
   pub error_code: Option<String>,
 }
 
@@ -109,6 +125,10 @@ pub struct ProcessExit {
   /// The signal that ended it, or null.
   #[napi(ts_type = "string | null")]
   pub signal: Either<String, Null>,
+  /// Why a resource limit stopped it: `exec: ... (ELIMIT)`.
+  pub error: Option<String>,
+  /// `'ELIMIT'` when a resource limit stopped it.
+  pub error_code: Option<String>,
 }
 
 /// Options of `terminate`.
@@ -245,11 +265,14 @@ fn exit_parts(exit: Option<ExitInfo>) -> (Either<i32, Null>, Either<String, Null
 }
 
 fn exit_js(r: core::WaitResult) -> ProcessExit {
+  let error = r.exit.as_ref().and_then(|x| x.error.clone());
   let (exit_code, signal) = exit_parts(r.exit);
   ProcessExit {
     running: r.running,
     exit_code,
     signal,
+    error_code: error.as_ref().map(|e| e.code.as_str().to_owned()),
+    error: error.map(|e| e.message()),
   }
 }
 
@@ -275,6 +298,10 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
     EventKind::Exited(x) => {
       out.exit_code = Some(x.exit_code);
       out.signal = Some(nullable(x.signal));
+      if let Some(e) = x.error {
+        out.error_code = Some(e.code.as_str().to_owned());
+        out.error = Some(e.message());
+      }
     }
     EventKind::Closed => {}
     EventKind::Failed { error } => {
@@ -408,13 +435,22 @@ fn parse_spec(spec: Unknown) -> ArgResult<StartSpec> {
   if argv.is_empty() {
     return Err(type_error("spec.argv must not be empty"));
   }
+  // the shared readers name the object `options`; here it is `spec`
+  let named = |e: ExecError| ExecError {
+    what: e.what.replace("options.", "spec."),
+    ..e
+  };
+  let mut env = args::env_spec(Some(&obj))?;
+  args::env_lists(Some(&obj), &mut env).map_err(named)?;
   Ok(StartSpec {
     process_id: args::opt_string(&obj, "processId")?,
     argv,
     cwd: args::opt_string(&obj, "cwd")?.map(PathBuf::from),
-    env: args::env_spec(Some(&obj))?,
+    env,
     arg0: args::opt_string(&obj, "arg0")?,
     io: parse_io(&obj)?,
+    limits: args::limits(Some(&obj)).map_err(named)?,
+    die_with_parent: args::opt_bool(&obj, "dieWithParent")?.unwrap_or(false),
   })
 }
 

@@ -44,6 +44,19 @@ pub struct PythonSessionOptions {
   pub force_kill_after_delay: Option<f64>,
   /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
   pub startup_timeout: Option<f64>,
+  /// Opt-in resource limits of the interpreter's whole process tree; a tree over
+  /// a limit is stopped and the running `execute` resolves with `status:
+  /// 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across cells, per process).
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the interpreter
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the interpreter when the host dies by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; only the interpreter itself). @default false
+  pub die_with_parent: Option<bool>,
 }
 
 /// Options of `ShellSession.start`.
@@ -64,6 +77,19 @@ pub struct ShellSessionOptions {
   pub force_kill_after_delay: Option<f64>,
   /// Milliseconds allowed for starting the shell and running `initScript`. @default 30000
   pub startup_timeout: Option<f64>,
+  /// Opt-in resource limits of the shell's whole process tree; a tree over
+  /// a limit is stopped and the running `execute` resolves with `status:
+  /// 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across commands, per process).
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the shell
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the shell when the host dies by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; only the shell itself). @default false
+  pub die_with_parent: Option<bool>,
 }
 
 /// Options of `execute` (both sessions).
@@ -132,7 +158,9 @@ pub struct PythonExecuteResult {
   pub state_lost: bool,
   /// This cell ran in a new interpreter because the previous one was lost.
   pub restarted: bool,
-  /// `exec: <what> (<CODE>)` for `timeout` (TIMEOUT) and a close under the cell (ECANCELED).
+  /// `exec: <what> (<CODE>)` for `timeout` (TIMEOUT), a close under the cell
+  /// (ECANCELED), and `died` because a resource limit stopped the
+  /// interpreter's tree (ELIMIT: `exec: memory limit of 256 MiB exceeded (ELIMIT)`).
   pub error: Option<String>,
   pub error_code: Option<String>,
 }
@@ -164,6 +192,9 @@ pub struct ShellExecuteResult {
   pub state_lost: bool,
   /// This command ran in a new shell because the previous one was lost.
   pub restarted: bool,
+  /// `exec: <what> (<CODE>)` for `timeout` (TIMEOUT), a close (ECANCELED),
+  /// `died` because a resource limit stopped the shell's tree (ELIMIT), and
+  /// `error` when a command was killed by SIGXCPU/SIGXFSZ under the limits (ELIMIT).
   pub error: Option<String>,
   pub error_code: Option<String>,
 }
@@ -179,6 +210,8 @@ struct Common {
   env: exec_core::EnvSpec,
   grace: Duration,
   startup: Duration,
+  limits: exec_core::limits::Limits,
+  die_with_parent: bool,
 }
 
 fn common(opts: Option<&Object>) -> ArgResult<Common> {
@@ -195,9 +228,17 @@ fn common(opts: Option<&Object>) -> ArgResult<Common> {
       )
     })?,
   };
+  let mut env = args::env_spec(opts)?;
+  args::env_lists(opts, &mut env)?;
   Ok(Common {
     cwd,
-    env: args::env_spec(opts)?,
+    env,
+    limits: args::limits(opts)?,
+    die_with_parent: opts
+      .map(|o| args::opt_bool(o, "dieWithParent"))
+      .transpose()?
+      .flatten()
+      .unwrap_or(false),
     grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
     startup: args::opt_ms(opts, "startupTimeout", DEFAULT_STARTUP_MS)?,
   })
@@ -282,6 +323,8 @@ impl PythonSession {
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
+        limits: c.limits,
+        die_with_parent: c.die_with_parent,
       })
     })();
     let opts = match parsed {
@@ -412,6 +455,8 @@ impl ShellSession {
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
+        limits: c.limits,
+        die_with_parent: c.die_with_parent,
       })
     })();
     let opts = match parsed {

@@ -185,6 +185,163 @@ impl ChildPlan {
   }
 }
 
+/// The limits of one execution tree (every process carrying `mark`), as
+/// every entry point uses them: the pids cgroup, the plan for the child, the
+/// watchdog, the attribution of SIGXCPU/SIGXFSZ, and the cleanup.
+pub struct LimitGuard {
+  limits: Limits,
+  mark: String,
+  cgroup: Option<crate::cgroup::PidsCgroup>,
+  hit: std::sync::atomic::AtomicBool,
+}
+
+impl LimitGuard {
+  /// Prepare for a tree marked `mark` (creates the pids cgroup if
+  /// `max_processes` is set and the host may create one).
+  pub fn new(limits: &Limits, mark: &str) -> LimitGuard {
+    let cgroup = limits
+      .max_processes
+      .and_then(|max| crate::cgroup::PidsCgroup::create(mark, max));
+    LimitGuard {
+      limits: limits.clone(),
+      mark: mark.to_owned(),
+      cgroup,
+      hit: std::sync::atomic::AtomicBool::new(false),
+    }
+  }
+
+  pub fn limits(&self) -> &Limits {
+    &self.limits
+  }
+
+  /// The mark of the tree.
+  pub fn mark(&self) -> &str {
+    &self.mark
+  }
+
+  /// What the child must do before exec; `None` when nothing (the
+  /// posix_spawn fast path stays).
+  pub fn child_plan(&self, die_with_parent: bool) -> Result<Option<ChildPlan>, ExecError> {
+    if self.limits.is_empty() && !die_with_parent {
+      return Ok(None);
+    }
+    let mut plan = self.limits.child_plan(self.cgroup.as_ref())?;
+    if die_with_parent {
+      plan.pdeathsig_parent = Some(std::process::id() as i32);
+    }
+    Ok(Some(plan))
+  }
+
+  /// For a child that was started by someone else's fork (portable-pty):
+  /// the same limits, applied from outside right after the spawn with
+  /// `prlimit` and a write to the cgroup. Whatever the child does before
+  /// this (a few microseconds of its start) is not limited.
+  pub fn apply_to_running(&self, pid: i32) -> Result<(), ExecError> {
+    let fail = |what: String| ExecError::new(ErrorCode::ESPAWN, what);
+    if let Some(cg) = &self.cgroup {
+      if !cg.add(pid) {
+        return Err(fail("cannot move the child into its pids cgroup".into()));
+      }
+    }
+    let plan = self.limits.child_plan(self.cgroup.as_ref())?;
+    for &(res, soft, hard) in &plan.rlimits {
+      let lim = libc::rlimit64 {
+        rlim_cur: soft,
+        rlim_max: hard,
+      };
+      if unsafe { libc::prlimit64(pid, res, &lim, std::ptr::null_mut()) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(fail(format!("cannot set the limits of the child: {e}")));
+      }
+    }
+    Ok(())
+  }
+
+  /// Resolves with the limit error when the tree passes a watched limit
+  /// (memory, process count; checked every [`WATCH_INTERVAL`]); never
+  /// resolves when nothing is watched. Cancel-safe.
+  pub async fn watch(&self) -> ExecError {
+    if !self.limits.needs_watchdog() {
+      return std::future::pending().await;
+    }
+    let mut tick = tokio::time::interval(WATCH_INTERVAL);
+    loop {
+      tick.tick().await;
+      if let Some(e) = self.check() {
+        return e;
+      }
+    }
+  }
+
+  /// One look: an error if a watched limit is passed.
+  pub fn check(&self) -> Option<ExecError> {
+    if let (Some(cg), Some(max)) = (&self.cgroup, self.limits.max_processes) {
+      if cg.hit_max() {
+        return Some(ExecError::new(
+          ErrorCode::ELIMIT,
+          format!("process limit of {max} exceeded"),
+        ));
+      }
+    }
+    self.limits.check_tree(&self.mark)
+  }
+
+  /// SIGKILL the whole tree at once (the group `pgid`, the marked processes
+  /// and the cgroup's members): a tree over a limit gets no grace.
+  pub fn kill_tree(&self, pgid: i32) {
+    self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
+    crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    if pgid > 1 {
+      unsafe { libc::kill(pgid, libc::SIGKILL) };
+    }
+    crate::tree::signal_marked(&self.mark, libc::SIGKILL);
+    if let Some(cg) = &self.cgroup {
+      for p in cg.procs() {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+      }
+    }
+  }
+
+  /// What an exit by `signal` (or a shell's 128+N) means under the limits.
+  pub fn explain(&self, signal: Option<&str>, exit_code: i32) -> Option<ExecError> {
+    self.limits.explain_signal(signal, exit_code)
+  }
+
+  /// The run is over: the cgroup is emptied (SIGKILL when the limit was hit)
+  /// and removed in the background.
+  pub fn release(&mut self) {
+    if let Some(cg) = self.cgroup.take() {
+      reap_cgroup(cg, self.hit.load(std::sync::atomic::Ordering::Relaxed));
+    }
+  }
+}
+
+impl Drop for LimitGuard {
+  fn drop(&mut self) {
+    self.release();
+  }
+}
+
+/// SIGKILL what is left in the cgroup when the limit was hit (members stay in
+/// it even if they scrub the mark), and remove it once it is empty.
+fn reap_cgroup(cg: crate::cgroup::PidsCgroup, kill: bool) {
+  let job = move || {
+    for _ in 0..500 {
+      let procs = cg.procs();
+      if procs.is_empty() && cg.remove() {
+        return;
+      }
+      if kill {
+        for p in procs {
+          unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+      }
+      std::thread::sleep(Duration::from_millis(20));
+    }
+  };
+  std::thread::spawn(job);
+}
+
 pub fn cpu_error(s: u64) -> ExecError {
   ExecError::new(
     ErrorCode::ELIMIT,

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::group;
-use crate::limits::Limits;
+use crate::limits::{LimitGuard, Limits};
 use crate::spawn::EnvSpec;
 use crate::tree;
 
@@ -166,8 +166,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   err_task: JoinHandle<(E, u64)>,
   stop: CancellationToken,
   mark: String,
-  limits: Limits,
-  cgroup: Option<crate::cgroup::PidsCgroup>,
+  guard: LimitGuard,
 }
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
@@ -210,15 +209,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let mut cmd = build_command(spec, &mark);
     // limits are set in the child before exec (exact, but a real fork instead
     // of posix_spawn: only when limits are asked for)
-    let cgroup = spec
-      .limits
-      .max_processes
-      .and_then(|max| crate::cgroup::PidsCgroup::create(&mark, max));
-    if !spec.limits.is_empty() || spec.die_with_parent {
-      let mut plan = spec.limits.child_plan(cgroup.as_ref())?;
-      if spec.die_with_parent {
-        plan.pdeathsig_parent = Some(std::process::id() as i32);
-      }
+    let guard = LimitGuard::new(&spec.limits, &mark);
+    if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
       unsafe {
         cmd.pre_exec(move || plan.apply());
       }
@@ -257,8 +249,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       err_task,
       stop,
       mark,
-      limits: spec.limits.clone(),
-      cgroup,
+      guard,
     })
   }
 
@@ -286,9 +277,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let deadline = policy.timeout.map(|t| self.started + t);
     let status = tokio::select! {
       st = self.child.wait() => st,
-      e = watchdog(&self.limits, &self.mark, self.cgroup.as_ref()) => {
+      e = self.guard.watch() => {
         limit_hit = Some(e);
         // no grace for a tree over its limit
+        self.guard.kill_tree(pgid);
         kill_sequence(&mut self.child, pgid, &self.mark, Duration::ZERO).await
       }
       _ = sleep_until_opt(deadline) => {
@@ -300,9 +292,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
       }
     };
-    if let Some(cg) = self.cgroup.take() {
-      reap_cgroup(cg, limit_hit.is_some());
-    }
+    self.guard.release();
     // what is left of the tree (the group, and marked escapees) goes the same way
     if policy.cleanup_group_on_exit || timed_out || canceled || limit_hit.is_some() {
       group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
@@ -329,7 +319,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut error = None;
     if limit_hit.is_none() {
-      limit_hit = self.limits.explain_signal(signal.as_deref(), exit_code);
+      limit_hit = self.guard.explain(signal.as_deref(), exit_code);
     }
     if let Some(e) = limit_hit {
       error = Some(e);
@@ -375,53 +365,6 @@ pub async fn run<O: OutputSink, E: OutputSink>(
 ) -> Result<Finished<O, E>, ExecError> {
   let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
   Ok(exec.wait(policy, cancel).await)
-}
-
-/// SIGKILL what is left in the cgroup when the limit was hit (members stay in
-/// it even if they scrub the mark), and remove it once it is empty.
-fn reap_cgroup(cg: crate::cgroup::PidsCgroup, kill: bool) {
-  let job = move || {
-    for _ in 0..500 {
-      let procs = cg.procs();
-      if procs.is_empty() && cg.remove() {
-        return;
-      }
-      if kill {
-        for p in procs {
-          unsafe { libc::kill(p, libc::SIGKILL) };
-        }
-      }
-      std::thread::sleep(Duration::from_millis(20));
-    }
-  };
-  std::thread::spawn(job);
-}
-
-/// Resolves with the limit error when the tree passes a watched limit; never
-/// resolves when nothing is watched.
-async fn watchdog(
-  limits: &Limits,
-  mark: &str,
-  cgroup: Option<&crate::cgroup::PidsCgroup>,
-) -> ExecError {
-  if !limits.needs_watchdog() {
-    return std::future::pending().await;
-  }
-  let mut tick = tokio::time::interval(crate::limits::WATCH_INTERVAL);
-  loop {
-    tick.tick().await;
-    if let (Some(cg), Some(max)) = (cgroup, limits.max_processes) {
-      if cg.hit_max() {
-        return ExecError::new(
-          ErrorCode::ELIMIT,
-          format!("process limit of {max} exceeded"),
-        );
-      }
-    }
-    if let Some(e) = limits.check_tree(mark) {
-      return e;
-    }
-  }
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {

@@ -70,6 +70,8 @@ pub struct CheckResult {
   pub text: String,
   /// Exited with a non-zero code on its own.
   pub is_error: bool,
+  /// ELIMIT when a resource limit stopped it.
+  pub error: Option<ExecError>,
 }
 
 /// One entry of [`CommandRunner::list`].
@@ -256,6 +258,8 @@ impl CommandRunner {
       spec.cwd = Some(opts.cwd.clone());
       spec.env = env;
       spec.stdin = StdinMode::Null;
+      spec.limits = opts.resource_limits.clone();
+      spec.die_with_parent = opts.die_with_parent;
       Ok(spec)
     })();
     let spec = match prepared {
@@ -476,7 +480,7 @@ fn check_result(p: &BgProc) -> CheckResult {
       killed: o.canceled,
     },
   };
-  let text = format_check(
+  let mut text = format_check(
     p.pid,
     &state,
     &shown(&stdout, &stderr),
@@ -487,18 +491,29 @@ fn check_result(p: &BgProc) -> CheckResult {
     None => (None, None, false),
     Some((o, _)) => (Some(o.exit_code), o.signal.clone(), o.canceled),
   };
+  let error = outcome.as_ref().and_then(|(o, _)| limit_error(o)).cloned();
+  if let Some(e) = &error {
+    text.push_str("\n\n");
+    text.push_str(&e.message());
+  }
   CheckResult {
     pid: p.pid,
     running: outcome.is_none(),
     exit_code,
     signal,
     killed,
-    is_error: !killed && exit_code.is_some_and(|c| c != 0),
+    is_error: error.is_some() || (!killed && exit_code.is_some_and(|c| c != 0)),
+    error,
     stdout,
     stderr,
     log,
     text,
   }
+}
+
+/// The error of a run stopped for a resource limit.
+fn limit_error(o: &RunOutcome) -> Option<&ExecError> {
+  o.error.as_ref().filter(|e| e.code == ErrorCode::ELIMIT)
 }
 
 fn finish_foreground(
@@ -510,13 +525,17 @@ fn finish_foreground(
   let (stdout, stderr) = take_streams(capture, limits, false);
   let cut = stdout.truncation.truncated() || stderr.truncation.truncated();
   let log = lock(capture).log.finish(cut);
-  let text = format_finished(
+  let mut text = format_finished(
     &shown(&stdout, &stderr),
     outcome.exit_code,
     outcome.signal.as_deref(),
     limits.max_bytes,
     &log,
   );
+  if let Some(e) = limit_error(&outcome) {
+    text.push_str("\n\n");
+    text.push_str(&e.message());
+  }
   CommandResult {
     pid: outcome.pid,
     stdout,

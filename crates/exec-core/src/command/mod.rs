@@ -64,6 +64,10 @@ pub struct CommandOptions {
   pub output_dir: Option<PathBuf>,
   /// Start in the background at once.
   pub background: bool,
+  /// Opt-in resource limits of the command's tree (see [`crate::limits`]).
+  pub resource_limits: crate::limits::Limits,
+  /// PR_SET_PDEATHSIG for `bash` (SIGKILL when the host dies).
+  pub die_with_parent: bool,
 }
 
 impl CommandOptions {
@@ -75,6 +79,8 @@ impl CommandOptions {
       limits: Limits::default(),
       output_dir: None,
       background: false,
+      resource_limits: crate::limits::Limits::default(),
+      die_with_parent: false,
     }
   }
 }

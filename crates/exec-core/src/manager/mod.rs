@@ -89,6 +89,12 @@ pub struct StartSpec {
   /// `argv[0]` as the program sees it (pipes only).
   pub arg0: Option<String>,
   pub io: ProcessIo,
+  /// Opt-in resource limits of the process tree (see [`crate::limits`]).
+  pub limits: crate::limits::Limits,
+  /// Pipes: PR_SET_PDEATHSIG (SIGKILL when the host dies). A PTY child is a
+  /// session leader and gets SIGHUP from the kernel when the host's master
+  /// side closes, so it is ignored there.
+  pub die_with_parent: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +159,8 @@ struct Proc {
   input: tokio::sync::Mutex<Input>,
   master: Option<Mutex<Box<dyn MasterPty + Send>>>,
   exited: AtomicBool,
+  /// The `EXEC_NATIVE_RUN_ID` of its tree.
+  mark: std::sync::OnceLock<String>,
 }
 
 impl Proc {
@@ -218,6 +226,10 @@ impl Proc {
     if pid > 1 {
       group::signal_group(pid, sig);
       let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    }
+    // and the descendants that left the group (setsid, double fork)
+    if let Some(mark) = self.mark.get() {
+      crate::tree::signal_marked(mark, sig as i32);
     }
   }
 
@@ -285,6 +297,9 @@ impl Drop for Inner {
     let procs: Vec<Arc<Proc>> = self.table().procs.values().cloned().collect();
     for p in procs {
       p.signal(Signal::SIGKILL);
+      if let Some(mark) = p.mark.get() {
+        crate::tree::signal_marked(mark, libc::SIGKILL);
+      }
     }
   }
 }
@@ -460,6 +475,7 @@ impl ProcessManager {
         input: tokio::sync::Mutex::new(Input::Closed),
         master: master.map(Mutex::new),
         exited: AtomicBool::new(false),
+        mark: std::sync::OnceLock::new(),
       })
     };
     let weak = Arc::downgrade(&self.inner);
@@ -475,6 +491,8 @@ impl ProcessManager {
         } else {
           StdinMode::Null
         };
+        ps.limits = spec.limits;
+        ps.die_with_parent = spec.die_with_parent;
         let p = make(None);
         let out = ProcSink {
           proc: p.clone(),
@@ -486,6 +504,7 @@ impl ProcessManager {
         };
         let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
         p.pid.store(exec.pid(), Ordering::Release);
+        let _ = p.mark.set(exec.mark().to_owned());
         if let Some(stdin) = exec.take_stdin() {
           *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
         }
@@ -507,6 +526,8 @@ impl ProcessManager {
             .finish(ExitInfo {
               exit_code: f.outcome.exit_code,
               signal: f.outcome.signal,
+              // no timeout and no cancel here: only a limit gives an error
+              error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
             })
             .await;
           expire_later(weak, proc, retention);
@@ -518,11 +539,23 @@ impl ProcessManager {
           return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
         }
         let env = spec.env.build();
-        let spawned = pty::spawn(&spec.argv, &cwd, env, rows, cols)?;
+        let mark = crate::tree::new_mark(cfg.owner);
+        let mut guard = crate::limits::LimitGuard::new(&spec.limits, &mark);
+        let spawned = pty::spawn(&spec.argv, &cwd, env, &mark, rows, cols)?;
         let pid = spawned.pid;
         group::register(pid as i32, cfg.owner);
+        // portable-pty forks on its own: the limits are set from outside,
+        // right after the spawn (see LimitGuard::apply_to_running)
+        if let Err(e) = guard.apply_to_running(pid as i32) {
+          guard.kill_tree(pid as i32);
+          // reaped in the background (a detached task)
+          drop(tokio::task::spawn_blocking(move || reap(pid)));
+          group::terminate_tree_later(pid as i32, mark, cfg.owner, cfg.close_grace);
+          return Err(e);
+        }
         let p = make(Some(spawned.master));
         p.pid.store(pid, Ordering::Release);
+        let _ = p.mark.set(mark.clone());
         let io = Arc::new(spawned.io);
         *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
         p.lock().release_started(pid);
@@ -535,12 +568,23 @@ impl ProcessManager {
         let drain = cfg.drain;
         let retention = cfg.exited_retention;
         tokio::spawn(async move {
-          let exit = tokio::task::spawn_blocking(move || reap(pid))
-            .await
-            .unwrap_or(ExitInfo {
-              exit_code: -1,
-              signal: None,
-            });
+          let mut reaper = tokio::task::spawn_blocking(move || reap(pid));
+          let mut limit_hit = None;
+          let joined = tokio::select! {
+            r = &mut reaper => r,
+            e = guard.watch() => {
+              limit_hit = Some(e);
+              guard.kill_tree(pid as i32);
+              reaper.await
+            }
+          };
+          let mut exit = joined.unwrap_or(ExitInfo {
+            exit_code: -1,
+            signal: None,
+            error: None,
+          });
+          exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
+          guard.release();
           // the output is read to EIO, but no longer than `drain` after the exit
           let stopper = tokio::spawn(async move {
             tokio::time::sleep(drain).await;
@@ -548,11 +592,8 @@ impl ProcessManager {
           });
           let _ = reader.await;
           stopper.abort();
-          if group::group_alive(pid as i32) {
-            group::terminate_group_later(pid as i32, owner, grace);
-          } else {
-            group::unregister(pid as i32);
-          }
+          // what is left of the tree (the group, and marked escapees)
+          group::terminate_tree_later(pid as i32, mark, owner, grace);
           proc.finish(exit).await;
           expire_later(weak, proc, retention);
         });
@@ -773,12 +814,14 @@ fn reap(pid: u32) -> ExitInfo {
         return ExitInfo {
           exit_code: code,
           signal: None,
+          error: None,
         }
       }
       Ok(WaitStatus::Signaled(_, sig, _)) => {
         return ExitInfo {
           exit_code: 128 + sig as i32,
           signal: Some(sig.as_str().to_owned()),
+          error: None,
         }
       }
       Ok(_) => continue,
@@ -787,6 +830,7 @@ fn reap(pid: u32) -> ExitInfo {
         return ExitInfo {
           exit_code: -1,
           signal: None,
+          error: None,
         }
       }
     }

@@ -33,6 +33,7 @@ pub(crate) fn spawn(
   argv: &[String],
   cwd: &Path,
   env: Vec<(OsString, OsString)>,
+  mark: &str,
   rows: u16,
   cols: u16,
 ) -> Result<SpawnedPty, ExecError> {
@@ -52,6 +53,9 @@ pub(crate) fn spawn(
   if !has_term {
     cmd.env("TERM", "xterm-256color");
   }
+  // every descendant inherits the mark, so it can be found if it leaves the
+  // session (see crate::tree)
+  cmd.env(crate::tree::MARK_VAR, mark);
   let child = pair.slave.spawn_command(cmd).map_err(|e| {
     let msg = e.to_string();
     match e.downcast_ref::<io::Error>() {

@@ -36,6 +36,8 @@ pub struct ExitInfo {
   pub exit_code: i32,
   /// The signal that ended the process (`SIGKILL`), if any.
   pub signal: Option<String>,
+  /// Why it was stopped, when a resource limit stopped it (ELIMIT).
+  pub error: Option<ExecError>,
 }
 
 /// What happened to a process.
@@ -347,6 +349,7 @@ mod tests {
     s.record_exit(ExitInfo {
       exit_code: 0,
       signal: None,
+      error: None,
     });
     let mut seqs = Vec::new();
     let mut names = Vec::new();

@@ -9,6 +9,8 @@ fn spec(argv: &[&str], io: ProcessIo) -> StartSpec {
     env: EnvSpec::inherit(),
     arg0: None,
     io,
+    limits: Default::default(),
+    die_with_parent: false,
   }
 }
 

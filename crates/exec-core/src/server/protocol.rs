@@ -269,6 +269,8 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       env,
       arg0: p.arg0,
       io,
+      limits: Default::default(),
+      die_with_parent: false,
     },
     p.events.unwrap_or(true),
   ))

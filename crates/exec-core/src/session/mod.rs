@@ -132,6 +132,10 @@ pub(crate) struct WorkerSpec {
   pub env: EnvSpec,
   /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
   pub separator: u8,
+  /// Opt-in resource limits of the worker's whole tree.
+  pub limits: crate::limits::Limits,
+  /// PR_SET_PDEATHSIG for the worker.
+  pub die_with_parent: bool,
 }
 
 /// What interrupted [`Worker::next_event`].
@@ -159,6 +163,11 @@ pub(crate) struct Worker {
   inbox: Vec<u8>,
   separator: u8,
   exit: Option<ExitStatus>,
+  /// The worker's tree: its `EXEC_NATIVE_RUN_ID` and limits.
+  guard: Arc<crate::limits::LimitGuard>,
+  /// Set by the watchdog when the tree passed a limit (and was killed).
+  limit_hit: Arc<Mutex<Option<ExecError>>>,
+  watcher: Option<tokio::task::JoinHandle<()>>,
 }
 
 const READ_BUF: usize = 64 * 1024;
@@ -184,6 +193,17 @@ impl Worker {
       cmd.env_clear();
       cmd.envs(spec.env.build());
     }
+    // every descendant inherits the mark, so it can be found if it leaves the group
+    let mark = crate::tree::new_mark(owner);
+    cmd.env(crate::tree::MARK_VAR, &mark);
+    let guard = Arc::new(crate::limits::LimitGuard::new(&spec.limits, &mark));
+    // limits are set in the child before exec (a real fork instead of
+    // posix_spawn, only when asked for)
+    if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      unsafe {
+        cmd.pre_exec(move || plan.apply());
+      }
+    }
     cmd.process_group(0);
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
     cmd.stdout(Stdio::piped());
@@ -195,6 +215,19 @@ impl Worker {
     let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0) as i32;
     group::register(pid, owner);
+    let limit_hit = Arc::new(Mutex::new(None));
+    // the watchdog runs for the worker's whole life (also between executions:
+    // what a cell left running counts too); the kill makes the worker exit,
+    // which the running execution sees
+    let watcher = guard.limits().needs_watchdog().then(|| {
+      let guard = guard.clone();
+      let hit = limit_hit.clone();
+      tokio::spawn(async move {
+        let e = guard.watch().await;
+        *hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        guard.kill_tree(pid);
+      })
+    });
     let ctl = ours
       .set_nonblocking(true)
       .and_then(|_| tokio::net::UnixStream::from_std(ours));
@@ -219,7 +252,25 @@ impl Worker {
       inbox: Vec::new(),
       separator: spec.separator,
       exit: None,
+      guard,
+      limit_hit,
+      watcher,
     })
+  }
+
+  /// Why the worker ended, if a resource limit ended it: the watchdog's
+  /// finding, or SIGXCPU/SIGXFSZ (also a shell's 128+N) under the limits.
+  pub fn limit_error(&self, st: Option<ExitStatus>) -> Option<ExecError> {
+    if let Some(e) = self
+      .limit_hit
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .clone()
+    {
+      return Some(e);
+    }
+    let (code, sig) = crate::run::decode_status(st?);
+    self.guard.explain(sig.as_deref(), code)
   }
 
   /// Send a request on the control channel.
@@ -361,11 +412,16 @@ impl Worker {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
     group::signal_group(self.pid, Signal::SIGKILL);
+    // and the descendants that left the group (setsid, double fork)
+    crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
     let _ = self.child.start_kill();
     let st = self.wait_exit(Duration::from_secs(5)).await;
     // SIGKILL is asynchronous: return once the group's processes are dead
     let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until && !live_members(self.pid).is_empty() {
+    while Instant::now() < until
+      && (!live_members(self.pid).is_empty()
+        || !crate::tree::running_marked(self.guard.mark()).is_empty())
+    {
       tokio::time::sleep(Duration::from_millis(5)).await;
     }
     group::unregister(self.pid);
@@ -388,10 +444,14 @@ impl Worker {
 
 impl Drop for Worker {
   fn drop(&mut self) {
+    if let Some(w) = self.watcher.take() {
+      w.abort();
+    }
     if self.exit.is_none() || group::group_alive(self.pid) {
       group::signal_group(self.pid, Signal::SIGKILL);
       let _ = self.child.start_kill();
     }
+    crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
     group::unregister(self.pid);
   }
 }

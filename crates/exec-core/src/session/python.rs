@@ -42,6 +42,11 @@ pub struct PythonOptions {
   pub kill_grace: Duration,
   /// Bound on starting the interpreter and running `init_code`.
   pub startup_timeout: Duration,
+  /// Opt-in resource limits of the interpreter's whole tree (memory and
+  /// processes watched; CPU time counts across cells, per process).
+  pub limits: crate::limits::Limits,
+  /// PR_SET_PDEATHSIG for the interpreter.
+  pub die_with_parent: bool,
 }
 
 impl Default for PythonOptions {
@@ -54,6 +59,8 @@ impl Default for PythonOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
+      limits: crate::limits::Limits::default(),
+      die_with_parent: false,
     }
   }
 }
@@ -179,6 +186,8 @@ impl PythonSession {
       cwd: self.opts.cwd.clone(),
       env: self.opts.env.clone(),
       separator: b'\n',
+      limits: self.opts.limits.clone(),
+      die_with_parent: self.opts.die_with_parent,
     };
     let mut w = Worker::spawn(&spec, self.opts.owner)?;
     let deadline = Instant::now() + self.opts.startup_timeout;
@@ -403,12 +412,17 @@ impl PythonSession {
         let killed = matches!(outcome, Outcome::Killed(_));
         // what the dead interpreter left running in its group goes too
         let st = w.kill().await.or(st);
+        let limit = w.limit_error(st);
         let (code, sig) = exit_info(st);
         result.exit_code = code;
         result.signal = sig;
         result.state_lost = true;
         result.execution_count = count;
-        if killed || timed_out {
+        if let Some(e) = limit {
+          // a resource limit stopped the interpreter's tree
+          result.status = SessionStatus::Died;
+          result.error = Some(e);
+        } else if killed || timed_out {
           result.status = SessionStatus::Timeout;
           result.error = Some(ExecError::new(
             ErrorCode::TIMEOUT,

@@ -63,6 +63,11 @@ pub struct ShellOptions {
   pub kill_grace: Duration,
   /// Bound on starting the shell and running `init_script`.
   pub startup_timeout: Duration,
+  /// Opt-in resource limits of the shell's whole tree (memory and processes
+  /// watched; CPU time counts across commands, per process).
+  pub limits: crate::limits::Limits,
+  /// PR_SET_PDEATHSIG for the shell.
+  pub die_with_parent: bool,
 }
 
 impl Default for ShellOptions {
@@ -75,6 +80,8 @@ impl Default for ShellOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
+      limits: crate::limits::Limits::default(),
+      die_with_parent: false,
     }
   }
 }
@@ -189,6 +196,8 @@ impl ShellSession {
       cwd: self.opts.cwd.clone(),
       env: self.opts.env.clone(),
       separator: 0,
+      limits: self.opts.limits.clone(),
+      die_with_parent: self.opts.die_with_parent,
     };
     let mut w = Worker::spawn(&spec, self.opts.owner)?;
     let deadline = Instant::now() + self.opts.startup_timeout;
@@ -439,6 +448,11 @@ impl ShellSession {
         } else if code == 0 {
           SessionStatus::Ok
         } else {
+          // a command killed by SIGXCPU/SIGXFSZ under the limits (the shell
+          // reports 128+N): say which limit
+          if result.error.is_none() {
+            result.error = self.opts.limits.explain_signal(None, code);
+          }
           SessionStatus::Error
         };
         slot.worker = Some(w);
@@ -446,11 +460,16 @@ impl ShellSession {
       Outcome::Died(st) | Outcome::Killed(st) => {
         let killed = matches!(outcome, Outcome::Killed(_));
         let st = w.kill().await.or(st);
+        let limit = w.limit_error(st);
         let (code, sig) = exit_info(st);
         result.exit_code = code.unwrap_or(-1);
         result.signal = sig;
         result.state_lost = true;
-        if killed || timed_out {
+        if let Some(e) = limit {
+          // a resource limit stopped the shell's tree
+          result.status = SessionStatus::Died;
+          result.error = Some(e);
+        } else if killed || timed_out {
           result.status = SessionStatus::Timeout;
           result.exit_code = 124;
           result.error = Some(ExecError::new(
