@@ -11,6 +11,7 @@ mod host;
 mod options;
 mod spawn_call;
 mod stream;
+mod typescript;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

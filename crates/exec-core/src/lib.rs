@@ -7,6 +7,7 @@ pub mod group;
 pub mod language;
 pub mod run;
 pub mod spawn;
+pub mod ts_strip;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;
@@ -15,3 +16,4 @@ pub use language::{Language, Toolchain};
 pub use run::{run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
 pub use spawn::EnvSpec;
 pub use tokio_util::sync::CancellationToken;
+pub use ts_strip::TsPath;
