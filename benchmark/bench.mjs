@@ -159,7 +159,7 @@ function table(title, cols, rows) {
   const cells = rows.map((r) => cols.map((c) => fmt(r[c.key], c)))
   const widths = cols.map((c, i) => Math.max(c.label.length, ...cells.map((row) => row[i].length)))
   const line = (vals) => '| ' + vals.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join(' | ') + ' |'
-  const out = [`\n### ${title}`, line(cols.map((c) => c.label)), '|' + widths.map((w, i) => (i === 0 ? ':' : '') + '-'.repeat(w) + (i === 0 ? '-' : ':') ).join('|') + '|']
+  const out = [`\n### ${title}`, line(cols.map((c) => c.label)), '|' + widths.map((w, i) => (i === 0 ? ':' + '-'.repeat(w + 1) : '-'.repeat(w + 1) + ':')).join('|') + '|']
   for (const c of cells) out.push(line(c))
   console.log(out.join('\n'))
   return out.join('\n')
@@ -192,6 +192,17 @@ async function caseOverhead() {
     { name: "exec-native executeAndCapture('/bin/true', 'bash')", op: async () => check((await executeAndCapture('/bin/true', 'bash')).success, 'executeAndCapture') },
     { name: "child_process.execFile('bash', ['-c', '/bin/true'])", op: () => execFileP('bash', ['-c', '/bin/true']) },
   ]
+  // host CPU (all threads of this process, not the children) per run: less
+  // noisy than wall time on a busy machine
+  const cpu = new Map(contenders.map((c) => [c.name, 0]))
+  let c0
+  for (const c of contenders) {
+    c.before = () => (c0 = process.cpuUsage())
+    c.after = () => {
+      const d = process.cpuUsage(c0)
+      cpu.set(c.name, cpu.get(c.name) + d.user + d.system)
+    }
+  }
   const s = await interleave(contenders, { rounds, perRound, warmup: n(20, 3) })
   const med = (k) => median(s.get(k))
   const rows = contenders.map((c) => ({
@@ -200,6 +211,7 @@ async function caseOverhead() {
     median: med(c.name),
     mean: mean(s.get(c.name)),
     p90: quantile(s.get(c.name), 0.9),
+    cpuUs: cpu.get(c.name) / s.get(c.name).length,
     vsSpawn: med(c.name) / med('child_process.spawn'),
     vsExeca: med(c.name) / med('execa'),
   }))
@@ -210,6 +222,7 @@ async function caseOverhead() {
       { key: 'median', label: 'median ms', digits: 3 },
       { key: 'mean', label: 'mean ms', digits: 3 },
       { key: 'p90', label: 'p90 ms', digits: 3 },
+      { key: 'cpuUs', label: 'host CPU µs', digits: 0 },
       { key: 'vsSpawn', label: 'x spawn', digits: 2 },
       { key: 'vsExeca', label: 'x execa', digits: 2 },
     ], rows),
@@ -254,7 +267,7 @@ async function heapChild(gib, count) {
     })),
     { rounds: 5, perRound: Math.ceil(count / 5), warmup: 3 },
   )
-  if (hold.length === 0) throw new Error('unreachable')
+  globalThis.__benchHeap = hold // live until the end
   const rows = contenders.map((c) => ({
     name: c.name,
     heapGiB: gib,
@@ -510,12 +523,15 @@ async function caseConcurrency() {
 async function caseTypeScript() {
   const ts = 'const x: number = 41; console.log(x + 1)'
   const js = 'const x = 41; console.log(x + 1)'
+  // a directory without a tsconfig.json or a tsx of its own: in this
+  // repository (which has tsx installed) 'auto' would choose tsx
+  const cwd = os.tmpdir()
   const ok = (r) => check(r.exitCode === 0 && r.stdout === '42\n', `typescript run: ${JSON.stringify(r)}`)
   const contenders = [
-    { name: "executeAndCapture(ts, 'typescript') (fast path)", op: async () => ok(await executeAndCapture(ts, 'typescript')) },
-    { name: "executeAndCapture(js, 'javascript')", op: async () => ok(await executeAndCapture(js, 'javascript')) },
-    { name: "executeAndCapture(ts, 'typescript', { typescript: 'tsx' })", op: async () => ok(await executeAndCapture(ts, 'typescript', { typescript: 'tsx' })) },
-    { name: 'node tsx/dist/cli.mjs -e (execFile)', op: async () => check((await execFileP(process.execPath, [TSX_CLI, '-e', ts])).stdout === '42\n', 'tsx') },
+    { name: "executeAndCapture(ts, 'typescript') (fast path)", op: async () => ok(await executeAndCapture(ts, 'typescript', { cwd })) },
+    { name: "executeAndCapture(js, 'javascript')", op: async () => ok(await executeAndCapture(js, 'javascript', { cwd })) },
+    { name: "executeAndCapture(ts, 'typescript', { typescript: 'tsx' })", op: async () => ok(await executeAndCapture(ts, 'typescript', { cwd, typescript: 'tsx' })) },
+    { name: 'node tsx/dist/cli.mjs -e (execFile)', op: async () => check((await execFileP(process.execPath, [TSX_CLI, '-e', ts], { cwd })).stdout === '42\n', 'tsx') },
   ]
   const total = n(30, 4)
   const s = await interleave(contenders, { rounds: Math.min(5, total), perRound: Math.ceil(total / Math.min(5, total)), warmup: 1 })
@@ -592,6 +608,8 @@ async function main() {
   }
   writeFileSync(OUT, JSON.stringify(results, null, 2) + '\n')
   console.log(`\nwrote ${path.relative(process.cwd(), OUT)} (${results.meta.seconds} s)`)
+  // leftovers of a group are terminated after the kill grace: give them that
+  await new Promise((r) => setTimeout(r, 1500))
   if (native.liveProcessGroups() !== 0) console.log(`warning: ${native.liveProcessGroups()} process groups still tracked`)
 }
 
