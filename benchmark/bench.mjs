@@ -68,6 +68,8 @@ async function interleave(contenders, { rounds, perRound, warmup = 0 }) {
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < contenders.length; k++) {
       const c = contenders[(r + k) % contenders.length]
+      // the garbage of the previous contender is not collected on this one's time
+      globalThis.gc?.()
       if (c.before) await c.before()
       for (let i = 0; i < perRound; i++) {
         const t = performance.now()
@@ -119,21 +121,41 @@ async function peakRssGrowth(fn) {
   return { value, growth: Math.max(0, peak - before) }
 }
 
-/** Event-loop delay of this thread while `fn` runs, in ms. */
+/** Event-loop delay of this thread while `fn` runs, in ms. A histogram of
+ * monitorEventLoopDelay that is disabled and enabled again records the gap in
+ * between as one delay, so every window gets a fresh one; the windows of a
+ * contender are combined as: p50 = median of the windows' p50, p99 = the worst
+ * window's p99, max = the worst window's max. */
 function loopMonitor() {
-  const h = monitorEventLoopDelay({ resolution: 1 })
+  const windows = []
+  let h = null
   return {
-    h,
-    async during(fn) {
+    start() {
+      h = monitorEventLoopDelay({ resolution: 1 })
       h.enable()
+    },
+    stop() {
+      h.disable()
+      if (h.count > 0) windows.push({ p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6, count: h.count })
+      h = null
+    },
+    async during(fn) {
+      globalThis.gc?.()
+      this.start()
       try {
         return await fn()
       } finally {
-        h.disable()
+        this.stop()
       }
     },
     stats() {
-      return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 }
+      if (windows.length === 0) return { p50: NaN, p99: NaN, max: NaN, samples: 0 }
+      return {
+        p50: median(windows.map((w) => w.p50)),
+        p99: max(windows.map((w) => w.p99)),
+        max: max(windows.map((w) => w.max)),
+        samples: windows.reduce((a, w) => a + w.count, 0),
+      }
     },
   }
 }
@@ -256,8 +278,8 @@ async function heapChild(gib, count) {
   const s = await interleave(
     contenders.map((c) => ({
       name: c.name,
-      before: () => monitors.get(c.name).h.enable(),
-      after: () => monitors.get(c.name).h.disable(),
+      before: () => monitors.get(c.name).start(),
+      after: () => monitors.get(c.name).stop(),
       op: async () => {
         const t = performance.now()
         const p = c.call() // the synchronous part blocks the event loop
@@ -486,6 +508,7 @@ async function caseEventLoop() {
       { key: 'p50', label: 'delay p50', digits: 2 },
       { key: 'p99', label: 'delay p99', digits: 2 },
       { key: 'max', label: 'delay max', digits: 2 },
+      { key: 'samples', label: 'samples' },
     ], rows),
   )
   target('eventloop', 'p99 event-loop delay while capturing', rows[0].p99, '< 5 ms', rows[0].p99 < 5, 'ms')
@@ -613,7 +636,11 @@ async function main() {
   if (native.liveProcessGroups() !== 0) console.log(`warning: ${native.liveProcessGroups()} process groups still tracked`)
 }
 
-if (process.argv[2] === '--heap-child') {
+if (typeof globalThis.gc !== 'function') {
+  // collect garbage between contenders (not on the next one's time): rerun with --expose-gc
+  const r = spawnSync(process.execPath, ['--expose-gc', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
+  process.exit(r.status ?? 1)
+} else if (process.argv[2] === '--heap-child') {
   await heapChild(Number(process.argv[3]), Number(process.argv[4]))
 } else {
   await main()
