@@ -120,10 +120,10 @@ fn loads_local_code(code: &str) -> bool {
   while let Some(at) = code[i..].find(['r', 'i']).map(|p| p + i) {
     i = at + 1;
     let rest = &code[at..];
-    let call = if rest.starts_with("require") {
-      &rest[7..]
-    } else if rest.starts_with("import") {
-      &rest[6..]
+    let (call, dynamic_import) = if let Some(r) = rest.strip_prefix("require") {
+      (r, false)
+    } else if let Some(r) = rest.strip_prefix("import") {
+      (r, true)
     } else {
       continue;
     };
@@ -134,7 +134,7 @@ fn loads_local_code(code: &str) -> bool {
     let Some(arg) = call.strip_prefix('(') else {
       continue;
     };
-    if rest.starts_with("import") {
+    if dynamic_import {
       return true;
     }
     let arg = arg.trim_start();
