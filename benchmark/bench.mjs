@@ -611,7 +611,10 @@ async function main() {
   for (const [id, fn] of cases) {
     if (!want(id)) continue
     const t = performance.now()
+    const from = markdown.length
     await fn()
+    results.cases[id].table = markdown.slice(from).join('\n')
+    results.cases[id].date = new Date().toISOString()
     console.log(`(${id}: ${((performance.now() - t) / 1000).toFixed(1)} s)`)
   }
   results.meta.seconds = r3((performance.now() - t0) / 1000)
@@ -630,13 +633,16 @@ async function main() {
       { key: 'previous', label: 'previous run' },
     ], rows),
   )
-  results.markdown = markdown.join('\n')
   mkdirSync(path.dirname(OUT), { recursive: true })
   // a partial run (--only) keeps the other cases of the previous file
   if (ONLY.length && prev?.cases) {
     results.cases = { ...prev.cases, ...results.cases }
     results.targets = [...(prev.targets ?? []).filter((t) => !ONLY.includes(t.case)), ...results.targets]
+    results.meta.partial = `only ${ONLY.join(',')}; other cases from the run of ${prev.meta?.date}`
   }
+  const order = cases.map(([id]) => id).filter((id) => results.cases[id]?.table)
+  const targetsTable = markdown[markdown.length - 1]
+  results.markdown = [...order.map((id) => results.cases[id].table), targetsTable].join('\n')
   writeFileSync(OUT, JSON.stringify(results, null, 2) + '\n')
   console.log(`\nwrote ${path.relative(process.cwd(), OUT)} (${results.meta.seconds} s)`)
   // leftovers of a group are terminated after the kill grace: give them that
