@@ -10,6 +10,209 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * A session of the command tool: runs commands, and owns the ones that went
+ * to the background (after their timeout, or with `background: true`).
+ * `close()` kills what it still runs; dropping it does too.
+ */
+export declare class CommandRunner {
+  /** Throws a TypeError (code `EINVAL`) for options of the wrong type. */
+  constructor(options?: CommandRunnerOptions)
+  /** Run `bash -c <command>` (see `runCommand`). */
+  run(command: string, options?: CommandOptions): Promise<CommandResult>
+  /**
+   * Running or exited, and only the output written since the last check.
+   * Throws (code `ESRCH`) for a pid this runner does not know.
+   */
+  checkBackground(pid: number): BackgroundCheck
+  /**
+   * Terminate the whole process group (SIGTERM, then SIGKILL) and resolve
+   * with the final output. Rejects (code `ESRCH`) for an unknown pid.
+   */
+  killBackground(pid: number): Promise<BackgroundCheck>
+  /** Every background process of this runner with its status, oldest first. */
+  listBackground(): Array<BackgroundProcessInfo>
+  /**
+   * Kill everything still running, sweep old logs; later runs fail with
+   * `ECANCELED`. Resolves with how many processes were still running.
+   */
+  close(): Promise<number>
+}
+
+/**
+ * Long-lived processes driven step by step: start (pipes or a PTY), write,
+ * resize, read (long poll), wait, terminate. Output is retained within
+ * `retainedOutputBytes` per process, so a caller can come back to a process
+ * later. Errors carry `err.code`: `ESRCH` unknown processId, `EBUSY`
+ * maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
+ * `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
+ *
+ * A process started with `onEvent` keeps Node alive until its `closed`
+ * event; without it, await `wait()` or `read()` to stay alive. `close()` (or
+ * garbage collection of the manager, or the end of a worker) kills what it
+ * started.
+ */
+export declare class ProcessManager {
+  constructor(config?: ProcessManagerConfig | null)
+  /**
+   * Start a process. Resolves once it is spawned; rejects (after a `failed`
+   * event) when it cannot be.
+   */
+  start(spec: ProcessStartSpec, onEvent?: ((event: ProcessEvent) => void) | null): Promise<ProcessStarted>
+  /**
+   * Write to stdin (pipes with `stdin: 'open'`) or to the terminal (PTY;
+   * `'\x03'` is Ctrl-C). Rejects with `EPIPE` when stdin is closed.
+   */
+  write(processId: string, data: string | Buffer | Uint8Array): Promise<void>
+  /**
+   * Close the stdin pipe: the program reads EOF. (A PTY gets `EINVAL`:
+   * write `'\x04'` instead.)
+   */
+  closeStdin(processId: string): Promise<void>
+  /**
+   * Resize the terminal of a PTY process (it gets SIGWINCH). A pipe process
+   * gets `EINVAL`.
+   */
+  resize(processId: string, size: { rows: number; cols: number }): void
+  /** Terminate the whole process group and resolve with the exit. */
+  terminate(processId: string, options?: TerminateOptions | null): Promise<ProcessExit>
+  /**
+   * Wait for the exit; with `timeoutMs`, resolve with `running: true` when it
+   * runs out.
+   */
+  wait(processId: string, options?: WaitOptions | null): Promise<ProcessExit>
+  /**
+   * Output chunks after `afterSeq`, each exactly once and in order. With
+   * `waitMs`, a long poll: resolves as soon as there is output, the process
+   * exited, or `waitMs` passed.
+   */
+  read(processId: string, options?: ReadOptions | null): Promise<ProcessReadResult>
+  /** Retained output (head + marker + tail when over the cap) and status. */
+  snapshot(processId: string): ProcessSnapshot
+  /**
+   * Every process still known: running ones and exited ones within
+   * `exitedRetentionMs`.
+   */
+  list(): Array<ProcessListEntry>
+  /**
+   * Refuse new processes, terminate every running one (SIGTERM, SIGKILL after
+   * 500 ms) and resolve when they are gone.
+   */
+  close(): Promise<void>
+}
+
+/**
+ * A persistent Python interpreter (a real `python3` process, never Python
+ * inside Node). Variables, imports, functions and classes survive from one
+ * `execute` to the next. Calls are queued and run in order.
+ */
+export declare class PythonSession {
+  /**
+   * Start the interpreter (and run `initCode`). Rejects with `err.code`:
+   * ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
+   * start), EINVAL (`initCode` raised; bad options as a TypeError).
+   */
+  static start(options?: PythonSessionOptions): Promise<PythonSession>
+  /**
+   * Run a cell. Streams output to `onStdout`/`onStderr` as it is printed;
+   * resolves with the captured result for every outcome of the cell.
+   */
+  execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
+  /**
+   * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
+   * namespace survives). Returns false when no cell is running.
+   */
+  interrupt(): boolean
+  /**
+   * Replace the interpreter by a fresh one (an empty namespace; `initCode`
+   * runs again). Waits for queued cells first.
+   */
+  reset(): Promise<void>
+  /**
+   * End the interpreter and every process it started. A running cell
+   * resolves with `died`; queued and later calls reject with ECANCELED.
+   */
+  close(): Promise<void>
+  /** The interpreter's pid; 0 while none runs (after it died, after `close`). */
+  get pid(): number
+  /** Whether `close()` was called. */
+  get closed(): boolean
+}
+
+/**
+ * A persistent bash: `cd`, `export`, aliases, functions and shell variables
+ * survive from one `execute` to the next. Calls are queued and run in order.
+ */
+export declare class ShellSession {
+  /**
+   * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
+   * ENOTDIR, EACCES, ESPAWN, EINVAL (not bash, or `initScript` ended the shell).
+   */
+  static start(options?: ShellSessionOptions): Promise<ShellSession>
+  /**
+   * Run a command line in the session's shell, stdin at EOF. Streams output
+   * to `onStdout`/`onStderr`; resolves with the captured result, the real
+   * exit code and the cwd after it.
+   */
+  execute(command: string, options?: SessionExecuteOptions): Promise<ShellExecuteResult>
+  /**
+   * Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
+   * cwd and variables stay. Returns false when no command is running.
+   */
+  interrupt(): boolean
+  /** Replace the shell by a fresh one (initial cwd; `initScript` runs again). */
+  reset(): Promise<void>
+  /** End the shell and every process of its group (background jobs included). */
+  close(): Promise<void>
+  /** The shell's pid; 0 while none runs. */
+  get pid(): number
+  get closed(): boolean
+}
+
+/** The state of a background process and its output since the last check. */
+export interface BackgroundCheck {
+  pid: number
+  running: boolean
+  /** null while running. */
+  exitCode: number | null
+  signal: string | null
+  /** Ended by `killBackground` or `close()`. */
+  killed: boolean
+  /** New stdout since the last check (bounded by the same limits). */
+  stdout: string
+  stderr: string
+  truncation: StreamsTruncation
+  logPath?: string
+  offloadError?: string
+  /** Formatted for the model. */
+  text: string
+  /** It exited on its own with a non-zero code. */
+  isError: boolean
+}
+
+/** A command moved to the background. */
+export interface BackgroundHandle {
+  /** Its pid (= its process group id), for `checkBackground` / `killBackground`. */
+  pid: number
+  /** The log that receives all its output, if it could be created. */
+  logPath?: string
+}
+
+/** One entry of `listBackground()`. */
+export interface BackgroundProcessInfo {
+  pid: number
+  command: string
+  running: boolean
+  exitCode: number | null
+  signal: string | null
+  killed: boolean
+  logPath?: string
+  /** Epoch milliseconds. */
+  startedAt: number
+  /** Milliseconds it has run (until its exit). */
+  runtime: number
+}
+
+/**
  * The result of `executeAndCapture`. Errors before execution (bad cwd,
  * missing interpreter, unsupported language) resolve with `success: false`,
  * `exitCode: -1` and `error`/`errorCode`.
@@ -41,6 +244,102 @@ export interface CapturedExecutionResult {
   pid: number
 }
 
+/** `checkBackground` of the default runner (processes started by `runCommand`). */
+export declare function checkBackground(pid: number): BackgroundCheck
+
+/**
+ * Options of `runCommand` / `CommandRunner.run`. Unset values come from the
+ * runner's options, then from the defaults below.
+ */
+export interface CommandOptions {
+  /** Working directory of this call (checked before spawning). @default the runner's cwd, else process.cwd() */
+  cwd?: string
+  /**
+   * Variables set over the environment (`undefined` removes one). The
+   * non-interactive defaults `PAGER=cat`, `GIT_PAGER=cat`,
+   * `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1` can be overridden here.
+   */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /**
+   * Milliseconds before the command moves to the background (it is not
+   * killed); 0 or Infinity: wait for the end. @default 120000
+   */
+  timeout?: number
+  /** Lines of each stream shown (the last ones). @default 2000 */
+  maxLines?: number
+  /** Bytes of each stream shown (the last ones). @default 51200 */
+  maxBytes?: number
+  /** Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
+  outputDir?: string
+  /** Start in the background at once and return its pid. @default false */
+  background?: boolean
+}
+
+/**
+ * The result of `runCommand`. Never rejects for a failure of the command:
+ * one that cannot start has `exitCode: -1`, `isError: true` and `error`.
+ */
+export interface CommandResult {
+  /** Sanitized, tail-truncated stdout. */
+  stdout: string
+  /** Sanitized, tail-truncated stderr. */
+  stderr: string
+  /** The exit code (128+N when signal N ended it); null while it runs in the background; -1 if it never ran. */
+  exitCode: number | null
+  /** The signal that ended it, or null. */
+  signal: string | null
+  /** The timeout passed: the command now runs in the background (see `background`). */
+  timedOut: boolean
+  truncation: StreamsTruncation
+  /**
+   * The full, untruncated output of both streams (interleaved as read):
+   * present whenever something was cut, and for background commands.
+   */
+  fullOutputPath?: string
+  /** Why the full output could not be saved (completely). */
+  offloadError?: string
+  /** Set when the command runs on in the background. */
+  background?: BackgroundHandle
+  /** The result formatted for the model (`stdout:` / `stderr:` / `exit code: N`, notices). */
+  text: string
+  /** A non-zero exit, or a command that could not start. */
+  isError: boolean
+  /** Milliseconds until the result. */
+  executionTime: number
+  /** The pid of `bash` (0 if it never ran). */
+  pid: number
+  /** `exec: <what> (<CODE>)` when the command could not start. */
+  error?: string
+  /** ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed). */
+  errorCode?: string
+}
+
+/** Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings. */
+export interface CommandRunnerOptions {
+  /** @default process.cwd() at each call */
+  cwd?: string
+  env?: Record<string, string>
+  /** @default true */
+  extendEnv?: boolean
+  /** @default 120000 */
+  timeout?: number
+  /** @default 2000 */
+  maxLines?: number
+  /** @default 51200 */
+  maxBytes?: number
+  /** @default os.tmpdir() */
+  outputDir?: string
+  /**
+   * Milliseconds after which `exec-native-*.log` files in the output
+   * directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
+   */
+  retention?: number
+  /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
+  forceKillAfterDelay?: number
+}
+
 /**
  * Run code in a fresh process and resolve with everything it printed.
  *
@@ -70,6 +369,27 @@ export interface ExecuteOptions {
   input?: string | Buffer | Uint8Array
   /** Cancels the run: the group is killed, the result has `canceled: true`. */
   signal?: AbortSignal
+  /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
   /**
@@ -89,10 +409,391 @@ export interface ExecuteOptions {
 export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
 
 /**
+ * SIGKILL every process group started from this Node environment that is
+ * still running. `exec-native serve` calls it from `process.on('exit')`:
+ * the environment cleanup hook does not run on the main thread's exit.
+ * Returns how many groups were killed.
+ */
+export declare function killAllProcessGroups(): number
+
+/** `killBackground` of the default runner. */
+export declare function killBackground(pid: number): Promise<BackgroundCheck>
+
+/** `listBackground` of the default runner. */
+export declare function listBackground(): Array<BackgroundProcessInfo>
+
+/**
  * Number of process groups exec-native is still tracking (running children,
  * or leftovers being terminated). 0 when nothing is left behind.
  */
 export declare function liveProcessGroups(): number
+
+/**
+ * An event of a process. `seq` grows by one per event of that process and is
+ * shared by all its events: `started`, `output`..., `exited`, `closed`; or
+ * `failed` alone when it could not be started.
+ */
+export interface ProcessEvent {
+  type: 'started' | 'output' | 'exited' | 'closed' | 'failed'
+  processId: string
+  seq: number
+  /** `started`: the OS pid. */
+  pid?: number
+  /** `output`: which stream. */
+  stream?: 'stdout' | 'stderr' | 'pty'
+  /** `output`: the bytes (a chunk may end inside a UTF-8 character). */
+  data?: Buffer
+  /** `exited`: the exit code; 128+N when signal N ended it. */
+  exitCode?: number
+  /** `exited`: the signal that ended it (`'SIGKILL'`), or null. */
+  signal?: string | null
+  /** `failed`: `exec: <what> (<CODE>)`. */
+  error?: string
+  /** `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO... */
+  errorCode?: string
+}
+
+/** The state of a process after `wait` or `terminate`. */
+export interface ProcessExit {
+  /** Still running (the wait timed out). */
+  running: boolean
+  /** The exit code (128+N for signal N), or null while running. */
+  exitCode: number | null
+  /** The signal that ended it, or null. */
+  signal: string | null
+}
+
+/** A row of `list`. */
+export interface ProcessListEntry {
+  processId: string
+  pid: number
+  argv: Array<string>
+  pty: boolean
+  running: boolean
+  exitCode: number | null
+  signal: string | null
+}
+
+/**
+ * Limits of a `ProcessManager`. They hold for every process it starts, so
+ * memory stays predictable whatever the callers ask.
+ */
+export interface ProcessManagerConfig {
+  /**
+   * Bytes of output kept per process: per stream buffer (head + tail) and for
+   * the interleaved log that `read` serves. @default 1048576
+   */
+  retainedOutputBytes?: number
+  /** Processes that may run at once; `start` fails with `EBUSY` past it. @default 64 */
+  maxProcesses?: number
+  /**
+   * Milliseconds an exited process stays readable (`snapshot`, `read`,
+   * `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
+   */
+  exitedRetentionMs?: number
+}
+
+/** One chunk of the interleaved output log. */
+export interface ProcessOutputChunk {
+  seq: number
+  stream: 'stdout' | 'stderr' | 'pty'
+  data: Buffer
+}
+
+/** The answer of `read`. */
+export interface ProcessReadResult {
+  /** Output after `afterSeq`, in order, each chunk once. */
+  chunks: Array<ProcessOutputChunk>
+  /** Pass as `afterSeq` next time. */
+  lastSeq: number
+  /**
+   * Output after `afterSeq` was dropped (over `retainedOutputBytes`) before
+   * this read: a late reader got the retained tail only.
+   */
+  truncated: boolean
+  running: boolean
+  /** No more output will come. */
+  closed: boolean
+  exitCode: number | null
+  signal: string | null
+}
+
+/** Retained output and status. */
+export interface ProcessSnapshot {
+  /** Pipes: head + `[Output truncated] N bytes omitted` + tail when over the cap. */
+  stdout: Buffer
+  stderr: Buffer
+  /** PTY: the terminal stream, same shape. */
+  terminal: Buffer
+  truncated: boolean
+  /** Bytes not in the buffers above. */
+  omittedBytes: number
+  exitCode: number | null
+  signal: string | null
+  running: boolean
+  /** The `seq` the next event will get. */
+  nextSeq: number
+}
+
+/** The answer of `start`. */
+export interface ProcessStarted {
+  processId: string
+  /** The OS pid (also the process group id). */
+  pid: number
+}
+
+/** What to start. */
+export interface ProcessStartSpec {
+  /**
+   * The handle to use in later calls (not the OS pid). Generated when absent;
+   * a duplicate is rejected with `EEXIST`.
+   */
+  processId?: string
+  /** Program (looked up in PATH, no shell) and its arguments. */
+  argv: Array<string>
+  /** Working directory, checked before spawning. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
+  arg0?: string
+  /**
+   * Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
+   * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
+   */
+  io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
+}
+
+/** An exception raised by a Python cell. */
+export interface PythonException {
+  /** The exception's class name, e.g. `'ZeroDivisionError'`, `'KeyboardInterrupt'`. */
+  type: string
+  /** `str(exception)`. */
+  message: string
+  /** The formatted traceback, starting at the cell: `File "<cell 3>", line 2, in <module>`. */
+  traceback: string
+}
+
+/**
+ * The result of `PythonSession.execute`. It resolves for every outcome of the
+ * cell; it rejects only when the session is closed (ECANCELED) or a lost
+ * interpreter cannot be restarted (ENOENT, ESPAWN, EINVAL for `initCode`).
+ */
+export interface PythonExecuteResult {
+  /**
+   * `ok`; `error` (the cell raised); `interrupted` (`interrupt()`, a
+   * KeyboardInterrupt; the namespace is kept); `timeout`; `died` (the
+   * interpreter ended: `os._exit`, a crash; the next cell starts a new one).
+   */
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  /** Captured stdout: head + `[Output truncated] N bytes omitted` + tail when over the cap. */
+  stdout: string
+  /** Captured stderr (a traceback is printed there too, as the REPL does). */
+  stderr: string
+  /** Whether either stream was cut. */
+  truncated: boolean
+  /**
+   * `repr()` of the cell's last expression, as Jupyter shows it; null for
+   * statements and for `None`.
+   */
+  resultValue: string | null
+  /** The exception with `error` and `interrupted` (and a timeout the interrupt stopped). */
+  exception: PythonException | null
+  /** The cell's number in its interpreter (`<cell N>`); starts at 1 again after a restart. */
+  executionCount: number
+  /** Milliseconds. */
+  executionTime: number
+  /** With `died` or a killing `timeout`: the interpreter's exit code (128+N for signal N). */
+  exitCode: number | null
+  /** With `died`: the signal that ended the interpreter (`'SIGSEGV'`), or null. */
+  signal: string | null
+  /**
+   * The interpreter is gone and its namespace with it (`died`, or a `timeout`
+   * the interrupt did not stop).
+   */
+  stateLost: boolean
+  /** This cell ran in a new interpreter because the previous one was lost. */
+  restarted: boolean
+  /** `exec: <what> (<CODE>)` for `timeout` (TIMEOUT) and a close under the cell (ECANCELED). */
+  error?: string
+  errorCode?: string
+}
+
+/** Options of `PythonSession.start`. */
+export interface PythonSessionOptions {
+  /** Working directory of the interpreter, checked before starting. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /** The interpreter: a name looked up in PATH, or a path. @default 'python3' */
+  python?: string
+  /**
+   * Code run in the namespace after every start of an interpreter (the first,
+   * restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
+   */
+  initCode?: string
+  /**
+   * Milliseconds a cell has to stop after the SIGINT of its timeout before the
+   * interpreter is killed. @default 2000
+   */
+  forceKillAfterDelay?: number
+  /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
+  startupTimeout?: number
+}
+
+/** Options of `read`. */
+export interface ReadOptions {
+  /** Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0 */
+  afterSeq?: number
+  /**
+   * Stop adding chunks past this many bytes (the first chunk is always
+   * whole). @default 1048576
+   */
+  maxBytes?: number
+  /** Long poll: wait up to this many ms for output (or the exit). @default 0 */
+  waitMs?: number
+}
+
+/** Resource limits of an execution and all its descendants. */
+export interface ResourceLimits {
+  /** Resident memory of the whole tree, in bytes (checked every 20 ms). */
+  memoryBytes?: number
+  /** CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU). */
+  cpuSeconds?: number
+  /**
+   * Processes in the tree at once (a pids cgroup where the host may create
+   * one, else RLIMIT_NPROC; plus a watchdog).
+   */
+  maxProcesses?: number
+  /** Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ). */
+  fileSizeBytes?: number
+  /**
+   * Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+   * it is not stopped).
+   */
+  openFiles?: number
+}
+
+/**
+ * Run `bash -c <command>` for a model: stateless, stdin closed, a
+ * non-interactive environment; output sanitized (no ANSI escapes), cut to the
+ * last `maxLines` lines / `maxBytes` bytes per stream with the full output in
+ * a log file; after `timeout` the command moves to the background instead of
+ * being killed (see `checkBackground`, `killBackground`). Uses the module's
+ * default runner; create a `CommandRunner` for a session of your own.
+ */
+export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
+
+/**
+ * Strip terminal escapes (CSI, OSC, DCS, ...; parsed by `vte`), drop control
+ * characters other than tab, newline and carriage return, turn `\r
+` into `
+`.
+ */
+export declare function sanitize(text: string): string
+
+/**
+ * Run the exec-server. Over stdio it resolves when stdin closes, after the
+ * connection's processes were terminated; over WebSocket it runs until the
+ * process ends. Rejects when `listen` is invalid, not loopback (without
+ * `allowRemote`), or cannot be bound.
+ */
+export declare function serve(options?: ServeOptions | null): Promise<void>
+
+/** Options of `serve`. */
+export interface ServeOptions {
+  /**
+   * `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
+   * one; the address is printed to stderr as `exec-native: listening on
+   * ws://...`). Absent: serve one connection over stdin/stdout.
+   */
+  listen?: string
+  /**
+   * Accept a `listen` address that is not loopback. Anyone who can connect
+   * can run commands as this user. @default false
+   */
+  allowRemote?: boolean
+  /** Per connection, as in `ProcessManagerConfig`. @default 1048576 */
+  retainedOutputBytes?: number
+  /** Per connection. @default 64 */
+  maxProcesses?: number
+  /** @default 30000 */
+  exitedRetentionMs?: number
+}
+
+/** Options of `execute` (both sessions). */
+export interface SessionExecuteOptions {
+  /**
+   * Milliseconds before the execution is interrupted (then killed, see
+   * `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
+   */
+  timeout?: number
+  /** Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
+  maxOutputBytes?: number
+  /** Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced). */
+  onStdout?: (data: string) => void
+  /** Called with stderr text as it is printed. */
+  onStderr?: (data: string) => void
+}
+
+/**
+ * The result of `ShellSession.execute`. Rejects only when the session is
+ * closed (ECANCELED), the command holds a NUL byte (EINVAL), or a lost shell
+ * cannot be restarted.
+ */
+export interface ShellExecuteResult {
+  /**
+   * `ok` (exit 0); `error` (non-zero exit); `interrupted` (`interrupt()`; the
+   * shell, its cwd and variables are kept); `timeout`; `died` (the shell
+   * ended, e.g. `exit`; the next command starts a new one).
+   */
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  stdout: string
+  stderr: string
+  truncated: boolean
+  /**
+   * The command's real `$?` (130 after an interrupt); 124 on timeout; with
+   * `died`, the shell's exit code (128+N for signal N).
+   */
+  exitCode: number
+  /** The session's working directory after the command. */
+  cwd: string
+  /** Milliseconds. */
+  executionTime: number
+  /** With `died`: the signal that ended the shell, or null. */
+  signal: string | null
+  /** The shell is gone, and its cwd, variables, aliases and functions with it. */
+  stateLost: boolean
+  /** This command ran in a new shell because the previous one was lost. */
+  restarted: boolean
+  error?: string
+  errorCode?: string
+}
+
+/** Options of `ShellSession.start`. */
+export interface ShellSessionOptions {
+  /** Initial working directory of the shell. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** @default true */
+  extendEnv?: boolean
+  /** bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash' */
+  shell?: string
+  /** Run in the shell after every start (the first, restarts). Its output is discarded. */
+  initScript?: string
+  /**
+   * Milliseconds a command has to stop after the SIGINT of its timeout before
+   * its processes are killed. @default 2000
+   */
+  forceKillAfterDelay?: number
+  /** Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
+  startupTimeout?: number
+}
 
 /**
  * Run `command` (looked up in PATH, no shell) with `args`, streaming output to
@@ -116,6 +817,27 @@ export interface SpawnOptions {
   forceKillAfterDelay?: number
   input?: string | Buffer | Uint8Array
   signal?: AbortSignal
+  /**
+   * Opt-in resource limits; a child over a limit is stopped and the result
+   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Only host variables matching one of these patterns reach the child
+   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+   * path). @default false
+   */
+  dieWithParent?: boolean
   /**
    * Least milliseconds between two calls of the same callback: output is
    * coalesced in between (the first chunk is delivered at once). @default 10
@@ -146,4 +868,76 @@ export interface SpawnResult {
   stderrBytes: number
   error?: string
   errorCode?: string
+}
+
+/** Truncation of both streams. */
+export interface StreamsTruncation {
+  stdout: TruncationInfo
+  stderr: TruncationInfo
+}
+
+/** Options of `terminate`. */
+export interface TerminateOptions {
+  /**
+   * `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
+   * `'force'`: SIGKILL at once. @default 'graceful'
+   */
+  mode?: 'graceful' | 'force'
+  /** @default 2000 */
+  timeoutMs?: number
+}
+
+/** Limits of `truncateTail`. */
+export interface TruncateOptions {
+  /** @default 2000 */
+  maxLines?: number
+  /** @default 51200 */
+  maxBytes?: number
+}
+
+/** The result of `truncateTail`. */
+export interface TruncateResult {
+  /** The kept tail. */
+  content: string
+  truncated: boolean
+  truncatedBy: 'lines' | 'bytes' | null
+  totalLines: number
+  totalBytes: number
+  outputLines: number
+  outputBytes: number
+  lastLinePartial: boolean
+}
+
+/**
+ * Keep the last complete lines of `text` within `maxLines` and `maxBytes`
+ * (whichever hits first); a single line longer than `maxBytes` keeps its
+ * tail, cut on a character boundary.
+ */
+export declare function truncateTail(text: string, options?: TruncateOptions): TruncateResult
+
+/** What tail truncation kept of one stream. */
+export interface TruncationInfo {
+  /** Whether anything was cut. */
+  truncated: boolean
+  /** The limit that cut it, or null. */
+  truncatedBy: 'lines' | 'bytes' | null
+  /** Lines the command wrote to the stream (since the last check for background processes). */
+  totalLines: number
+  /** Bytes the command wrote to the stream, before sanitizing. */
+  totalBytes: number
+  /** Lines shown. */
+  outputLines: number
+  /** Bytes shown (UTF-8, after sanitizing). */
+  outputBytes: number
+  /** The first shown line is only the tail of a line longer than `maxBytes`. */
+  lastLinePartial: boolean
+}
+
+/** Options of `wait`. */
+export interface WaitOptions {
+  /**
+   * Give up after this many ms and resolve with `running: true`; absent: wait
+   * for the exit.
+   */
+  timeoutMs?: number
 }

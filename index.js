@@ -835,7 +835,19 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.CommandRunner = nativeBinding.CommandRunner
+module.exports.ProcessManager = nativeBinding.ProcessManager
+module.exports.PythonSession = nativeBinding.PythonSession
+module.exports.ShellSession = nativeBinding.ShellSession
+module.exports.checkBackground = nativeBinding.checkBackground
 module.exports.executeAndCapture = nativeBinding.executeAndCapture
 module.exports.executeStreaming = nativeBinding.executeStreaming
+module.exports.killAllProcessGroups = nativeBinding.killAllProcessGroups
+module.exports.killBackground = nativeBinding.killBackground
+module.exports.listBackground = nativeBinding.listBackground
 module.exports.liveProcessGroups = nativeBinding.liveProcessGroups
+module.exports.runCommand = nativeBinding.runCommand
+module.exports.sanitize = nativeBinding.sanitize
+module.exports.serve = nativeBinding.serve
 module.exports.spawnCall = nativeBinding.spawnCall
+module.exports.truncateTail = nativeBinding.truncateTail

@@ -49,3 +49,22 @@ describe('exec-native CLI', () => {
     expect(u.stderr).toContain('unknown option --bogus')
   })
 })
+
+describe('exec-native serve', () => {
+  it('answers JSON-RPC on stdio through the main CLI', () => {
+    const input = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} },
+      { jsonrpc: '2.0', id: 2, method: 'process/start', params: { argv: ['echo', 'hi'], io: { type: 'pipe' } } },
+    ]
+      .map((m) => JSON.stringify(m))
+      .join('\n')
+    const r = run(['serve'], `${input}\n`)
+    const msgs = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(msgs.find((m) => m.id === 1)?.result).toBeTruthy()
+    expect(msgs.find((m) => m.id === 2)?.result?.pid).toBeGreaterThan(0)
+    expect(r.status).toBe(0)
+  })
+})

@@ -65,13 +65,8 @@ function parse(argv) {
 async function main() {
   const argv = process.argv.slice(2)
   if (argv[0] === 'serve') {
-    const serve = join(here, 'serve.mjs')
-    try {
-      readFileSync(serve)
-    } catch {
-      fail('serve is not available in this build', 2)
-    }
-    await import(serve).then((m) => m.main(argv.slice(1)))
+    const { serveCommand } = await import('./serve.mjs')
+    await serveCommand(argv.slice(1))
     return
   }
   const o = parse(argv)

@@ -22,8 +22,7 @@ impl AbortBinding {
     let _ = (|| -> Result<()> {
       let signal = self.signal.get_value(env)?;
       let listener = self.listener.borrow_back(env)?;
-      let remove: ListenerMethod =
-        signal.get_named_property("removeEventListener")?;
+      let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
       remove.apply(signal, FnArgs::from(("abort".to_owned(), listener)))?;
       Ok(())
     })();

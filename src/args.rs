@@ -202,6 +202,71 @@ pub fn env_spec(obj: Option<&Object>) -> ArgResult<EnvSpec> {
   Ok(spec)
 }
 
+fn string_list(obj: &Object, key: &str) -> ArgResult<Option<Vec<String>>> {
+  let Some(v) = prop(obj, key)? else {
+    return Ok(None);
+  };
+  if !v.is_array().unwrap_or(false) {
+    return Err(type_error(format!(
+      "options.{key} must be an array of strings"
+    )));
+  }
+  let arr: Array = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+  let mut out = Vec::with_capacity(arr.len() as usize);
+  for i in 0..arr.len() {
+    let item: Unknown = arr
+      .get(i)
+      .ok()
+      .flatten()
+      .ok_or_else(|| type_error(format!("options.{key} must be an array of strings")))?;
+    out.push(string(&item, &format!("options.{key}[{i}]"))?);
+  }
+  Ok(Some(out))
+}
+
+/// `envAllowlist` / `envDenylist` into `spec`.
+pub fn env_lists(obj: Option<&Object>, spec: &mut EnvSpec) -> ArgResult<()> {
+  let Some(obj) = obj else { return Ok(()) };
+  spec.allow = string_list(obj, "envAllowlist")?;
+  spec.deny = string_list(obj, "envDenylist")?.unwrap_or_default();
+  Ok(())
+}
+
+/// `limits: { memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes, openFiles }`.
+pub fn limits(obj: Option<&Object>) -> ArgResult<exec_core::limits::Limits> {
+  let mut l = exec_core::limits::Limits::default();
+  let Some(obj) = obj else { return Ok(l) };
+  let Some(v) = prop(obj, "limits")? else {
+    return Ok(l);
+  };
+  if kind(&v) != ValueType::Object {
+    return Err(type_error(format!(
+      "options.limits must be an object, got {}",
+      kind_name(&v)
+    )));
+  }
+  let lo: Object = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+  let get = |key: &str| -> ArgResult<Option<u64>> {
+    let Some(n) = opt_non_negative(&lo, key, false)
+      .map_err(|e| type_error(e.what.replace("options.", "options.limits.")))?
+    else {
+      return Ok(None);
+    };
+    if n < 1.0 {
+      return Err(type_error(format!(
+        "options.limits.{key} must be at least 1, got {n}"
+      )));
+    }
+    Ok(Some(n as u64))
+  };
+  l.memory_bytes = get("memoryBytes")?;
+  l.cpu_seconds = get("cpuSeconds")?;
+  l.max_processes = get("maxProcesses")?;
+  l.file_size_bytes = get("fileSizeBytes")?;
+  l.open_files = get("openFiles")?;
+  Ok(l)
+}
+
 /// `input`: a string or a Buffer.
 pub fn opt_input(obj: Option<&Object>) -> ArgResult<Option<Vec<u8>>> {
   let Some(obj) = obj else { return Ok(None) };

@@ -27,6 +27,20 @@ pub struct CommonOptions {
   pub env: exec_core::EnvSpec,
   pub policy: RunPolicy,
   pub input: Option<Vec<u8>>,
+  pub limits: exec_core::limits::Limits,
+  pub die_with_parent: bool,
+}
+
+impl CommonOptions {
+  /// Put what the options say about the process itself into `spec`.
+  pub fn apply_to(self, spec: &mut ProcessSpec) -> RunPolicy {
+    spec.cwd = Some(self.cwd);
+    spec.env = self.env;
+    spec.stdin = self.input.map_or(StdinMode::Null, StdinMode::Bytes);
+    spec.limits = self.limits;
+    spec.die_with_parent = self.die_with_parent;
+    self.policy
+  }
 }
 
 pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
@@ -43,7 +57,8 @@ pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
       )
     })?,
   };
-  let env = args::env_spec(opts)?;
+  let mut env = args::env_spec(opts)?;
+  args::env_lists(opts, &mut env)?;
   let timeout = args::opt_timeout(opts, "timeout", DEFAULT_TIMEOUT_MS)?;
   let timeout_label = timeout.map(exec_core::run::format_duration);
   let policy = RunPolicy {
@@ -59,6 +74,12 @@ pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
     env,
     policy,
     input: args::opt_input(opts)?,
+    limits: args::limits(opts)?,
+    die_with_parent: opts
+      .map(|o| args::opt_bool(o, "dieWithParent"))
+      .transpose()?
+      .flatten()
+      .unwrap_or(false),
   })
 }
 
@@ -241,13 +262,8 @@ pub fn execute_and_capture<'env>(
       Ok(l) => l,
     };
     let mut spec = launch.spec;
-    spec.cwd = Some(common.cwd);
-    spec.env = common.env;
-    spec.stdin = match common.input {
-      Some(b) => StdinMode::Bytes(b),
-      None => StdinMode::Null,
-    };
-    let captured = capture(spec, common.policy, cap, cancel).await;
+    let policy = common.apply_to(&mut spec);
+    let captured = capture(spec, policy, cap, cancel).await;
     drop(launch.temp);
     Ok(captured)
   };

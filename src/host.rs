@@ -35,6 +35,8 @@ pub fn init_env(env: &Env) -> Result<()> {
   ATEXIT.call_once(|| unsafe {
     libc::atexit(kill_everything_at_exit);
   });
+  // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
+  exec_core::hostguard::install();
   Ok(())
 }
 

@@ -6,9 +6,13 @@
 mod abort;
 mod args;
 mod capture;
+mod command;
 mod error;
 mod host;
+mod manager;
 mod options;
+mod serve;
+mod session;
 mod spawn_call;
 mod stream;
 mod typescript;

@@ -28,6 +28,19 @@ pub struct ExecuteOptions {
   /// Cancels the run: the group is killed, the result has `canceled: true`.
   #[napi(ts_type = "AbortSignal")]
   pub signal: Option<Unknown<'static>>,
+  /// Opt-in resource limits; a child over a limit is stopped and the result
+  /// has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+  pub limits: Option<ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the child
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the child when the host dies by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+  /// path). @default false
+  pub die_with_parent: Option<bool>,
   /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
   #[napi(ts_type = "'utf8' | 'buffer'")]
   pub encoding: Option<String>,
@@ -90,6 +103,19 @@ pub struct SpawnOptions {
   pub input: Option<Either<String, Buffer>>,
   #[napi(ts_type = "AbortSignal")]
   pub signal: Option<Unknown<'static>>,
+  /// Opt-in resource limits; a child over a limit is stopped and the result
+  /// has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
+  pub limits: Option<ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the child
+  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped
+  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the child when the host dies by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
+  /// path). @default false
+  pub die_with_parent: Option<bool>,
   /// Least milliseconds between two calls of the same callback: output is
   /// coalesced in between (the first chunk is delivered at once). @default 10
   pub callback_interval_ms: Option<f64>,
@@ -124,4 +150,21 @@ pub struct SpawnResult {
 /// `Some(s)` -> `s`, `None` -> `null` (not `undefined`).
 pub fn nullable(v: Option<String>) -> Either<String, Null> {
   v.map_or(Either::B(Null), Either::A)
+}
+
+/// Resource limits of an execution and all its descendants.
+#[napi(object)]
+pub struct ResourceLimits {
+  /// Resident memory of the whole tree, in bytes (checked every 20 ms).
+  pub memory_bytes: Option<f64>,
+  /// CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU).
+  pub cpu_seconds: Option<f64>,
+  /// Processes in the tree at once (a pids cgroup where the host may create
+  /// one, else RLIMIT_NPROC; plus a watchdog).
+  pub max_processes: Option<f64>,
+  /// Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ).
+  pub file_size_bytes: Option<f64>,
+  /// Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+  /// it is not stopped).
+  pub open_files: Option<f64>,
 }

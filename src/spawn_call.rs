@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use exec_core::language::{self, Language, Launch};
-use exec_core::run::{run, ProcessSpec, StdinMode};
+use exec_core::run::{run, ProcessSpec};
 use exec_core::spawn::{check_cwd, resolve_program};
 use exec_core::{CancellationToken, ExecError};
 use napi::bindgen_prelude::*;
@@ -19,7 +19,7 @@ use crate::stream::{CallbackSink, StringCallback};
 
 const DEFAULT_INTERVAL_MS: u64 = 10;
 
-fn callback(v: Option<Unknown>, name: &str) -> ArgResult<Option<StringCallback>> {
+pub(crate) fn callback(v: Option<Unknown>, name: &str) -> ArgResult<Option<StringCallback>> {
   let Some(v) = v else { return Ok(None) };
   if args::is_nullish(&v) {
     return Ok(None);
@@ -128,12 +128,10 @@ fn stream_run<'env>(
       Ok(l) => l,
     };
     let mut spec = launch.spec;
-    spec.cwd = Some(common.cwd);
-    spec.env = common.env;
-    spec.stdin = common.input.map_or(StdinMode::Null, StdinMode::Bytes);
+    let policy = common.apply_to(&mut spec);
     let out = CallbackSink::new(out_cb, interval);
     let err = CallbackSink::new(err_cb, interval);
-    let result = run(&spec, &common.policy, out, err, &cancel).await;
+    let result = run(&spec, &policy, out, err, &cancel).await;
     drop(launch.temp);
     let f = match result {
       Err(e) => return Ok(failed(e)),

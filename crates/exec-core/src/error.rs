@@ -31,6 +31,8 @@ pub enum ErrorCode {
   EPIPE,
   /// No such process handle.
   ESRCH,
+  /// A process handle is already in use.
+  EEXIST,
 }
 
 impl ErrorCode {
@@ -49,6 +51,7 @@ impl ErrorCode {
       ErrorCode::EIO => "EIO",
       ErrorCode::EPIPE => "EPIPE",
       ErrorCode::ESRCH => "ESRCH",
+      ErrorCode::EEXIST => "EEXIST",
     }
   }
 }

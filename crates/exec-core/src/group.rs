@@ -2,6 +2,7 @@
 //! that nothing is left behind when the host goes away.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -32,32 +33,56 @@ pub fn group_alive(pgid: i32) -> bool {
 /// SIGTERM the group now; SIGKILL it after `grace` if anything is left. Runs in
 /// the background; the group stays in the registry until it is gone.
 pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
-  if !signal_group(pgid, Signal::SIGTERM) {
+  terminate_tree_later(pgid, String::new(), owner, grace)
+}
+
+/// Like [`terminate_group_later`], and also every process marked with `mark`
+/// (see [`crate::tree`]), found again by a scan of /proc.
+pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration) {
+  let group_left = signal_group(pgid, Signal::SIGTERM);
+  let marked_left = !mark.is_empty() && crate::tree::signal_marked(&mark, libc::SIGTERM) > 0;
+  if !group_left && !marked_left {
+    unregister(pgid);
     return;
   }
   register(pgid, owner);
-  let reap = async move {
-    let step = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
-    let deadline = tokio::time::Instant::now() + grace;
-    while tokio::time::Instant::now() < deadline {
-      if !group_alive(pgid) {
-        unregister(pgid);
-        return;
-      }
-      tokio::time::sleep(step).await;
-    }
+  let all_gone = {
+    let mark = mark.clone();
+    move || !group_alive(pgid) && (mark.is_empty() || crate::tree::running_marked(&mark).is_empty())
+  };
+  let kill = move || {
     signal_group(pgid, Signal::SIGKILL);
+    if !mark.is_empty() {
+      crate::tree::signal_marked(&mark, libc::SIGKILL);
+    }
     unregister(pgid);
   };
+  let step = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
   match tokio::runtime::Handle::try_current() {
     Ok(h) => {
-      h.spawn(reap);
+      h.spawn(async move {
+        let deadline = tokio::time::Instant::now() + grace;
+        while tokio::time::Instant::now() < deadline {
+          if all_gone() {
+            unregister(pgid);
+            return;
+          }
+          tokio::time::sleep(step).await;
+        }
+        kill();
+      });
     }
     Err(_) => {
       std::thread::spawn(move || {
-        std::thread::sleep(grace);
-        signal_group(pgid, Signal::SIGKILL);
-        unregister(pgid);
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+          if all_gone() {
+            unregister(pgid);
+            return;
+          }
+          std::thread::sleep(step);
+        }
+        kill();
       });
     }
   }
@@ -65,8 +90,49 @@ pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
 
 static LIVE: Mutex<Option<HashMap<i32, u64>>> = Mutex::new(None);
 
+/// The same groups in a lock-free table, for the host's signal handler.
+const SLOTS: usize = 4096;
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: AtomicI32 = AtomicI32::new(0);
+static SLOT_TABLE: [AtomicI32; SLOTS] = [EMPTY; SLOTS];
+
+fn slot_put(pgid: i32) {
+  if SLOT_TABLE.iter().any(|s| s.load(Ordering::Relaxed) == pgid) {
+    return;
+  }
+  for s in SLOT_TABLE.iter() {
+    if s
+      .compare_exchange(0, pgid, Ordering::AcqRel, Ordering::Relaxed)
+      .is_ok()
+    {
+      return;
+    }
+  }
+}
+
+fn slot_clear(pgid: i32) {
+  for s in SLOT_TABLE.iter() {
+    let _ = s.compare_exchange(pgid, 0, Ordering::AcqRel, Ordering::Relaxed);
+  }
+}
+
+/// SIGKILL every tracked group and every process marked by this host.
+/// Async-signal-safe: no locks, no allocation.
+pub fn kill_all_signal_safe(prefix: &crate::tree::Needle) {
+  for s in SLOT_TABLE.iter() {
+    let p = s.load(Ordering::Relaxed);
+    if p > 1 {
+      unsafe { libc::kill(-p, libc::SIGKILL) };
+    }
+  }
+  crate::tree::scan(prefix, &mut |pid| unsafe {
+    libc::kill(pid, libc::SIGKILL);
+  });
+}
+
 /// Record a live group owned by `owner` (an id of the host environment).
 pub fn register(pgid: i32, owner: u64) {
+  slot_put(pgid);
   LIVE
     .lock()
     .unwrap_or_else(|e| e.into_inner())
@@ -78,6 +144,7 @@ pub fn unregister(pgid: i32) {
   if let Some(m) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
     m.remove(&pgid);
   }
+  slot_clear(pgid);
 }
 
 /// Number of groups currently tracked (for tests and leak checks).
@@ -107,6 +174,13 @@ pub fn kill_all(owner: Option<u64>) -> usize {
   };
   for &p in &groups {
     signal_group(p, Signal::SIGKILL);
+    slot_clear(p);
+  }
+  // and whatever left the groups but still carries one of the owner's marks
+  if let Some(n) = crate::tree::Needle::new(&crate::tree::owner_prefix(owner), false) {
+    crate::tree::scan(&n, &mut |pid| unsafe {
+      libc::kill(pid, libc::SIGKILL);
+    });
   }
   groups.len()
 }

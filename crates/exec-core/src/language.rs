@@ -270,11 +270,8 @@ mod tests {
 
   #[test]
   fn missing_interpreter_is_enoent() {
-    let env = EnvSpec {
-      vars: vec![("PATH".into(), "/nonexistent".into())],
-      extend: true,
-      remove: vec![],
-    };
+    let mut env = EnvSpec::inherit();
+    env.vars.push(("PATH".into(), "/nonexistent".into()));
     let e = match prepare(
       Language::Python,
       "1",

@@ -2,11 +2,19 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
+pub mod cgroup;
+pub mod command;
 pub mod error;
 pub mod group;
+pub mod hostguard;
 pub mod language;
+pub mod limits;
+pub mod manager;
 pub mod run;
+pub mod server;
+pub mod session;
 pub mod spawn;
+pub mod tree;
 pub mod ts_strip;
 pub mod utf8;
 

@@ -19,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::group;
+use crate::limits::Limits;
 use crate::spawn::EnvSpec;
+use crate::tree;
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +44,11 @@ pub struct ProcessSpec {
   pub cwd: Option<PathBuf>,
   pub env: EnvSpec,
   pub stdin: StdinMode,
+  /// Opt-in resource limits (see [`crate::limits`]).
+  pub limits: Limits,
+  /// SIGKILL the child if the host dies, even by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
+  pub die_with_parent: bool,
 }
 
 impl ProcessSpec {
@@ -53,6 +60,8 @@ impl ProcessSpec {
       cwd: None,
       env: EnvSpec::inherit(),
       stdin: StdinMode::Null,
+      limits: Limits::default(),
+      die_with_parent: false,
     }
   }
 
@@ -74,7 +83,8 @@ pub struct RunPolicy {
   /// How long to keep reading after the child exited, for output still in the
   /// pipes or held open by a grandchild.
   pub drain: Duration,
-  /// Terminate what is left of the group when the child exits.
+  /// Terminate what is left of the tree (its process group and every marked
+  /// descendant, even one that left the group) when the child exits.
   pub cleanup_group_on_exit: bool,
   /// Id of the host environment that owns the run (see [`group::kill_all`]).
   pub owner: u64,
@@ -155,11 +165,14 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   out_task: JoinHandle<(O, u64)>,
   err_task: JoinHandle<(E, u64)>,
   stop: CancellationToken,
+  mark: String,
+  limits: Limits,
+  cgroup: Option<crate::cgroup::PidsCgroup>,
 }
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
 /// whatever the host's memory) in a new process group.
-fn build_command(spec: &ProcessSpec) -> tokio::process::Command {
+fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   let mut cmd = std::process::Command::new(&spec.program);
   cmd.args(&spec.args);
   if let Some(a0) = &spec.arg0 {
@@ -172,6 +185,8 @@ fn build_command(spec: &ProcessSpec) -> tokio::process::Command {
     cmd.env_clear();
     cmd.envs(spec.env.build());
   }
+  // every descendant inherits the mark, so it can be found if it leaves the group
+  cmd.env(tree::MARK_VAR, mark);
   cmd.process_group(0);
   cmd.stdin(match spec.stdin {
     StdinMode::Null => Stdio::null(),
@@ -191,7 +206,23 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
-    let mut cmd = build_command(spec);
+    let mark = tree::new_mark(owner);
+    let mut cmd = build_command(spec, &mark);
+    // limits are set in the child before exec (exact, but a real fork instead
+    // of posix_spawn: only when limits are asked for)
+    let cgroup = spec
+      .limits
+      .max_processes
+      .and_then(|max| crate::cgroup::PidsCgroup::create(&mark, max));
+    if !spec.limits.is_empty() || spec.die_with_parent {
+      let mut plan = spec.limits.child_plan(cgroup.as_ref())?;
+      if spec.die_with_parent {
+        plan.pdeathsig_parent = Some(std::process::id() as i32);
+      }
+      unsafe {
+        cmd.pre_exec(move || plan.apply());
+      }
+    }
     let started = Instant::now();
     let shown = spec.program.display().to_string();
     let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
@@ -225,11 +256,19 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       out_task,
       err_task,
       stop,
+      mark,
+      limits: spec.limits.clone(),
+      cgroup,
     })
   }
 
   pub fn pid(&self) -> u32 {
     self.pid
+  }
+
+  /// The value of `EXEC_NATIVE_RUN_ID` this run's processes carry.
+  pub fn mark(&self) -> &str {
+    &self.mark
   }
 
   /// The stdin pipe, with [`StdinMode::Piped`].
@@ -243,22 +282,30 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let pgid = self.pid as i32;
     let mut timed_out = false;
     let mut canceled = false;
+    let mut limit_hit: Option<ExecError> = None;
     let deadline = policy.timeout.map(|t| self.started + t);
     let status = tokio::select! {
       st = self.child.wait() => st,
+      e = watchdog(&self.limits, &self.mark, self.cgroup.as_ref()) => {
+        limit_hit = Some(e);
+        // no grace for a tree over its limit
+        kill_sequence(&mut self.child, pgid, &self.mark, Duration::ZERO).await
+      }
       _ = sleep_until_opt(deadline) => {
         timed_out = true;
-        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
       }
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, pgid, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
       }
     };
-    let exited_at = Instant::now();
-    // what is left of the group goes the same way
-    if policy.cleanup_group_on_exit && group::group_alive(pgid) {
-      group::terminate_group_later(pgid, policy.owner, policy.kill_grace);
+    if let Some(cg) = self.cgroup.take() {
+      reap_cgroup(cg, limit_hit.is_some());
+    }
+    // what is left of the tree (the group, and marked escapees) goes the same way
+    if policy.cleanup_group_on_exit || timed_out || canceled || limit_hit.is_some() {
+      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
     } else {
       group::unregister(pgid);
     }
@@ -275,14 +322,18 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     if let Some(t) = self.input_task.take() {
       t.abort();
     }
-    let _ = exited_at;
 
     let (mut exit_code, signal) = match status {
       Ok(st) => decode_status(st),
       Err(_) => (-1, None),
     };
     let mut error = None;
-    if timed_out {
+    if limit_hit.is_none() {
+      limit_hit = self.limits.explain_signal(signal.as_deref(), exit_code);
+    }
+    if let Some(e) = limit_hit {
+      error = Some(e);
+    } else if timed_out {
       exit_code = 124;
       let label = policy
         .timeout_label
@@ -326,6 +377,53 @@ pub async fn run<O: OutputSink, E: OutputSink>(
   Ok(exec.wait(policy, cancel).await)
 }
 
+/// SIGKILL what is left in the cgroup when the limit was hit (members stay in
+/// it even if they scrub the mark), and remove it once it is empty.
+fn reap_cgroup(cg: crate::cgroup::PidsCgroup, kill: bool) {
+  let job = move || {
+    for _ in 0..500 {
+      let procs = cg.procs();
+      if procs.is_empty() && cg.remove() {
+        return;
+      }
+      if kill {
+        for p in procs {
+          unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+      }
+      std::thread::sleep(Duration::from_millis(20));
+    }
+  };
+  std::thread::spawn(job);
+}
+
+/// Resolves with the limit error when the tree passes a watched limit; never
+/// resolves when nothing is watched.
+async fn watchdog(
+  limits: &Limits,
+  mark: &str,
+  cgroup: Option<&crate::cgroup::PidsCgroup>,
+) -> ExecError {
+  if !limits.needs_watchdog() {
+    return std::future::pending().await;
+  }
+  let mut tick = tokio::time::interval(crate::limits::WATCH_INTERVAL);
+  loop {
+    tick.tick().await;
+    if let (Some(cg), Some(max)) = (cgroup, limits.max_processes) {
+      if cg.hit_max() {
+        return ExecError::new(
+          ErrorCode::ELIMIT,
+          format!("process limit of {max} exceeded"),
+        );
+      }
+    }
+    if let Some(e) = limits.check_tree(mark) {
+      return e;
+    }
+  }
+}
+
 async fn sleep_until_opt(deadline: Option<Instant>) {
   match deadline {
     Some(d) => tokio::time::sleep_until(d).await,
@@ -333,18 +431,22 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   }
 }
 
-/// SIGTERM the group (and the child itself), SIGKILL after `grace`.
-async fn kill_sequence(
+/// SIGTERM the group, the child itself and its marked descendants; SIGKILL
+/// after `grace`.
+pub async fn kill_sequence(
   child: &mut Child,
   pgid: i32,
+  mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
+  tree::signal_marked(mark, libc::SIGTERM);
   match tokio::time::timeout(grace, child.wait()).await {
     Ok(st) => st,
     Err(_) => {
       group::signal_group(pgid, Signal::SIGKILL);
+      tree::signal_marked(mark, libc::SIGKILL);
       let _ = child.start_kill();
       child.wait().await
     }
@@ -579,5 +681,154 @@ mod tests {
     assert_eq!(format_duration(Duration::from_millis(1000)), "1s");
     assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
     assert_eq!(format_duration(Duration::from_millis(250)), "0.25s");
+  }
+}
+
+#[cfg(test)]
+mod limit_tests {
+  use super::*;
+  use crate::limits::Limits;
+
+  async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
+    let mut spec = ProcessSpec::new("/bin/bash").arg("-c").arg(script);
+    spec.limits = limits;
+    let policy = RunPolicy {
+      timeout: Some(Duration::from_secs(20)),
+      kill_grace: Duration::from_millis(200),
+      ..Default::default()
+    };
+    run(&spec, &policy, Discard, Discard, &CancellationToken::new())
+      .await
+      .unwrap()
+      .outcome
+  }
+
+  #[tokio::test]
+  async fn memory_limit_stops_the_tree() {
+    let o = run_limited(
+      "python3 -c 'x = bytearray(400 * 1024 * 1024); import time; time.sleep(10)'",
+      Limits {
+        memory_bytes: Some(128 << 20),
+        ..Default::default()
+      },
+    )
+    .await;
+    let e = o.error.expect("limit error");
+    assert_eq!(
+      e.message(),
+      "exec: memory limit of 128 MiB exceeded (ELIMIT)"
+    );
+    assert!(o.duration < Duration::from_secs(8));
+  }
+
+  #[tokio::test]
+  async fn process_limit_stops_a_fork_bomb() {
+    // exponential but bounded (depth 10: at most ~2000 processes), so that a
+    // failing watchdog cannot take the machine down
+    let mark_probe = "b() { [ $1 -lt 10 ] && { b $(($1+1)) & b $(($1+1)) & }; sleep 5; }; b 0";
+    let o = run_limited(
+      mark_probe,
+      Limits {
+        max_processes: Some(30),
+        ..Default::default()
+      },
+    )
+    .await;
+    let e = o.error.expect("limit error");
+    assert_eq!(e.message(), "exec: process limit of 30 exceeded (ELIMIT)");
+    assert!(o.duration < Duration::from_secs(8));
+  }
+
+  #[tokio::test]
+  async fn cpu_limit_is_reported() {
+    let o = run_limited(
+      "exec python3 -c 'while True: pass'",
+      Limits {
+        cpu_seconds: Some(1),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(o.signal.as_deref(), Some("SIGXCPU"));
+    assert_eq!(
+      o.error.unwrap().message(),
+      "exec: CPU time limit of 1s exceeded (ELIMIT)"
+    );
+  }
+
+  #[tokio::test]
+  async fn file_size_limit_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+      "exec head -c 10000000 /dev/zero > {}/big",
+      dir.path().display()
+    );
+    let o = run_limited(
+      &script,
+      Limits {
+        file_size_bytes: Some(1 << 20),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(o.signal.as_deref(), Some("SIGXFSZ"));
+    assert_eq!(
+      o.error.unwrap().message(),
+      "exec: file size limit of 1 MiB exceeded (ELIMIT)"
+    );
+    assert_eq!(
+      std::fs::metadata(dir.path().join("big")).unwrap().len(),
+      1 << 20
+    );
+  }
+
+  #[tokio::test]
+  async fn open_files_limit_applies() {
+    let o = run_limited(
+      "ulimit -n",
+      Limits {
+        open_files: Some(64),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(o.exit_code, 0);
+  }
+}
+
+#[cfg(test)]
+mod bomb_test {
+  use super::*;
+  use crate::limits::Limits;
+
+  /// The classic, unbounded fork bomb: only where the kernel can cap it (a
+  /// pids cgroup), never with the watchdog alone.
+  #[tokio::test]
+  async fn classic_fork_bomb_is_capped_and_stopped() {
+    let Some(probe) = crate::cgroup::PidsCgroup::create("probe-bomb-test", 1) else {
+      eprintln!("no writable pids cgroup here: the unbounded bomb is not run");
+      return;
+    };
+    probe.remove();
+    let mut spec = ProcessSpec::new("/bin/bash")
+      .arg("-c")
+      .arg(":(){ :|:& };:; sleep 10");
+    spec.limits = Limits {
+      max_processes: Some(50),
+      ..Default::default()
+    };
+    let policy = RunPolicy {
+      timeout: Some(Duration::from_secs(20)),
+      ..Default::default()
+    };
+    let o = run(&spec, &policy, Discard, Discard, &CancellationToken::new())
+      .await
+      .unwrap()
+      .outcome;
+    assert_eq!(
+      o.error.unwrap().message(),
+      "exec: process limit of 50 exceeded (ELIMIT)"
+    );
+    assert!(o.duration < Duration::from_secs(10), "{:?}", o.duration);
   }
 }

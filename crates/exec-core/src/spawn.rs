@@ -16,6 +16,40 @@ pub struct EnvSpec {
   pub extend: bool,
   /// Variables removed from the result (exact names).
   pub remove: Vec<String>,
+  /// When set, only host variables matching one of these patterns are passed
+  /// (`*` matches any run of characters: `LANG`, `LC_*`). Variables given in
+  /// `vars` are always passed.
+  pub allow: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped (`*_TOKEN`,
+  /// `AWS_*`). Variables given in `vars` are always passed.
+  pub deny: Vec<String>,
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+  let (p, n) = (pattern.as_bytes(), name.as_bytes());
+  let (mut pi, mut ni) = (0, 0);
+  let (mut star, mut mark) = (None, 0);
+  while ni < n.len() {
+    if pi < p.len() && p[pi] == b'*' {
+      star = Some(pi);
+      pi += 1;
+      mark = ni;
+    } else if pi < p.len() && p[pi] == n[ni] {
+      pi += 1;
+      ni += 1;
+    } else if let Some(s) = star {
+      pi = s + 1;
+      mark += 1;
+      ni = mark;
+    } else {
+      return false;
+    }
+  }
+  while pi < p.len() && p[pi] == b'*' {
+    pi += 1;
+  }
+  pi == p.len()
 }
 
 impl EnvSpec {
@@ -24,6 +58,8 @@ impl EnvSpec {
       vars: Vec::new(),
       extend: true,
       remove: Vec::new(),
+      allow: None,
+      deny: Vec::new(),
     }
   }
 
@@ -50,13 +86,30 @@ impl EnvSpec {
 
   /// Whether the spec changes nothing (the child can inherit `environ` as is).
   pub fn is_plain_inherit(&self) -> bool {
-    self.extend && self.vars.is_empty() && self.remove.is_empty()
+    self.extend
+      && self.vars.is_empty()
+      && self.remove.is_empty()
+      && self.allow.is_none()
+      && self.deny.is_empty()
+  }
+
+  /// Whether a host variable passes the allow/deny lists.
+  fn passes(&self, name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    if let Some(allow) = &self.allow {
+      if !allow.iter().any(|p| glob_match(p, &name)) {
+        return false;
+      }
+    }
+    !self.deny.iter().any(|p| glob_match(p, &name))
   }
 
   /// The full environment of the child.
   pub fn build(&self) -> Vec<(OsString, OsString)> {
     let mut out: Vec<(OsString, OsString)> = if self.extend {
-      std::env::vars_os().collect()
+      std::env::vars_os()
+        .filter(|(k, _)| self.passes(k))
+        .collect()
     } else {
       Vec::new()
     };
@@ -79,7 +132,10 @@ impl EnvSpec {
     if let Some((_, v)) = self.vars.iter().rev().find(|(k, _)| k == "PATH") {
       return Some(OsString::from(v));
     }
-    if self.extend && !self.remove.iter().any(|r| r == "PATH") {
+    if self.extend
+      && !self.remove.iter().any(|r| r == "PATH")
+      && self.passes(std::ffi::OsStr::new("PATH"))
+    {
       return std::env::var_os("PATH");
     }
     None
@@ -191,6 +247,38 @@ mod tests {
   }
 
   #[test]
+  fn globs() {
+    assert!(glob_match("*_TOKEN", "GITHUB_TOKEN"));
+    assert!(glob_match("AWS_*", "AWS_SECRET_ACCESS_KEY"));
+    assert!(glob_match("*KEY*", "MY_KEY_ID"));
+    assert!(!glob_match("*_TOKEN", "TOKENS"));
+    assert!(glob_match("PATH", "PATH"));
+    assert!(!glob_match("PATH", "PATHS"));
+  }
+
+  #[test]
+  fn allow_and_deny_lists() {
+    std::env::set_var("EXEC_NATIVE_TEST_TOKEN", "secret");
+    std::env::set_var("EXEC_NATIVE_TEST_OK", "fine");
+    let mut e = EnvSpec::inherit();
+    e.deny = vec!["*_TOKEN".into()];
+    let built = e.build();
+    assert!(!built.iter().any(|(k, _)| k == "EXEC_NATIVE_TEST_TOKEN"));
+    assert!(built.iter().any(|(k, _)| k == "EXEC_NATIVE_TEST_OK"));
+    let mut e = EnvSpec::inherit();
+    e.allow = Some(vec!["PATH".into(), "EXEC_NATIVE_TEST_*".into()]);
+    e.deny = vec!["*_TOKEN".into()];
+    e.vars.push(("GIVEN_TOKEN".into(), "explicit".into()));
+    let mut names: Vec<String> = e
+      .build()
+      .into_iter()
+      .map(|(k, _)| k.to_string_lossy().into_owned())
+      .collect();
+    names.sort();
+    assert_eq!(names, vec!["EXEC_NATIVE_TEST_OK", "GIVEN_TOKEN", "PATH"]);
+  }
+
+  #[test]
   fn env_validation() {
     let mut e = EnvSpec::inherit();
     e.vars.push(("A=B".into(), "x".into()));
@@ -208,7 +296,7 @@ mod tests {
     let e = EnvSpec {
       vars: vec![("EXEC_NATIVE_T".into(), "1".into())],
       extend: false,
-      remove: vec![],
+      ..EnvSpec::inherit()
     };
     assert_eq!(e.build(), vec![("EXEC_NATIVE_T".into(), "1".into())]);
     assert_eq!(e.path_var(), None);

@@ -1,0 +1,735 @@
+//! [`CommandRunner`]: a session of the command tool. It runs commands, and
+//! keeps the ones that outlived their timeout (or were started in the
+//! background) in a registry keyed by pid, where the model can check on them
+//! (new output since the last check) or kill them. Closing the runner kills
+//! what it still runs; log files older than the retention age are swept.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ErrorCode, ExecError};
+use crate::run::{Execution, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
+use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+
+use super::format::{format_backgrounded, format_check, format_finished, ProcessState, Shown};
+use super::offload::{
+  lock, render_segment, Capture, CaptureSink, LogStatus, SharedCapture, Stream, LOG_PREFIX,
+  LOG_SUFFIX,
+};
+use super::truncate::Limits;
+use super::{
+  command_env, BackgroundRef, CommandOptions, CommandResult, StreamOutput, DEFAULT_RETENTION,
+};
+
+/// Settings of a runner.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+  /// Id of the host environment (see [`crate::group::kill_all`]).
+  pub owner: u64,
+  /// Where logs go unless a command says otherwise.
+  pub output_dir: PathBuf,
+  /// Logs older than this are swept (`None`: never).
+  pub retention: Option<Duration>,
+  /// Between SIGTERM and SIGKILL when a process is killed.
+  pub kill_grace: Duration,
+}
+
+impl Default for RunnerConfig {
+  fn default() -> Self {
+    RunnerConfig {
+      owner: 0,
+      output_dir: std::env::temp_dir(),
+      retention: Some(DEFAULT_RETENTION),
+      kill_grace: Duration::from_millis(500),
+    }
+  }
+}
+
+/// The state of a background process at a check or a kill.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+  pub pid: u32,
+  pub running: bool,
+  /// `None` while running.
+  pub exit_code: Option<i32>,
+  pub signal: Option<String>,
+  /// Ended by a kill of the runner.
+  pub killed: bool,
+  /// Output since the last check (bounded by the same limits).
+  pub stdout: StreamOutput,
+  pub stderr: StreamOutput,
+  pub log: LogStatus,
+  pub text: String,
+  /// Exited with a non-zero code on its own.
+  pub is_error: bool,
+}
+
+/// One entry of [`CommandRunner::list`].
+#[derive(Debug, Clone)]
+pub struct BackgroundInfo {
+  pub pid: u32,
+  pub command: String,
+  pub running: bool,
+  pub exit_code: Option<i32>,
+  pub signal: Option<String>,
+  pub killed: bool,
+  pub log: LogStatus,
+  pub started: SystemTime,
+  /// How long it ran (so far).
+  pub runtime: Duration,
+}
+
+struct BgProc {
+  pid: u32,
+  command: String,
+  started: SystemTime,
+  started_at: Instant,
+  capture: SharedCapture,
+  limits: Limits,
+  cancel: CancellationToken,
+  done: watch::Receiver<Option<(RunOutcome, Instant)>>,
+}
+
+impl BgProc {
+  fn outcome(&self) -> Option<(RunOutcome, Instant)> {
+    self.done.borrow().clone()
+  }
+}
+
+struct Inner {
+  config: RunnerConfig,
+  closed: AtomicBool,
+  procs: Mutex<BTreeMap<u32, Arc<BgProc>>>,
+  /// Commands running in the foreground: pid -> cancel.
+  foreground: Mutex<HashMap<u32, CancellationToken>>,
+  /// Directories logs were written to (swept on close).
+  dirs: Mutex<BTreeSet<PathBuf>>,
+}
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+  m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Drop for Inner {
+  fn drop(&mut self) {
+    // nobody can reach these processes any more
+    for p in guard(&self.procs).values() {
+      p.cancel.cancel();
+    }
+    for c in guard(&self.foreground).values() {
+      c.cancel();
+    }
+  }
+}
+
+/// A session of the command tool. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct CommandRunner {
+  inner: Arc<Inner>,
+}
+
+fn no_such_process(pid: u32) -> ExecError {
+  ExecError::new(
+    ErrorCode::ESRCH,
+    format!("no background process with pid {pid} in this runner"),
+  )
+}
+
+/// `bash` as the child would find it, else `/bin/bash`.
+fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
+  match resolve_program("bash", env.path_var().as_ref(), cwd) {
+    Ok(p) => Ok(p),
+    Err(e) => {
+      let fallback = Path::new("/bin/bash");
+      if fallback.is_file() {
+        Ok(fallback.to_owned())
+      } else {
+        Err(e)
+      }
+    }
+  }
+}
+
+fn joined(r: Result<RunOutcome, tokio::task::JoinError>, pid: u32) -> RunOutcome {
+  r.unwrap_or_else(|e| RunOutcome {
+    pid,
+    exit_code: -1,
+    signal: None,
+    timed_out: false,
+    canceled: false,
+    duration: Duration::ZERO,
+    stdout_bytes: 0,
+    stderr_bytes: 0,
+    error: Some(ExecError::new(
+      ErrorCode::EIO,
+      format!("the supervisor of pid {pid} failed: {e}"),
+    )),
+  })
+}
+
+/// Take what both streams hold since the last take, rendered.
+fn take_streams(
+  capture: &SharedCapture,
+  limits: Limits,
+  carry: bool,
+) -> (StreamOutput, StreamOutput) {
+  let (o, e) = {
+    let mut c = lock(capture);
+    (c.out.take(carry), c.err.take(carry))
+  };
+  let render = |seg| {
+    let (text, truncation) = render_segment(&seg, limits);
+    StreamOutput { text, truncation }
+  };
+  (render(o), render(e))
+}
+
+fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
+  [
+    Shown {
+      name: "stdout",
+      text: &out.text,
+      truncation: &out.truncation,
+    },
+    Shown {
+      name: "stderr",
+      text: &err.text,
+      truncation: &err.truncation,
+    },
+  ]
+}
+
+impl CommandRunner {
+  /// A new session. Sweeps old logs from `config.output_dir` in the background.
+  pub fn new(config: RunnerConfig) -> Self {
+    if let Some(age) = config.retention {
+      let dir = config.output_dir.clone();
+      std::thread::spawn(move || sweep_logs(&dir, age, &HashSet::new()));
+    }
+    let dirs = BTreeSet::from([config.output_dir.clone()]);
+    CommandRunner {
+      inner: Arc::new(Inner {
+        config,
+        closed: AtomicBool::new(false),
+        procs: Mutex::new(BTreeMap::new()),
+        foreground: Mutex::new(HashMap::new()),
+        dirs: Mutex::new(dirs),
+      }),
+    }
+  }
+
+  pub fn config(&self) -> &RunnerConfig {
+    &self.inner.config
+  }
+
+  pub fn is_closed(&self) -> bool {
+    self.inner.closed.load(Ordering::SeqCst)
+  }
+
+  /// Run `bash -c <command>`. Never fails: a command that cannot start gives
+  /// a result with `error` and `is_error`. Must be called within a tokio runtime.
+  pub async fn run(&self, command: &str, opts: CommandOptions) -> CommandResult {
+    if self.is_closed() {
+      return CommandResult::failed(ExecError::new(
+        ErrorCode::ECANCELED,
+        "the command runner is closed",
+      ));
+    }
+    let limits = opts.limits;
+    let prepared = (|| -> Result<ProcessSpec, ExecError> {
+      if command.trim().is_empty() {
+        return Err(ExecError::invalid("command is empty"));
+      }
+      check_cwd(&opts.cwd)?;
+      let env = command_env(opts.env.clone());
+      env.validate()?;
+      let bash = find_bash(&env, &opts.cwd)?;
+      let mut spec = ProcessSpec::new(bash).arg("-c").arg(command);
+      spec.cwd = Some(opts.cwd.clone());
+      spec.env = env;
+      spec.stdin = StdinMode::Null;
+      Ok(spec)
+    })();
+    let spec = match prepared {
+      Ok(s) => s,
+      Err(e) => return CommandResult::failed(e),
+    };
+    let dir = opts
+      .output_dir
+      .clone()
+      .unwrap_or_else(|| self.inner.config.output_dir.clone());
+    guard(&self.inner.dirs).insert(dir.clone());
+
+    let capture = Capture::shared(limits, dir);
+    let started = Instant::now();
+    let started_wall = SystemTime::now();
+    let owner = self.inner.config.owner;
+    let exec = match Execution::spawn(
+      &spec,
+      owner,
+      CaptureSink {
+        capture: capture.clone(),
+        stream: Stream::Stdout,
+      },
+      CaptureSink {
+        capture: capture.clone(),
+        stream: Stream::Stderr,
+      },
+    ) {
+      Ok(x) => x,
+      Err(e) => return CommandResult::failed(e),
+    };
+    let pid = exec.pid();
+    let cancel = CancellationToken::new();
+    let policy = RunPolicy {
+      timeout: None,
+      timeout_label: None,
+      kill_grace: self.inner.config.kill_grace,
+      drain: Duration::from_millis(100),
+      cleanup_group_on_exit: true,
+      owner,
+    };
+    let wait_cancel = cancel.clone();
+    let mut handle: JoinHandle<RunOutcome> =
+      tokio::spawn(async move { exec.wait(&policy, &wait_cancel).await.outcome });
+
+    if !opts.background {
+      guard(&self.inner.foreground).insert(pid, cancel.clone());
+      let finished = match opts.timeout {
+        None => Some(joined((&mut handle).await, pid)),
+        Some(t) => tokio::time::timeout_at(started + t, &mut handle)
+          .await
+          .ok()
+          .map(|r| joined(r, pid)),
+      };
+      guard(&self.inner.foreground).remove(&pid);
+      if let Some(outcome) = finished {
+        return finish_foreground(outcome, &capture, limits, started.elapsed());
+      }
+    }
+
+    // to the background: the supervisor keeps pumping into the window and the log
+    let (stdout, stderr) = take_streams(&capture, limits, true);
+    let log = lock(&capture).log.status(true);
+    let (tx, rx) = watch::channel(None);
+    let proc = Arc::new(BgProc {
+      pid,
+      command: command.to_owned(),
+      started: started_wall,
+      started_at: started,
+      capture: capture.clone(),
+      limits,
+      cancel: cancel.clone(),
+      done: rx,
+    });
+    guard(&self.inner.procs).insert(pid, proc);
+    if self.is_closed() {
+      cancel.cancel();
+    }
+    let cap = capture.clone();
+    tokio::spawn(async move {
+      let outcome = joined(handle.await, pid);
+      lock(&cap).log.finish(true);
+      let _ = tx.send(Some((outcome, Instant::now())));
+    });
+
+    let after = if opts.background { None } else { opts.timeout };
+    let text = format_backgrounded(pid, after, &shown(&stdout, &stderr), limits.max_bytes, &log);
+    CommandResult {
+      pid,
+      stdout,
+      stderr,
+      exit_code: None,
+      signal: None,
+      timed_out: !opts.background,
+      log: log.clone(),
+      background: Some(BackgroundRef { pid, log }),
+      text,
+      is_error: false,
+      duration: started.elapsed(),
+      error: None,
+    }
+  }
+
+  fn get(&self, pid: u32) -> Result<Arc<BgProc>, ExecError> {
+    guard(&self.inner.procs)
+      .get(&pid)
+      .cloned()
+      .ok_or_else(|| no_such_process(pid))
+  }
+
+  /// Whether `pid` is a background process of this runner.
+  pub fn contains(&self, pid: u32) -> bool {
+    guard(&self.inner.procs).contains_key(&pid)
+  }
+
+  /// Whether a background process is running, and its output since the last check.
+  pub fn check(&self, pid: u32) -> Result<CheckResult, ExecError> {
+    let p = self.get(pid)?;
+    Ok(check_result(&p))
+  }
+
+  /// Terminate the whole group of a background process (SIGTERM, SIGKILL
+  /// after the grace period) and return its final output. Killing a process
+  /// that already exited returns its final state.
+  pub async fn kill(&self, pid: u32) -> Result<CheckResult, ExecError> {
+    let p = self.get(pid)?;
+    kill_proc(&p).await;
+    Ok(check_result(&p))
+  }
+
+  /// Every background process of this runner, oldest first.
+  pub fn list(&self) -> Vec<BackgroundInfo> {
+    let mut all: Vec<Arc<BgProc>> = guard(&self.inner.procs).values().cloned().collect();
+    all.sort_by_key(|p| p.started_at);
+    all
+      .iter()
+      .map(|p| {
+        let outcome = p.outcome();
+        let log = lock(&p.capture).log.status(false);
+        let (running, exit_code, signal, killed, runtime) = match &outcome {
+          None => (true, None, None, false, p.started_at.elapsed()),
+          Some((o, at)) => (
+            false,
+            Some(o.exit_code),
+            o.signal.clone(),
+            o.canceled,
+            at.saturating_duration_since(p.started_at),
+          ),
+        };
+        BackgroundInfo {
+          pid: p.pid,
+          command: p.command.clone(),
+          running,
+          exit_code,
+          signal,
+          killed,
+          log,
+          started: p.started,
+          runtime,
+        }
+      })
+      .collect()
+  }
+
+  /// Kill everything this runner still runs (background and foreground),
+  /// wait for it to end, and sweep old logs. Later runs fail with ECANCELED.
+  /// Returns how many processes were still running.
+  pub async fn close(&self) -> usize {
+    self.inner.closed.store(true, Ordering::SeqCst);
+    let procs: Vec<Arc<BgProc>> = guard(&self.inner.procs).values().cloned().collect();
+    let running: Vec<Arc<BgProc>> = procs
+      .into_iter()
+      .filter(|p| p.outcome().is_none())
+      .collect();
+    let fg: Vec<CancellationToken> = guard(&self.inner.foreground).values().cloned().collect();
+    for c in &fg {
+      c.cancel();
+    }
+    let count = running.len() + fg.len();
+    futures_join(running.iter().map(|p| kill_proc(p))).await;
+    if let Some(age) = self.inner.config.retention {
+      let dirs: Vec<PathBuf> = guard(&self.inner.dirs).iter().cloned().collect();
+      let _ = tokio::task::spawn_blocking(move || {
+        for d in dirs {
+          sweep_logs(&d, age, &HashSet::new());
+        }
+      })
+      .await;
+    }
+    count
+  }
+}
+
+async fn futures_join<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+  for f in futs.collect::<Vec<_>>() {
+    f.await;
+  }
+}
+
+async fn kill_proc(p: &BgProc) {
+  if p.outcome().is_none() {
+    p.cancel.cancel();
+  }
+  let mut rx = p.done.clone();
+  let _ = rx.wait_for(|o| o.is_some()).await;
+}
+
+fn check_result(p: &BgProc) -> CheckResult {
+  // the state first: once exited, the pumps are done and the take is final
+  let outcome = p.outcome();
+  let (stdout, stderr) = take_streams(&p.capture, p.limits, outcome.is_none());
+  let log = lock(&p.capture).log.status(false);
+  let state = match &outcome {
+    None => ProcessState::Running,
+    Some((o, _)) => ProcessState::Exited {
+      code: o.exit_code,
+      signal: o.signal.clone(),
+      killed: o.canceled,
+    },
+  };
+  let text = format_check(
+    p.pid,
+    &state,
+    &shown(&stdout, &stderr),
+    p.limits.max_bytes,
+    &log,
+  );
+  let (exit_code, signal, killed) = match &outcome {
+    None => (None, None, false),
+    Some((o, _)) => (Some(o.exit_code), o.signal.clone(), o.canceled),
+  };
+  CheckResult {
+    pid: p.pid,
+    running: outcome.is_none(),
+    exit_code,
+    signal,
+    killed,
+    is_error: !killed && exit_code.is_some_and(|c| c != 0),
+    stdout,
+    stderr,
+    log,
+    text,
+  }
+}
+
+fn finish_foreground(
+  outcome: RunOutcome,
+  capture: &SharedCapture,
+  limits: Limits,
+  duration: Duration,
+) -> CommandResult {
+  let (stdout, stderr) = take_streams(capture, limits, false);
+  let cut = stdout.truncation.truncated() || stderr.truncation.truncated();
+  let log = lock(capture).log.finish(cut);
+  let text = format_finished(
+    &shown(&stdout, &stderr),
+    outcome.exit_code,
+    outcome.signal.as_deref(),
+    limits.max_bytes,
+    &log,
+  );
+  CommandResult {
+    pid: outcome.pid,
+    stdout,
+    stderr,
+    exit_code: Some(outcome.exit_code),
+    signal: outcome.signal,
+    timed_out: false,
+    log,
+    background: None,
+    text,
+    is_error: outcome.exit_code != 0,
+    duration,
+    error: outcome.error,
+  }
+}
+
+/// Delete `exec-native-<hex>.log` files in `dir` last modified more than
+/// `older_than` ago, except `keep`. Returns how many were deleted.
+pub fn sweep_logs(dir: &Path, older_than: Duration, keep: &HashSet<PathBuf>) -> usize {
+  let Ok(entries) = std::fs::read_dir(dir) else {
+    return 0;
+  };
+  let now = SystemTime::now();
+  let mut removed = 0;
+  for entry in entries.flatten() {
+    let name = entry.file_name();
+    let Some(name) = name.to_str() else { continue };
+    let Some(mid) = name
+      .strip_prefix(LOG_PREFIX)
+      .and_then(|r| r.strip_suffix(LOG_SUFFIX))
+    else {
+      continue;
+    };
+    if mid.is_empty() || !mid.bytes().all(|b| b.is_ascii_hexdigit()) {
+      continue;
+    }
+    let path = entry.path();
+    if keep.contains(&path) {
+      continue;
+    }
+    let Ok(meta) = entry.metadata() else { continue };
+    if !meta.is_file() {
+      continue;
+    }
+    let old = meta
+      .modified()
+      .ok()
+      .and_then(|m| now.duration_since(m).ok())
+      .is_some_and(|age| age > older_than);
+    if old && std::fs::remove_file(&path).is_ok() {
+      removed += 1;
+    }
+  }
+  removed
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn runner(dir: &Path) -> CommandRunner {
+    CommandRunner::new(RunnerConfig {
+      output_dir: dir.to_owned(),
+      ..Default::default()
+    })
+  }
+
+  fn opts(dir: &Path) -> CommandOptions {
+    CommandOptions::new(dir)
+  }
+
+  #[tokio::test]
+  async fn runs_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let res = r
+      .run(
+        "printf '\\e[31mred\\e[0m\\n'; echo err >&2; exit 3",
+        opts(dir.path()),
+      )
+      .await;
+    assert_eq!(res.stdout.text, "red\n");
+    assert_eq!(res.stderr.text, "err\n");
+    assert_eq!(res.exit_code, Some(3));
+    assert!(res.is_error);
+    assert_eq!(res.text, "stdout:\nred\n\nstderr:\nerr\n\nexit code: 3");
+    assert_eq!(res.log, LogStatus::NotNeeded);
+  }
+
+  #[tokio::test]
+  async fn line_truncation_offloads_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let res = r.run("seq 1 8500", opts(dir.path())).await;
+    let path = res.log.path().expect("a log").to_owned();
+    assert!(res.text.ends_with(&format!(
+      "[stdout: Showing last 2000 of 8500 lines. Full output: {}]",
+      path.display()
+    )));
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(full.lines().count(), 8500);
+    assert!(res.stdout.text.starts_with("6501\n"));
+  }
+
+  #[tokio::test]
+  async fn env_is_non_interactive_and_overridable() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let mut o = opts(dir.path());
+    o.env.vars.push(("PAGER".into(), "less".into()));
+    let res = r
+      .run(
+        "echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $TERM $NO_COLOR",
+        o,
+      )
+      .await;
+    assert_eq!(res.stdout.text, "less cat 0 dumb 1\n");
+  }
+
+  #[tokio::test]
+  async fn read_gets_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let t = Instant::now();
+    let res = r.run("read x; echo \"status $?\"", opts(dir.path())).await;
+    assert_eq!(res.stdout.text, "status 1\n");
+    assert!(t.elapsed() < Duration::from_secs(5));
+  }
+
+  #[tokio::test]
+  async fn timeout_backgrounds_then_check_and_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let mut o = opts(dir.path());
+    o.timeout = Some(Duration::from_millis(300));
+    let res = r.run("echo start; sleep 1; echo done", o).await;
+    let pid = res.background.as_ref().unwrap().pid;
+    assert!(res.timed_out);
+    assert_eq!(res.exit_code, None);
+    assert_eq!(res.stdout.text, "start\n");
+    assert!(res.text.starts_with(&format!(
+      "[Command backgrounded after 0.3s timeout (pid {pid})"
+    )));
+    assert!(res.log.path().is_some());
+    let c = r.check(pid).unwrap();
+    assert!(c.running);
+    assert_eq!(r.list()[0].pid, pid);
+    assert!(r.list()[0].running);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let c = r.check(pid).unwrap();
+    assert!(!c.running);
+    assert_eq!(c.exit_code, Some(0));
+    assert_eq!(c.stdout.text, "done\n");
+    assert!(c
+      .text
+      .starts_with(&format!("[Process {pid} exited with code 0.")));
+    let again = r.check(pid).unwrap();
+    assert_eq!(again.stdout.text, "");
+    assert!(again.text.contains("No new output since last check."));
+    let log = std::fs::read_to_string(res.log.path().unwrap()).unwrap();
+    assert_eq!(log, "start\ndone\n");
+    assert_eq!(r.check(1).unwrap_err().code, ErrorCode::ESRCH);
+  }
+
+  #[tokio::test]
+  async fn kill_and_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let mut o = opts(dir.path());
+    o.background = true;
+    let res = r
+      .run("yes > /dev/null & yes > /dev/null & wait", o.clone())
+      .await;
+    let pid = res.pid;
+    assert!(res
+      .text
+      .starts_with(&format!("[Command started in the background (pid {pid})")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(crate::group::group_alive(pid as i32));
+    let k = r.kill(pid).await.unwrap();
+    assert!(k.killed);
+    assert!(!k.running);
+    let t = Instant::now();
+    while crate::group::group_alive(pid as i32) && t.elapsed() < Duration::from_secs(3) {
+      tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!crate::group::group_alive(pid as i32));
+
+    let res = r.run("sleep 30", o).await;
+    assert_eq!(r.close().await, 1);
+    assert!(!r.list().iter().any(|p| p.running));
+    assert!(r.list().iter().any(|p| p.pid == res.pid && p.killed));
+    let after = r.run("echo hi", opts(dir.path())).await;
+    assert_eq!(after.error.unwrap().code, ErrorCode::ECANCELED);
+  }
+
+  #[test]
+  fn sweep_removes_only_old_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("exec-native-00ff.log");
+    let other = dir.path().join("other.log");
+    std::fs::write(&old, "x").unwrap();
+    std::fs::write(&other, "x").unwrap();
+    assert_eq!(
+      sweep_logs(dir.path(), Duration::from_secs(3600), &HashSet::new()),
+      0
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+      sweep_logs(dir.path(), Duration::from_millis(1), &HashSet::new()),
+      1
+    );
+    assert!(!old.exists());
+    assert!(other.exists());
+  }
+}

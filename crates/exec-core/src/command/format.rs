@@ -1,0 +1,388 @@
+//! The `text` of a result: what the model reads. Both streams are always
+//! labelled (`stdout:` / `stderr:`), the exit code closes a finished command,
+//! and every cut names the file that holds the full output.
+
+use std::time::Duration;
+
+use super::offload::LogStatus;
+use super::truncate::{TruncatedBy, Truncation};
+use crate::run::format_duration;
+
+/// How the model is told to manage a background process.
+pub const MANAGE_HINT: &str = "Use check_pid or kill_pid to manage.";
+
+/// One stream as shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+  pub name: &'a str,
+  pub text: &'a str,
+  pub truncation: &'a Truncation,
+}
+
+/// `51200` -> `50KB`, `1536` -> `1.5KB`, `512` -> `512B`.
+pub fn format_size(bytes: usize) -> String {
+  const KB: usize = 1024;
+  const MB: usize = 1024 * 1024;
+  let (unit, div) = if bytes >= MB {
+    ("MB", MB)
+  } else if bytes >= KB {
+    ("KB", KB)
+  } else {
+    return format!("{bytes}B");
+  };
+  if bytes.is_multiple_of(div) {
+    format!("{}{unit}", bytes / div)
+  } else {
+    let s = format!("{:.1}", bytes as f64 / div as f64);
+    format!("{}{unit}", s.trim_end_matches(".0"))
+  }
+}
+
+/// `stdout: Showing last 2000 of 8500 lines.` or `None` when nothing was cut.
+pub fn truncation_sentence(name: &str, t: &Truncation, max_bytes: usize) -> Option<String> {
+  let by = t.truncated_by?;
+  let limit = format_size(max_bytes);
+  Some(if t.last_line_partial {
+    format!(
+      "{name}: Showing last {} bytes of line {} of {} ({limit} limit).",
+      t.output_bytes, t.total_lines, t.total_lines
+    )
+  } else if by == TruncatedBy::Lines {
+    format!(
+      "{name}: Showing last {} of {} lines.",
+      t.output_lines, t.total_lines
+    )
+  } else {
+    format!(
+      "{name}: Showing last {} of {} lines ({limit} limit).",
+      t.output_lines, t.total_lines
+    )
+  })
+}
+
+/// Where the full output is, as one sentence without a final period.
+pub fn log_sentence(log: &LogStatus) -> Option<String> {
+  match log {
+    LogStatus::NotNeeded => None,
+    LogStatus::Saved(p) => Some(format!("Full output: {}", p.display())),
+    LogStatus::Incomplete(p, e) => Some(format!(
+      "Full output file may be incomplete: {} ({e})",
+      p.display()
+    )),
+    LogStatus::Failed(e) => Some(format!("Full output could not be saved: {e}")),
+  }
+}
+
+/// `[stdout: Showing last 2000 of 8500 lines. Full output: /tmp/exec-native-….log]`
+pub fn notice(s: &Shown, max_bytes: usize, log: &LogStatus) -> Option<String> {
+  let sentence = truncation_sentence(s.name, s.truncation, max_bytes)?;
+  Some(match log_sentence(log) {
+    Some(l) => format!("[{sentence} {l}]"),
+    None => format!("[{sentence}]"),
+  })
+}
+
+fn body(text: &str) -> &str {
+  text.strip_suffix('\n').unwrap_or(text)
+}
+
+fn sections(out: &mut String, streams: &[Shown]) {
+  for (i, s) in streams.iter().enumerate() {
+    if i > 0 {
+      out.push_str("\n\n");
+    }
+    out.push_str(s.name);
+    out.push_str(":\n");
+    out.push_str(body(s.text));
+  }
+}
+
+fn exit_line(code: i32, signal: Option<&str>) -> String {
+  match signal {
+    Some(sig) => format!("exit code: {code} ({sig})"),
+    None => format!("exit code: {code}"),
+  }
+}
+
+/// A finished command:
+///
+/// ```text
+/// stdout:
+/// <out>
+///
+/// stderr:
+/// <err>
+///
+/// exit code: 0
+/// ```
+///
+/// followed by a notice per cut stream.
+pub fn format_finished(
+  streams: &[Shown],
+  exit_code: i32,
+  signal: Option<&str>,
+  max_bytes: usize,
+  log: &LogStatus,
+) -> String {
+  let mut out = String::new();
+  sections(&mut out, streams);
+  out.push_str("\n\n");
+  out.push_str(&exit_line(exit_code, signal));
+  let notices: Vec<String> = streams
+    .iter()
+    .filter_map(|s| notice(s, max_bytes, log))
+    .collect();
+  if !notices.is_empty() {
+    out.push_str("\n\n");
+    out.push_str(&notices.join("\n"));
+  }
+  out
+}
+
+/// The closing lines of a bracketed block: the cut sentences, the log, the hint.
+fn closing(out: &mut String, streams: &[Shown], max_bytes: usize, log: &LogStatus, hint: bool) {
+  let mut lines: Vec<String> = streams
+    .iter()
+    .filter_map(|s| truncation_sentence(s.name, s.truncation, max_bytes))
+    .collect();
+  lines.extend(log_sentence(log));
+  if hint {
+    lines.push(MANAGE_HINT.to_owned());
+  }
+  if !lines.is_empty() {
+    out.push_str("\n\n");
+    out.push_str(&lines.join("\n"));
+  }
+  out.push(']');
+}
+
+fn any_output(streams: &[Shown]) -> bool {
+  streams.iter().any(|s| s.truncation.total_bytes > 0)
+}
+
+/// A command that went to the background, after its timeout (`after`) or at
+/// once (`None`).
+pub fn format_backgrounded(
+  pid: u32,
+  after: Option<Duration>,
+  streams: &[Shown],
+  max_bytes: usize,
+  log: &LogStatus,
+) -> String {
+  let mut out = match after {
+    Some(d) => format!(
+      "[Command backgrounded after {} timeout (pid {pid}). Partial output:\n\n",
+      format_duration(d)
+    ),
+    None => format!("[Command started in the background (pid {pid})."),
+  };
+  if after.is_some() {
+    sections(&mut out, streams);
+  } else if any_output(streams) {
+    out.push_str(" Output so far:\n\n");
+    sections(&mut out, streams);
+  }
+  closing(&mut out, streams, max_bytes, log, true);
+  out
+}
+
+/// How a background process stands at a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessState {
+  Running,
+  Exited {
+    code: i32,
+    signal: Option<String>,
+    /// Ended by `kill_pid` (or the runner's close).
+    killed: bool,
+  },
+}
+
+/// `check_pid` / `kill_pid`: the state and the output since the last check.
+pub fn format_check(
+  pid: u32,
+  state: &ProcessState,
+  streams: &[Shown],
+  max_bytes: usize,
+  log: &LogStatus,
+) -> String {
+  let mut out = match state {
+    ProcessState::Running => format!("[Process {pid} still running."),
+    ProcessState::Exited {
+      code,
+      signal,
+      killed: true,
+    } => match signal {
+      Some(s) => format!("[Process {pid} killed ({s}, exit code {code})."),
+      None => format!("[Process {pid} was asked to stop and exited with code {code}."),
+    },
+    ProcessState::Exited {
+      code,
+      signal: Some(s),
+      ..
+    } => format!("[Process {pid} was terminated by {s} (exit code {code})."),
+    ProcessState::Exited { code, .. } => format!("[Process {pid} exited with code {code}."),
+  };
+  if !any_output(streams) {
+    out.push_str("\n\nNo new output since last check.");
+  } else {
+    if *state == ProcessState::Running {
+      out.push_str("\n\nNew output since last check:");
+    }
+    out.push_str("\n\n");
+    sections(&mut out, streams);
+  }
+  closing(
+    &mut out,
+    streams,
+    max_bytes,
+    log,
+    *state == ProcessState::Running,
+  );
+  out
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::path::PathBuf;
+
+  fn whole(text: &str) -> Truncation {
+    let n = super::super::truncate::count_lines(text.as_bytes());
+    Truncation::whole(n, text.len() as u64)
+  }
+
+  #[test]
+  fn sizes() {
+    assert_eq!(format_size(51200), "50KB");
+    assert_eq!(format_size(1536), "1.5KB");
+    assert_eq!(format_size(100), "100B");
+    assert_eq!(format_size(3 * 1024 * 1024), "3MB");
+  }
+
+  #[test]
+  fn finished_has_the_seed_shape() {
+    let (o, e) = (whole("hello\n"), whole(""));
+    let text = format_finished(
+      &[
+        Shown {
+          name: "stdout",
+          text: "hello\n",
+          truncation: &o,
+        },
+        Shown {
+          name: "stderr",
+          text: "",
+          truncation: &e,
+        },
+      ],
+      0,
+      None,
+      51200,
+      &LogStatus::NotNeeded,
+    );
+    assert_eq!(text, "stdout:\nhello\n\nstderr:\n\n\nexit code: 0");
+  }
+
+  #[test]
+  fn truncation_notice_exact() {
+    let t = Truncation {
+      total_lines: 8500,
+      total_bytes: 38894,
+      output_lines: 2000,
+      output_bytes: 10000,
+      truncated_by: Some(TruncatedBy::Lines),
+      last_line_partial: false,
+    };
+    let s = Shown {
+      name: "stdout",
+      text: "",
+      truncation: &t,
+    };
+    let log = LogStatus::Saved(PathBuf::from("/tmp/exec-native-a1b2c3d4.log"));
+    assert_eq!(
+      notice(&s, 51200, &log).unwrap(),
+      "[stdout: Showing last 2000 of 8500 lines. Full output: /tmp/exec-native-a1b2c3d4.log]"
+    );
+    let failed = LogStatus::Failed("disk full".into());
+    assert_eq!(
+      notice(&s, 51200, &failed).unwrap(),
+      "[stdout: Showing last 2000 of 8500 lines. Full output could not be saved: disk full]"
+    );
+    let inc = LogStatus::Incomplete(PathBuf::from("/tmp/x.log"), "No space left".into());
+    assert_eq!(
+      notice(&s, 51200, &inc).unwrap(),
+      "[stdout: Showing last 2000 of 8500 lines. Full output file may be incomplete: /tmp/x.log (No space left)]"
+    );
+  }
+
+  #[test]
+  fn byte_and_partial_notices() {
+    let mut t = Truncation {
+      total_lines: 900,
+      total_bytes: 100_000,
+      output_lines: 450,
+      output_bytes: 51000,
+      truncated_by: Some(TruncatedBy::Bytes),
+      last_line_partial: false,
+    };
+    assert_eq!(
+      truncation_sentence("stderr", &t, 51200).unwrap(),
+      "stderr: Showing last 450 of 900 lines (50KB limit)."
+    );
+    t.last_line_partial = true;
+    t.total_lines = 1;
+    t.output_bytes = 51200;
+    assert_eq!(
+      truncation_sentence("stdout", &t, 51200).unwrap(),
+      "stdout: Showing last 51200 bytes of line 1 of 1 (50KB limit)."
+    );
+  }
+
+  #[test]
+  fn backgrounded_and_checks() {
+    let (o, e) = (whole("tick\n"), whole(""));
+    let streams = [
+      Shown {
+        name: "stdout",
+        text: "tick\n",
+        truncation: &o,
+      },
+      Shown {
+        name: "stderr",
+        text: "",
+        truncation: &e,
+      },
+    ];
+    let log = LogStatus::Saved(PathBuf::from("/tmp/l.log"));
+    assert_eq!(
+      format_backgrounded(42, Some(Duration::from_millis(500)), &streams, 51200, &log),
+      "[Command backgrounded after 0.5s timeout (pid 42). Partial output:\n\nstdout:\ntick\n\nstderr:\n\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
+    );
+    assert_eq!(
+      format_check(42, &ProcessState::Running, &streams, 51200, &log),
+      "[Process 42 still running.\n\nNew output since last check:\n\nstdout:\ntick\n\nstderr:\n\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
+    );
+    let none = [
+      Shown {
+        name: "stdout",
+        text: "",
+        truncation: &e,
+      },
+      Shown {
+        name: "stderr",
+        text: "",
+        truncation: &e,
+      },
+    ];
+    let exited = ProcessState::Exited {
+      code: 0,
+      signal: None,
+      killed: false,
+    };
+    assert_eq!(
+      format_check(42, &exited, &none, 51200, &log),
+      "[Process 42 exited with code 0.\n\nNo new output since last check.\n\nFull output: /tmp/l.log]"
+    );
+  }
+}

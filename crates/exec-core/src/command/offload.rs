@@ -1,0 +1,435 @@
+//! Where a command's output goes while it runs: per stream a rolling tail
+//! window of at most 2 x `max_bytes` with counters over the whole stream, and
+//! one log file per run that receives every byte of both streams, in the order
+//! they were read (what a terminal would have shown).
+//!
+//! The log is written lazily: the first bytes stay in memory (at most
+//! 4 x `max_bytes`) until the run either ends or outgrows that. A short command
+//! never touches the disk; a long one gets its file created at that point with
+//! the held bytes written first, so the log always starts at the first byte. At
+//! the end the file is kept only if something was cut from what the model sees
+//! (or the run went to the background, whose notice names it); an unneeded one
+//! is deleted.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::run::OutputSink;
+use crate::utf8::incomplete_suffix_len;
+
+use super::sanitize::sanitize_bytes;
+use super::truncate::{count_newlines, truncate_tail, Limits, TruncatedBy, Truncation};
+
+/// Prefix and suffix of log file names: `exec-native-<16 hex>.log`.
+pub const LOG_PREFIX: &str = "exec-native-";
+pub const LOG_SUFFIX: &str = ".log";
+
+/// The tail of one stream, and its size since the last take.
+#[derive(Debug)]
+pub(crate) struct StreamTail {
+  window: Vec<u8>,
+  cap: usize,
+  dropped: bool,
+  total_bytes: u64,
+  newlines: u64,
+  last_byte: Option<u8>,
+}
+
+/// What a take hands out: the window and the totals of the segment it ends.
+#[derive(Debug, Default)]
+pub(crate) struct Segment {
+  pub bytes: Vec<u8>,
+  /// Bytes of the segment fell out of the window.
+  pub dropped: bool,
+  pub total_bytes: u64,
+  pub total_lines: u64,
+}
+
+impl StreamTail {
+  pub fn new(cap: usize) -> Self {
+    StreamTail {
+      window: Vec::new(),
+      cap: cap.max(1),
+      dropped: false,
+      total_bytes: 0,
+      newlines: 0,
+      last_byte: None,
+    }
+  }
+
+  pub fn push(&mut self, data: &[u8]) {
+    if data.is_empty() {
+      return;
+    }
+    self.total_bytes += data.len() as u64;
+    self.newlines += count_newlines(data);
+    self.last_byte = data.last().copied();
+    if data.len() >= self.cap {
+      self.dropped |= !self.window.is_empty() || data.len() > self.cap;
+      self.window.clear();
+      self
+        .window
+        .extend_from_slice(&data[data.len() - self.cap..]);
+      return;
+    }
+    let over = (self.window.len() + data.len()).saturating_sub(self.cap);
+    if over > 0 {
+      self.window.drain(..over);
+      self.dropped = true;
+    }
+    self.window.extend_from_slice(data);
+  }
+
+  /// Hand out the segment so far and start a new one. With `carry`, an
+  /// incomplete UTF-8 character at the end stays for the next segment.
+  pub fn take(&mut self, carry: bool) -> Segment {
+    let keep = if carry {
+      incomplete_suffix_len(&self.window)
+    } else {
+      0
+    };
+    let rest = self.window.split_off(self.window.len() - keep);
+    let bytes = std::mem::replace(&mut self.window, rest);
+    let total_bytes = self.total_bytes - keep as u64;
+    let total_lines = self.newlines + u64::from(total_bytes > 0 && self.last_byte != Some(b'\n'));
+    let seg = Segment {
+      bytes,
+      dropped: self.dropped,
+      total_bytes,
+      total_lines,
+    };
+    self.dropped = false;
+    self.total_bytes = keep as u64;
+    self.newlines = 0;
+    if keep == 0 {
+      self.last_byte = None;
+    }
+    seg
+  }
+}
+
+/// The window of a segment, sanitized and tail-truncated, with the counts of
+/// the whole segment.
+pub(crate) fn render_segment(seg: &Segment, limits: Limits) -> (String, Truncation) {
+  let mut bytes: &[u8] = &seg.bytes;
+  let mut partial = false;
+  if seg.dropped {
+    // the window starts inside a line: drop that fragment if a whole line follows
+    match bytes.iter().position(|&b| b == b'\n') {
+      Some(i) if i + 1 < bytes.len() => bytes = &bytes[i + 1..],
+      _ => partial = true,
+    }
+  }
+  let clean = sanitize_bytes(bytes);
+  let (kept, mut t) = truncate_tail(&clean, limits);
+  let kept = kept.to_owned();
+  t.last_line_partial |= partial && t.output_lines <= 1;
+  if seg.dropped && t.truncated_by.is_none() {
+    t.truncated_by = Some(TruncatedBy::Bytes);
+  }
+  t.total_bytes = seg.total_bytes;
+  t.total_lines = seg.total_lines.max(t.output_lines);
+  (kept, t)
+}
+
+/// What became of the full-output log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogStatus {
+  /// Not written: nothing was cut.
+  NotNeeded,
+  /// Every byte is in this file.
+  Saved(PathBuf),
+  /// The file exists but a write failed.
+  Incomplete(PathBuf, String),
+  /// The file could not be created.
+  Failed(String),
+}
+
+impl LogStatus {
+  pub fn path(&self) -> Option<&Path> {
+    match self {
+      LogStatus::Saved(p) | LogStatus::Incomplete(p, _) => Some(p),
+      _ => None,
+    }
+  }
+
+  pub fn error(&self) -> Option<&str> {
+    match self {
+      LogStatus::Incomplete(_, e) | LogStatus::Failed(e) => Some(e),
+      _ => None,
+    }
+  }
+}
+
+/// The log of one run.
+#[derive(Debug)]
+pub(crate) struct OffloadLog {
+  dir: PathBuf,
+  pending: Vec<u8>,
+  pending_limit: usize,
+  file: Option<File>,
+  path: Option<PathBuf>,
+  create_error: Option<String>,
+  write_error: Option<String>,
+}
+
+/// Create `<dir>/exec-native-<16 hex>.log`, readable by the user only.
+pub fn create_log_file(dir: &Path) -> std::io::Result<(PathBuf, File)> {
+  loop {
+    let name = format!("{LOG_PREFIX}{:016x}{LOG_SUFFIX}", fastrand::u64(..));
+    let path = dir.join(name);
+    match OpenOptions::new()
+      .write(true)
+      .create_new(true)
+      .mode(0o600)
+      .open(&path)
+    {
+      Ok(f) => return Ok((path, f)),
+      Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+      Err(e) => return Err(e),
+    }
+  }
+}
+
+impl OffloadLog {
+  pub fn new(dir: PathBuf, pending_limit: usize) -> Self {
+    OffloadLog {
+      dir,
+      pending: Vec::new(),
+      pending_limit,
+      file: None,
+      path: None,
+      create_error: None,
+      write_error: None,
+    }
+  }
+
+  pub fn write(&mut self, data: &[u8]) {
+    if self.create_error.is_some() || self.write_error.is_some() {
+      return;
+    }
+    if self.file.is_some() {
+      self.write_file(data);
+      return;
+    }
+    self.pending.extend_from_slice(data);
+    if self.pending.len() > self.pending_limit {
+      self.materialize();
+    }
+  }
+
+  fn write_file(&mut self, data: &[u8]) {
+    if let Some(f) = self.file.as_mut() {
+      if let Err(e) = f.write_all(data) {
+        self.write_error = Some(e.to_string());
+        self.file = None;
+      }
+    }
+  }
+
+  /// Create the file now and write what is held.
+  pub fn materialize(&mut self) {
+    if self.path.is_some() || self.create_error.is_some() {
+      return;
+    }
+    match create_log_file(&self.dir) {
+      Ok((path, file)) => {
+        self.path = Some(path);
+        self.file = Some(file);
+        let held = std::mem::take(&mut self.pending);
+        self.write_file(&held);
+      }
+      Err(e) => {
+        self.create_error = Some(format!(
+          "cannot create a log file in {}: {e}",
+          self.dir.display()
+        ));
+        self.pending = Vec::new();
+      }
+    }
+  }
+
+  /// The status as of now (the file is created first if `needed`).
+  pub fn status(&mut self, needed: bool) -> LogStatus {
+    if needed {
+      self.materialize();
+    }
+    if let Some(e) = &self.create_error {
+      return LogStatus::Failed(e.clone());
+    }
+    match (&self.path, &self.write_error) {
+      (Some(p), Some(e)) => LogStatus::Incomplete(p.clone(), e.clone()),
+      (Some(p), None) => LogStatus::Saved(p.clone()),
+      (None, _) => LogStatus::NotNeeded,
+    }
+  }
+
+  /// The run is over: close the file; keep it only if `needed`.
+  pub fn finish(&mut self, needed: bool) -> LogStatus {
+    let status = self.status(needed);
+    self.file = None;
+    self.pending = Vec::new();
+    if !needed {
+      if let Some(p) = self.path.take() {
+        let _ = std::fs::remove_file(p);
+      }
+      return LogStatus::NotNeeded;
+    }
+    status
+  }
+}
+
+/// Both streams of a run and its log, shared by the pumps and the runner.
+#[derive(Debug)]
+pub(crate) struct Capture {
+  pub out: StreamTail,
+  pub err: StreamTail,
+  pub log: OffloadLog,
+}
+
+pub(crate) type SharedCapture = Arc<Mutex<Capture>>;
+
+impl Capture {
+  pub fn shared(limits: Limits, dir: PathBuf) -> SharedCapture {
+    let window = limits.max_bytes.saturating_mul(2).max(1);
+    Arc::new(Mutex::new(Capture {
+      out: StreamTail::new(window),
+      err: StreamTail::new(window),
+      log: OffloadLog::new(dir, window.saturating_mul(2)),
+    }))
+  }
+}
+
+pub(crate) fn lock(c: &SharedCapture) -> MutexGuard<'_, Capture> {
+  c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+  Stdout,
+  Stderr,
+}
+
+/// The [`OutputSink`] of one stream.
+pub(crate) struct CaptureSink {
+  pub capture: SharedCapture,
+  pub stream: Stream,
+}
+
+impl OutputSink for CaptureSink {
+  fn write(&mut self, data: &[u8]) {
+    let mut c = lock(&self.capture);
+    match self.stream {
+      Stream::Stdout => c.out.push(data),
+      Stream::Stderr => c.err.push(data),
+    }
+    c.log.write(data);
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn lim(max_lines: usize, max_bytes: usize) -> Limits {
+    Limits {
+      max_lines,
+      max_bytes,
+    }
+  }
+
+  #[test]
+  fn window_is_bounded_and_counts_everything() {
+    let mut t = StreamTail::new(10);
+    for _ in 0..1000 {
+      t.push(b"abc\n");
+    }
+    assert!(t.window.len() <= 10);
+    let seg = t.take(false);
+    assert_eq!(seg.total_bytes, 4000);
+    assert_eq!(seg.total_lines, 1000);
+    assert!(seg.dropped);
+    // a big chunk replaces the window
+    t.push(&[b'x'; 100]);
+    assert_eq!(t.window.len(), 10);
+  }
+
+  #[test]
+  fn take_carries_incomplete_char() {
+    let mut t = StreamTail::new(100);
+    t.push(b"ab\xc3");
+    let seg = t.take(true);
+    assert_eq!(seg.bytes, b"ab");
+    assert_eq!(seg.total_bytes, 2);
+    t.push(b"\xa9\n");
+    let seg = t.take(true);
+    assert_eq!(seg.bytes, "é\n".as_bytes());
+    assert_eq!((seg.total_bytes, seg.total_lines), (3, 1));
+  }
+
+  #[test]
+  fn render_of_dropped_window_skips_the_fragment() {
+    let mut t = StreamTail::new(12);
+    t.push(b"0123456789\nabcdef\nxyz\n");
+    let (text, tr) = render_segment(&t.take(false), lim(100, 6));
+    // window "bcdef\nxyz\n": fragment dropped, 6-byte limit keeps one line
+    assert_eq!(text, "xyz\n");
+    assert_eq!(tr.truncated_by, Some(TruncatedBy::Bytes));
+    assert_eq!((tr.total_lines, tr.total_bytes), (3, 22));
+  }
+
+  #[test]
+  fn render_totals_are_raw_outputs_are_sanitized() {
+    let mut t = StreamTail::new(100);
+    t.push(b"\x1b[31mred\x1b[0m\r\n");
+    let (text, tr) = render_segment(&t.take(false), lim(100, 100));
+    assert_eq!(text, "red\n");
+    assert!(!tr.truncated());
+    assert_eq!((tr.total_lines, tr.total_bytes), (1, 14));
+    assert_eq!((tr.output_lines, tr.output_bytes), (1, 4));
+  }
+
+  #[test]
+  fn log_is_lazy_and_starts_at_first_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = OffloadLog::new(dir.path().to_owned(), 8);
+    log.write(b"12345");
+    assert!(log.path.is_none());
+    log.write(b"6789");
+    let path = log.path.clone().unwrap();
+    log.write(b"ab");
+    let st = log.finish(true);
+    assert_eq!(st, LogStatus::Saved(path.clone()));
+    assert_eq!(std::fs::read(&path).unwrap(), b"123456789ab");
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("exec-native-") && name.ends_with(".log"));
+    assert_eq!(name.len(), "exec-native-".len() + 16 + 4);
+  }
+
+  #[test]
+  fn unneeded_log_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = OffloadLog::new(dir.path().to_owned(), 4);
+    log.write(b"123456");
+    let path = log.path.clone().unwrap();
+    assert_eq!(log.finish(false), LogStatus::NotNeeded);
+    assert!(!path.exists());
+    let mut small = OffloadLog::new(dir.path().to_owned(), 100);
+    small.write(b"12");
+    let st = small.finish(true);
+    assert_eq!(std::fs::read(st.path().unwrap()).unwrap(), b"12");
+  }
+
+  #[test]
+  fn log_creation_failure_is_reported() {
+    let mut log = OffloadLog::new(PathBuf::from("/nonexistent/dir"), 100);
+    log.write(b"x");
+    match log.finish(true) {
+      LogStatus::Failed(e) => assert!(e.contains("/nonexistent/dir"), "{e}"),
+      other => panic!("{other:?}"),
+    }
+  }
+}

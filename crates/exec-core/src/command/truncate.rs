@@ -1,0 +1,300 @@
+//! Tail truncation: keep the last complete lines that fit within a line limit
+//! and a byte limit, whichever is hit first. Errors and results are at the end
+//! of a command's output, so the end is what a model needs.
+
+/// The two limits of the tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+  pub max_lines: usize,
+  pub max_bytes: usize,
+}
+
+pub const DEFAULT_MAX_LINES: usize = 2000;
+pub const DEFAULT_MAX_BYTES: usize = 50 * 1024;
+
+impl Default for Limits {
+  fn default() -> Self {
+    Limits {
+      max_lines: DEFAULT_MAX_LINES,
+      max_bytes: DEFAULT_MAX_BYTES,
+    }
+  }
+}
+
+/// Which limit cut the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruncatedBy {
+  Lines,
+  Bytes,
+}
+
+impl TruncatedBy {
+  pub fn as_str(&self) -> &'static str {
+    match self {
+      TruncatedBy::Lines => "lines",
+      TruncatedBy::Bytes => "bytes",
+    }
+  }
+}
+
+/// What was kept of what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Truncation {
+  /// Lines of the whole stream (a last line without `\n` counts).
+  pub total_lines: u64,
+  /// Bytes of the whole stream.
+  pub total_bytes: u64,
+  pub output_lines: u64,
+  pub output_bytes: u64,
+  /// `None` when nothing was cut.
+  pub truncated_by: Option<TruncatedBy>,
+  /// The first kept line is only the tail of a line longer than `max_bytes`.
+  pub last_line_partial: bool,
+}
+
+impl Truncation {
+  pub fn truncated(&self) -> bool {
+    self.truncated_by.is_some()
+  }
+
+  /// Nothing cut: the output is the whole input.
+  pub fn whole(lines: u64, bytes: u64) -> Self {
+    Truncation {
+      total_lines: lines,
+      total_bytes: bytes,
+      output_lines: lines,
+      output_bytes: bytes,
+      truncated_by: None,
+      last_line_partial: false,
+    }
+  }
+}
+
+/// Number of `\n` in `bytes`. Counted a word at a time (SWAR), so that it
+/// stays fast in unoptimized builds too: every byte of a command's output
+/// passes through here.
+pub fn count_newlines(bytes: &[u8]) -> u64 {
+  const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+  const HIGH: u64 = 0x8080_8080_8080_8080;
+  const NL: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+  let naive = |s: &[u8]| s.iter().filter(|&&b| b == b'\n').count() as u64;
+  // SAFETY: every bit pattern is a valid u64
+  let (head, words, tail) = unsafe { bytes.align_to::<u64>() };
+  let mut n = naive(head) + naive(tail);
+  // plain indexing and `inline(always)` arithmetic: no calls in debug builds
+  let mut i = 0;
+  while i < words.len() {
+    // a byte of `w` is zero where the input byte is '\n'
+    let w = words[i] ^ NL;
+    // high bit of each byte set iff that byte of `w` is non-zero
+    let nonzero = (w & LOW7).wrapping_add(LOW7) | w;
+    n += (!nonzero & HIGH).count_ones() as u64;
+    i += 1;
+  }
+  n
+}
+
+/// Lines of a text: its newlines, plus one for a last line without `\n`.
+pub fn count_lines(bytes: &[u8]) -> u64 {
+  count_newlines(bytes) + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Keep the tail of `text` within `limits`. Works backwards from the end,
+/// collecting complete lines until one more would break a limit. If the very
+/// last line alone is longer than `max_bytes`, its last `max_bytes` bytes are
+/// kept, cut on a character boundary (`last_line_partial`).
+pub fn truncate_tail(text: &str, limits: Limits) -> (&str, Truncation) {
+  let b = text.as_bytes();
+  let total_bytes = b.len() as u64;
+  let total_lines = count_lines(b);
+  if total_lines <= limits.max_lines as u64 && b.len() <= limits.max_bytes {
+    return (text, Truncation::whole(total_lines, total_bytes));
+  }
+  let mut start = b.len();
+  let mut lines = 0u64;
+  let mut partial = false;
+  let by;
+  loop {
+    if lines >= limits.max_lines as u64 {
+      by = TruncatedBy::Lines;
+      break;
+    }
+    if start == 0 {
+      // unreachable when a limit is exceeded; kept for safety
+      by = TruncatedBy::Bytes;
+      break;
+    }
+    // the line is [line_start, start), its `\n` (if any) included
+    let content_end = if b[start - 1] == b'\n' {
+      start - 1
+    } else {
+      start
+    };
+    let line_start = b[..content_end]
+      .iter()
+      .rposition(|&c| c == b'\n')
+      .map_or(0, |i| i + 1);
+    let kept = b.len() - start;
+    if kept + (start - line_start) > limits.max_bytes {
+      if lines == 0 && limits.max_bytes > 0 {
+        // a single line longer than the byte limit: keep its tail
+        let mut cut = b.len() - limits.max_bytes;
+        while !text.is_char_boundary(cut) {
+          cut += 1;
+        }
+        start = cut;
+        lines = 1;
+        partial = true;
+      }
+      by = TruncatedBy::Bytes;
+      break;
+    }
+    start = line_start;
+    lines += 1;
+  }
+  let out = &text[start..];
+  (
+    out,
+    Truncation {
+      total_lines,
+      total_bytes,
+      output_lines: lines,
+      output_bytes: out.len() as u64,
+      truncated_by: Some(by),
+      last_line_partial: partial,
+    },
+  )
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn lim(max_lines: usize, max_bytes: usize) -> Limits {
+    Limits {
+      max_lines,
+      max_bytes,
+    }
+  }
+
+  fn numbered(n: usize) -> String {
+    (1..=n).map(|i| format!("{i}\n")).collect()
+  }
+
+  #[test]
+  fn counts_newlines_word_at_a_time() {
+    let mut data = vec![0u8; 1000];
+    for (i, b) in data.iter_mut().enumerate() {
+      *b = match i % 7 {
+        0 => b'\n',
+        1 => 0x8a, // '\n' with the high bit: not a newline
+        2 => 0x0b,
+        3 => 0xff,
+        _ => b'a',
+      };
+    }
+    for start in 0..9 {
+      let s = &data[start..];
+      let naive = s.iter().filter(|&&b| b == b'\n').count() as u64;
+      assert_eq!(count_newlines(s), naive);
+    }
+    assert_eq!(count_newlines(b"\n\n\n\n\n\n\n\n\n"), 9);
+  }
+
+  #[test]
+  fn counts_lines() {
+    assert_eq!(count_lines(b""), 0);
+    assert_eq!(count_lines(b"a"), 1);
+    assert_eq!(count_lines(b"a\n"), 1);
+    assert_eq!(count_lines(b"a\nb"), 2);
+    assert_eq!(count_lines(b"\n\n"), 2);
+  }
+
+  #[test]
+  fn untouched_within_limits() {
+    let (out, t) = truncate_tail("a\nb\n", lim(2, 100));
+    assert_eq!(out, "a\nb\n");
+    assert!(!t.truncated());
+    assert_eq!((t.total_lines, t.output_lines, t.output_bytes), (2, 2, 4));
+  }
+
+  #[test]
+  fn line_limit_keeps_last_lines() {
+    let text = numbered(8500);
+    let (out, t) = truncate_tail(&text, lim(2000, 1 << 30));
+    assert_eq!(
+      out,
+      (6501..=8500).map(|i| format!("{i}\n")).collect::<String>()
+    );
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Lines));
+    assert_eq!((t.total_lines, t.output_lines), (8500, 2000));
+    assert_eq!(t.output_bytes, out.len() as u64);
+    assert!(!t.last_line_partial);
+  }
+
+  #[test]
+  fn byte_limit_keeps_complete_lines() {
+    // 10 lines of 10 bytes; 35 bytes fit 3 complete lines
+    let text: String = (0..10).map(|i| format!("line{i:04}.\n")).collect();
+    let (out, t) = truncate_tail(&text, lim(100, 35));
+    assert_eq!(out, "line0007.\nline0008.\nline0009.\n");
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+    assert_eq!(
+      (t.output_lines, t.output_bytes, t.total_bytes),
+      (3, 30, 100)
+    );
+  }
+
+  #[test]
+  fn whichever_limit_hits_first() {
+    let text: String = (0..10).map(|i| format!("line{i:04}.\n")).collect();
+    assert_eq!(
+      truncate_tail(&text, lim(2, 35)).1.truncated_by,
+      Some(TruncatedBy::Lines)
+    );
+    assert_eq!(
+      truncate_tail(&text, lim(5, 35)).1.truncated_by,
+      Some(TruncatedBy::Bytes)
+    );
+  }
+
+  #[test]
+  fn last_line_without_newline_counts() {
+    let (out, t) = truncate_tail("a\nb\nc", lim(2, 100));
+    assert_eq!(out, "b\nc");
+    assert_eq!((t.total_lines, t.output_lines), (3, 2));
+  }
+
+  #[test]
+  fn single_long_line_keeps_tail_on_char_boundary() {
+    // 'é' is 2 bytes: an odd limit must not split one
+    let text = "é".repeat(100);
+    let (out, t) = truncate_tail(&text, lim(10, 51));
+    assert_eq!(out, "é".repeat(25));
+    assert!(t.last_line_partial);
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+    assert_eq!(
+      (t.output_lines, t.output_bytes, t.total_bytes),
+      (1, 50, 200)
+    );
+  }
+
+  #[test]
+  fn long_last_line_after_short_ones() {
+    let text = format!("short\n{}\n", "x".repeat(200));
+    let (out, t) = truncate_tail(&text, lim(10, 100));
+    assert_eq!(out.len(), 100);
+    assert!(out.ends_with("x\n"));
+    assert!(t.last_line_partial);
+    assert_eq!(t.total_lines, 2);
+  }
+
+  #[test]
+  fn long_earlier_line_is_dropped_whole() {
+    let text = format!("{}\nend\n", "x".repeat(200));
+    let (out, t) = truncate_tail(&text, lim(10, 100));
+    assert_eq!(out, "end\n");
+    assert!(!t.last_line_partial);
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+  }
+}

@@ -1,0 +1,388 @@
+//! The exec-server protocol: JSON-RPC 2.0 methods `process/*`, their params
+//! and results (camelCase, bytes as base64), and stable error codes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ErrorCode, ExecError};
+use crate::manager::{
+  EventKind, ExitInfo, ProcessEvent, ProcessIo, ProcessManager, ReadResult, StartSpec,
+  TerminateMode, WaitResult,
+};
+use crate::spawn::EnvSpec;
+
+pub const PROTOCOL_VERSION: &str = "1";
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// The JSON-RPC code of an exec-native error code. EINVAL is "invalid params".
+pub fn rpc_code(code: ErrorCode) -> i64 {
+  match code {
+    ErrorCode::EINVAL => INVALID_PARAMS,
+    ErrorCode::ESRCH => -32001,
+    ErrorCode::EBUSY => -32002,
+    ErrorCode::EPIPE => -32003,
+    ErrorCode::EEXIST => -32004,
+    ErrorCode::ENOENT => -32005,
+    ErrorCode::EACCES => -32006,
+    ErrorCode::ENOTDIR => -32007,
+    ErrorCode::ESPAWN => -32008,
+    ErrorCode::EIO => -32009,
+    _ => -32000,
+  }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone)]
+pub struct RpcError {
+  pub code: i64,
+  pub message: String,
+  /// `{ "errorCode": "ESRCH" }` for errors of the process manager.
+  pub error_code: Option<&'static str>,
+}
+
+impl RpcError {
+  pub fn new(code: i64, message: impl Into<String>) -> Self {
+    RpcError {
+      code,
+      message: message.into(),
+      error_code: None,
+    }
+  }
+
+  pub fn invalid_params(what: impl std::fmt::Display) -> Self {
+    Self::from(ExecError::invalid(format!("invalid params: {what}")))
+  }
+
+  pub fn to_json(&self) -> Value {
+    let mut e = json!({ "code": self.code, "message": self.message });
+    if let Some(c) = self.error_code {
+      e["data"] = json!({ "errorCode": c });
+    }
+    e
+  }
+}
+
+impl From<ExecError> for RpcError {
+  fn from(e: ExecError) -> Self {
+    RpcError {
+      code: rpc_code(e.code),
+      message: e.message(),
+      error_code: Some(e.code.as_str()),
+    }
+  }
+}
+
+pub fn response(id: &Value, result: Result<Value, RpcError>) -> Value {
+  match result {
+    Ok(r) => json!({ "jsonrpc": "2.0", "id": id, "result": r }),
+    Err(e) => json!({ "jsonrpc": "2.0", "id": id, "error": e.to_json() }),
+  }
+}
+
+pub fn b64(data: &[u8]) -> String {
+  B64.encode(data)
+}
+
+fn exit_fields(v: &mut Value, exit: &Option<ExitInfo>) {
+  v["exitCode"] = exit.as_ref().map_or(Value::Null, |e| json!(e.exit_code));
+  v["signal"] = exit
+    .as_ref()
+    .and_then(|e| e.signal.clone())
+    .map_or(Value::Null, Value::String);
+}
+
+/// A `process/*` notification for an event.
+pub fn notification(ev: &ProcessEvent) -> Value {
+  let mut p = json!({ "processId": &*ev.process_id, "seq": ev.seq });
+  match &ev.kind {
+    EventKind::Started { pid } => p["pid"] = json!(pid),
+    EventKind::Output { stream, data } => {
+      p["stream"] = json!(stream.as_str());
+      p["data"] = json!(b64(data));
+    }
+    EventKind::Exited(x) => exit_fields(&mut p, &Some(x.clone())),
+    EventKind::Closed => {}
+    EventKind::Failed { error } => {
+      p["error"] = json!(error.message());
+      p["errorCode"] = json!(error.code.as_str());
+    }
+  }
+  json!({ "jsonrpc": "2.0", "method": format!("process/{}", ev.kind.name()), "params": p })
+}
+
+fn params<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, RpcError> {
+  if v.is_null() {
+    return Err(RpcError::invalid_params("params are missing"));
+  }
+  serde_json::from_value(v).map_err(RpcError::invalid_params)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StartParams {
+  process_id: Option<String>,
+  argv: Vec<String>,
+  cwd: Option<String>,
+  env: Option<HashMap<String, Option<String>>>,
+  extend_env: Option<bool>,
+  arg0: Option<String>,
+  io: Option<IoParams>,
+  events: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum IoParams {
+  Pipe {
+    #[serde(default)]
+    stdin: StdinParam,
+  },
+  Pty {
+    rows: u16,
+    cols: u16,
+  },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+enum StdinParam {
+  Open,
+  #[default]
+  Closed,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IdParams {
+  process_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WriteParams {
+  process_id: String,
+  data: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResizeParams {
+  process_id: String,
+  rows: u16,
+  cols: u16,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum ModeParam {
+  Graceful,
+  Force,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TerminateParams {
+  process_id: String,
+  mode: Option<ModeParam>,
+  timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WaitParams {
+  process_id: String,
+  timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReadParams {
+  process_id: String,
+  after_seq: Option<u64>,
+  max_bytes: Option<usize>,
+  wait_ms: Option<u64>,
+}
+
+pub const DEFAULT_TERMINATE_TIMEOUT_MS: u64 = 2000;
+pub const DEFAULT_READ_MAX_BYTES: usize = 1024 * 1024;
+/// Upper bound of one long poll, so a request cannot be parked for ever.
+pub const MAX_WAIT_MS: u64 = 24 * 3600 * 1000;
+
+fn wait_json(r: WaitResult) -> Value {
+  let mut v = json!({ "running": r.running });
+  exit_fields(&mut v, &r.exit);
+  v
+}
+
+fn read_json(r: ReadResult) -> Value {
+  let chunks: Vec<Value> = r
+    .chunks
+    .iter()
+    .map(|c| json!({ "seq": c.seq, "stream": c.stream.as_str(), "data": b64(&c.data) }))
+    .collect();
+  let mut v = json!({
+    "chunks": chunks,
+    "lastSeq": r.last_seq,
+    "truncated": r.truncated,
+    "running": r.exit.is_none(),
+    "closed": r.closed,
+  });
+  exit_fields(&mut v, &r.exit);
+  v
+}
+
+pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
+  let p: StartParams = params(p)?;
+  let mut env = EnvSpec::inherit();
+  if p.extend_env == Some(false) {
+    env.extend = false;
+  }
+  for (k, v) in p.env.unwrap_or_default() {
+    match v {
+      Some(v) => env.vars.push((k, v)),
+      None => env.remove.push(k),
+    }
+  }
+  let io = match p.io {
+    None => ProcessIo::Pipe { stdin_open: false },
+    Some(IoParams::Pipe { stdin }) => ProcessIo::Pipe {
+      stdin_open: matches!(stdin, StdinParam::Open),
+    },
+    Some(IoParams::Pty { rows, cols }) => ProcessIo::Pty { rows, cols },
+  };
+  Ok((
+    StartSpec {
+      process_id: p.process_id,
+      argv: p.argv,
+      cwd: p.cwd.map(PathBuf::from),
+      env,
+      arg0: p.arg0,
+      io,
+    },
+    p.events.unwrap_or(true),
+  ))
+}
+
+/// Run one method. `events` receives the notifications of started processes.
+pub async fn dispatch(
+  m: &ProcessManager,
+  events: &crate::manager::EventSender,
+  method: &str,
+  p: Value,
+) -> Result<Value, RpcError> {
+  match method {
+    "initialize" => {
+      let c = m.config();
+      Ok(json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "serverInfo": { "name": "exec-native", "version": env!("CARGO_PKG_VERSION") },
+        "capabilities": { "pty": true, "pipes": true },
+        "limits": {
+          "retainedOutputBytes": c.retained_output_bytes,
+          "maxProcesses": c.max_processes,
+          "exitedRetentionMs": c.exited_retention.as_millis() as u64,
+        },
+      }))
+    }
+    "process/start" => {
+      let (spec, notify) = start_spec(p)?;
+      let s = m.start(spec, notify.then(|| events.clone()))?;
+      Ok(json!({ "processId": s.process_id, "pid": s.pid }))
+    }
+    "process/write" => {
+      let p: WriteParams = params(p)?;
+      let data = B64
+        .decode(p.data.as_bytes())
+        .map_err(|e| RpcError::invalid_params(format!("data is not base64: {e}")))?;
+      m.write(&p.process_id, &data).await?;
+      Ok(json!({}))
+    }
+    "process/closeStdin" => {
+      let p: IdParams = params(p)?;
+      m.close_stdin(&p.process_id).await?;
+      Ok(json!({}))
+    }
+    "process/resize" => {
+      let p: ResizeParams = params(p)?;
+      m.resize(&p.process_id, p.rows, p.cols)?;
+      Ok(json!({}))
+    }
+    "process/terminate" => {
+      let p: TerminateParams = params(p)?;
+      let mode = match p.mode.unwrap_or(ModeParam::Graceful) {
+        ModeParam::Force => TerminateMode::Force,
+        ModeParam::Graceful => TerminateMode::Graceful {
+          timeout: Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_TERMINATE_TIMEOUT_MS)),
+        },
+      };
+      Ok(wait_json(m.terminate(&p.process_id, mode).await?))
+    }
+    "process/wait" => {
+      let p: WaitParams = params(p)?;
+      let t = p
+        .timeout_ms
+        .map(|t| Duration::from_millis(t.min(MAX_WAIT_MS)));
+      Ok(wait_json(m.wait(&p.process_id, t).await?))
+    }
+    "process/read" => {
+      let p: ReadParams = params(p)?;
+      let r = m
+        .read(
+          &p.process_id,
+          p.after_seq.unwrap_or(0),
+          p.max_bytes.unwrap_or(DEFAULT_READ_MAX_BYTES),
+          Duration::from_millis(p.wait_ms.unwrap_or(0).min(MAX_WAIT_MS)),
+        )
+        .await?;
+      Ok(read_json(r))
+    }
+    "process/snapshot" => {
+      let p: IdParams = params(p)?;
+      let s = m.snapshot(&p.process_id)?;
+      let mut v = json!({
+        "stdout": b64(&s.stdout),
+        "stderr": b64(&s.stderr),
+        "terminal": b64(&s.terminal),
+        "truncated": s.truncated,
+        "omittedBytes": s.omitted_bytes,
+        "running": s.running,
+        "nextSeq": s.next_seq,
+      });
+      exit_fields(&mut v, &s.exit);
+      Ok(v)
+    }
+    "process/list" => {
+      let list: Vec<Value> = m
+        .list()
+        .into_iter()
+        .map(|i| {
+          let mut v = json!({
+            "processId": i.process_id,
+            "pid": i.pid,
+            "argv": i.argv,
+            "pty": i.pty,
+            "running": i.running,
+          });
+          exit_fields(&mut v, &i.exit);
+          v
+        })
+        .collect();
+      Ok(json!({ "processes": list }))
+    }
+    _ => Err(RpcError::new(
+      METHOD_NOT_FOUND,
+      format!("exec: unknown method '{method}' (EINVAL)"),
+    )),
+  }
+}

@@ -1,0 +1,737 @@
+//! Persistent sessions: one long-lived interpreter (Python) or shell (bash)
+//! whose state survives from one execution to the next.
+//!
+//! The control channel is a socketpair given to the worker as its stdin. The
+//! worker moves it off the way of the code it runs (the Python driver dups it
+//! to a private close-on-exec fd and puts /dev/null on fd 0; bash keeps reading
+//! commands from it but runs each one with `</dev/null`). Requests and
+//! completion messages travel on it, never in stdout/stderr, so nothing a
+//! program prints can fake or hide a completion. Why a socketpair on fd 0:
+//! `std::process::Command` places it with `posix_spawn` file actions (no
+//! `pre_exec`, no fork), it is created close-on-exec so no concurrent spawn in
+//! another thread can inherit it, it needs no path in the filesystem, and one
+//! descriptor carries both directions.
+//!
+//! Completion is a message on that channel; output read from the pipes before
+//! the message (and everything already in the pipes when it arrives, drained
+//! without blocking) belongs to the execution that ends.
+
+pub mod python;
+pub mod shell;
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStderr, ChildStdout};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::buffer::HeadTailBuffer;
+use crate::error::{ErrorCode, ExecError};
+use crate::group;
+use crate::run::OutputSink;
+use crate::spawn::EnvSpec;
+
+pub use python::{CellResult, PythonException, PythonOptions, PythonSession};
+pub use shell::{CommandResult, ShellOptions, ShellSession};
+
+/// How an execution in a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionStatus {
+  /// Python: the cell raised nothing. Shell: the command exited 0.
+  Ok,
+  /// Python: the cell raised. Shell: the command exited non-zero.
+  Error,
+  /// `interrupt()` stopped it; the session's state is kept.
+  Interrupted,
+  /// The timeout ran out (see `state_lost`).
+  Timeout,
+  /// The interpreter or shell itself ended (the next execution starts a new one).
+  Died,
+}
+
+impl SessionStatus {
+  pub fn as_str(&self) -> &'static str {
+    match self {
+      SessionStatus::Ok => "ok",
+      SessionStatus::Error => "error",
+      SessionStatus::Interrupted => "interrupted",
+      SessionStatus::Timeout => "timeout",
+      SessionStatus::Died => "died",
+    }
+  }
+}
+
+/// Per-execution settings.
+#[derive(Debug, Clone)]
+pub struct ExecuteOptions {
+  /// Interrupt after this long (`None`: never).
+  pub timeout: Option<Duration>,
+  /// Bytes kept per stream (head + tail).
+  pub max_output: usize,
+}
+
+impl Default for ExecuteOptions {
+  fn default() -> Self {
+    ExecuteOptions {
+      timeout: Some(Duration::from_secs(30)),
+      max_output: 1024 * 1024,
+    }
+  }
+}
+
+/// A stream of one execution: captured head+tail, and forwarded to a sink
+/// (a streaming callback, or [`crate::run::Discard`]).
+pub struct Capture<S: OutputSink> {
+  pub buf: HeadTailBuffer,
+  pub sink: S,
+}
+
+impl<S: OutputSink> Capture<S> {
+  pub fn new(cap: usize, sink: S) -> Self {
+    Capture {
+      buf: HeadTailBuffer::new(cap),
+      sink,
+    }
+  }
+}
+
+impl<S: OutputSink> OutputSink for Capture<S> {
+  fn write(&mut self, data: &[u8]) {
+    self.buf.push(data);
+    self.sink.write(data);
+  }
+  fn next_tick(&self) -> Option<Instant> {
+    self.sink.next_tick()
+  }
+  fn tick(&mut self) {
+    self.sink.tick()
+  }
+  async fn ready(&mut self) {
+    self.sink.ready().await
+  }
+  async fn finish(&mut self) {
+    self.sink.finish().await
+  }
+}
+
+/// What the worker runs.
+pub(crate) struct WorkerSpec {
+  pub program: PathBuf,
+  pub args: Vec<OsString>,
+  pub cwd: PathBuf,
+  pub env: EnvSpec,
+  /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
+  pub separator: u8,
+}
+
+/// What interrupted [`Worker::next_event`].
+#[derive(Debug)]
+pub(crate) enum Event {
+  /// A complete control message (separator removed). Output that preceded it
+  /// has been read.
+  Message(Vec<u8>),
+  /// The worker exited; its remaining output has been read (bounded drain).
+  Exited(ExitStatus),
+  /// The deadline passed.
+  Deadline,
+  /// The cancel token fired (the session is closing).
+  Canceled,
+}
+
+/// The long-lived process of a session.
+pub(crate) struct Worker {
+  child: Child,
+  pub pid: i32,
+  stdout: Option<ChildStdout>,
+  stderr: Option<ChildStderr>,
+  ctl: tokio::net::UnixStream,
+  ctl_open: bool,
+  inbox: Vec<u8>,
+  separator: u8,
+  exit: Option<ExitStatus>,
+}
+
+const READ_BUF: usize = 64 * 1024;
+/// After the worker exited: how long a grandchild holding the pipes may delay us.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
+
+impl Worker {
+  /// Start the worker in its own process group, with the control socket as
+  /// its stdin. Must be called within a tokio runtime.
+  pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
+    spec.env.validate()?;
+    let shown = spec.program.display().to_string();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ESPAWN,
+        format!("cannot create the control channel: {e}"),
+      )
+    })?;
+    let mut cmd = std::process::Command::new(&spec.program);
+    cmd.args(&spec.args);
+    cmd.current_dir(&spec.cwd);
+    if !spec.env.is_plain_inherit() {
+      cmd.env_clear();
+      cmd.envs(spec.env.build());
+    }
+    cmd.process_group(0);
+    cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
+    cmd.stdout(Stdio::piped());
+    cmd.stderr(Stdio::piped());
+    let mut cmd = tokio::process::Command::from(cmd);
+    let spawned = cmd.spawn();
+    // closes our copy of the worker's end: EOF then means the worker is gone
+    drop(cmd);
+    let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let pid = child.id().unwrap_or(0) as i32;
+    group::register(pid, owner);
+    let ctl = ours
+      .set_nonblocking(true)
+      .and_then(|_| tokio::net::UnixStream::from_std(ours));
+    let ctl = match ctl {
+      Ok(c) => c,
+      Err(e) => {
+        group::signal_group(pid, Signal::SIGKILL);
+        group::unregister(pid);
+        return Err(ExecError::new(
+          ErrorCode::ESPAWN,
+          format!("cannot watch the control channel: {e}"),
+        ));
+      }
+    };
+    Ok(Worker {
+      pid,
+      stdout: child.stdout.take(),
+      stderr: child.stderr.take(),
+      child,
+      ctl,
+      ctl_open: true,
+      inbox: Vec::new(),
+      separator: spec.separator,
+      exit: None,
+    })
+  }
+
+  /// Send a request on the control channel.
+  pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    self.ctl.write_all(bytes).await
+  }
+
+  fn take_message(&mut self) -> Option<Vec<u8>> {
+    let at = self.inbox.iter().position(|&b| b == self.separator)?;
+    let mut msg: Vec<u8> = self.inbox.drain(..=at).collect();
+    msg.pop();
+    Some(msg)
+  }
+
+  /// Read what is in the output pipes right now, without waiting.
+  fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
+    let mut buf = vec![0u8; READ_BUF];
+    if let Some(s) = &self.stdout {
+      read_available(s.as_raw_fd(), &mut buf, out);
+    }
+    if let Some(s) = &self.stderr {
+      read_available(s.as_raw_fd(), &mut buf, err);
+    }
+  }
+
+  /// Pump output into `out`/`err` until a control message arrives, the worker
+  /// exits, `deadline` passes or `cancel` fires.
+  pub async fn next_event<O: OutputSink, E: OutputSink>(
+    &mut self,
+    out: &mut O,
+    err: &mut E,
+    deadline: Option<Instant>,
+    cancel: &CancellationToken,
+  ) -> Event {
+    if let Some(st) = self.exit {
+      return Event::Exited(st);
+    }
+    if let Some(m) = self.take_message() {
+      self.drain_now(out, err);
+      return Event::Message(m);
+    }
+    let mut obuf = vec![0u8; READ_BUF];
+    let mut ebuf = vec![0u8; READ_BUF];
+    let mut cbuf = vec![0u8; 4096];
+    loop {
+      let tick = match (out.next_tick(), err.next_tick()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+      };
+      let out_open = self.stdout.is_some();
+      let err_open = self.stderr.is_some();
+      tokio::select! {
+        biased;
+        r = self.ctl.read(&mut cbuf), if self.ctl_open => match r {
+          Ok(0) | Err(_) => self.ctl_open = false,
+          Ok(n) => {
+            self.inbox.extend_from_slice(&cbuf[..n]);
+            if let Some(m) = self.take_message() {
+              self.drain_now(out, err);
+              return Event::Message(m);
+            }
+          }
+        },
+        r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
+          Ok(0) | Err(_) => self.stdout = None,
+          Ok(n) => {
+            out.write(&obuf[..n]);
+            out.ready().await;
+          }
+        },
+        r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
+          Ok(0) | Err(_) => self.stderr = None,
+          Ok(n) => {
+            err.write(&ebuf[..n]);
+            err.ready().await;
+          }
+        },
+        st = self.child.wait() => {
+          let st = st.unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(0x7f00));
+          self.exit = Some(st);
+          self.drain_after_exit(out, err).await;
+          return Event::Exited(st);
+        }
+        _ = sleep_until_opt(deadline) => return Event::Deadline,
+        _ = cancel.cancelled() => return Event::Canceled,
+        _ = sleep_until_opt(tick), if tick.is_some() => {
+          out.tick();
+          err.tick();
+        }
+      }
+    }
+  }
+
+  /// Read the pipes to EOF, but no longer than [`EXIT_DRAIN`].
+  async fn drain_after_exit<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
+    let until = Instant::now() + EXIT_DRAIN;
+    let mut buf = vec![0u8; READ_BUF];
+    drain_pipe(self.stdout.take(), out, until, &mut buf).await;
+    drain_pipe(self.stderr.take(), err, until, &mut buf).await;
+  }
+
+  /// Signal the worker's whole group.
+  pub fn signal(&self, sig: Signal) -> bool {
+    group::signal_group(self.pid, sig)
+  }
+
+  /// Wait for the worker's exit, at most `limit`.
+  pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+    if let Some(st) = self.exit {
+      return Some(st);
+    }
+    match tokio::time::timeout(limit, self.child.wait()).await {
+      Ok(Ok(st)) => {
+        self.exit = Some(st);
+        Some(st)
+      }
+      _ => None,
+    }
+  }
+
+  /// End the worker: close the control channel (a polite EOF), wait up to
+  /// `grace`, then SIGKILL the whole group (and whatever is left in it).
+  pub async fn shutdown(mut self, grace: Duration) -> Option<ExitStatus> {
+    let _ = self.ctl.shutdown().await;
+    self.ctl_open = false;
+    let st = if grace.is_zero() {
+      None
+    } else {
+      self.wait_exit(grace).await
+    };
+    self.kill().await.or(st)
+  }
+
+  /// SIGKILL the whole group now and reap the worker.
+  pub async fn kill(&mut self) -> Option<ExitStatus> {
+    // the worker's children first, while it is alive to reap them (killed
+    // together, they would be orphans left for init to reap)
+    if self.exit.is_none() && self.kill_others() > 0 {
+      tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    group::signal_group(self.pid, Signal::SIGKILL);
+    let _ = self.child.start_kill();
+    let st = self.wait_exit(Duration::from_secs(5)).await;
+    // SIGKILL is asynchronous: return once the group's processes are dead
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && !live_members(self.pid).is_empty() {
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    group::unregister(self.pid);
+    st
+  }
+
+  /// SIGKILL the processes of the worker's group other than the worker itself.
+  pub fn kill_others(&self) -> usize {
+    let mut n = 0;
+    for pid in group_members(self.pid) {
+      if pid != self.pid
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).is_ok()
+      {
+        n += 1;
+      }
+    }
+    n
+  }
+}
+
+impl Drop for Worker {
+  fn drop(&mut self) {
+    if self.exit.is_none() || group::group_alive(self.pid) {
+      group::signal_group(self.pid, Signal::SIGKILL);
+      let _ = self.child.start_kill();
+    }
+    group::unregister(self.pid);
+  }
+}
+
+async fn drain_pipe<R, S>(pipe: Option<R>, sink: &mut S, until: Instant, buf: &mut [u8])
+where
+  R: tokio::io::AsyncRead + AsRawFd + Unpin,
+  S: OutputSink,
+{
+  let Some(mut pipe) = pipe else { return };
+  loop {
+    match tokio::time::timeout_at(until, pipe.read(buf)).await {
+      Ok(Ok(n)) if n > 0 => sink.write(&buf[..n]),
+      Ok(_) => break,
+      Err(_) => {
+        read_available(pipe.as_raw_fd(), buf, sink);
+        break;
+      }
+    }
+  }
+}
+
+async fn read_opt<R: tokio::io::AsyncRead + Unpin>(
+  r: &mut Option<R>,
+  buf: &mut [u8],
+) -> std::io::Result<usize> {
+  match r {
+    Some(r) => r.read(buf).await,
+    None => std::future::pending().await,
+  }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+  match deadline {
+    Some(d) => tokio::time::sleep_until(d).await,
+    None => std::future::pending().await,
+  }
+}
+
+/// Read what a non-blocking pipe holds right now (tokio's pipes are
+/// non-blocking), bounded so a writer that never stops cannot hold us.
+fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S) {
+  let mut got = 0usize;
+  while got < 16 * 1024 * 1024 {
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+      break;
+    }
+    sink.write(&buf[..n as usize]);
+    got += n as usize;
+  }
+}
+
+/// Pids whose process group is `pgid`.
+#[cfg(target_os = "linux")]
+pub fn group_members(pgid: i32) -> Vec<i32> {
+  let Ok(dir) = std::fs::read_dir("/proc") else {
+    return Vec::new();
+  };
+  let mut out = Vec::new();
+  for entry in dir.flatten() {
+    let Some(pid) = entry
+      .file_name()
+      .to_str()
+      .and_then(|s| s.parse::<i32>().ok())
+    else {
+      continue;
+    };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+      continue;
+    };
+    // pid (comm) state ppid pgrp ...; comm may hold spaces and parens
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+      continue;
+    };
+    let mut fields = rest.split_whitespace();
+    let pgrp = fields.nth(2).and_then(|s| s.parse::<i32>().ok());
+    if pgrp == Some(pgid) {
+      out.push(pid);
+    }
+  }
+  out
+}
+
+/// Pids whose process group is `pgid`.
+#[cfg(target_os = "macos")]
+pub fn group_members(pgid: i32) -> Vec<i32> {
+  const PROC_PGRP_ONLY: u32 = 2;
+  let mut pids = vec![0i32; 4096];
+  let bytes = unsafe {
+    libc::proc_listpids(
+      PROC_PGRP_ONLY,
+      pgid as u32,
+      pids.as_mut_ptr().cast(),
+      (pids.len() * std::mem::size_of::<i32>()) as libc::c_int,
+    )
+  };
+  if bytes <= 0 {
+    return Vec::new();
+  }
+  pids.truncate(bytes as usize / std::mem::size_of::<i32>());
+  pids.retain(|&p| p > 0);
+  pids
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn group_members(_pgid: i32) -> Vec<i32> {
+  Vec::new()
+}
+
+/// Members of group `pgid` that are not zombies (a killed orphan stays a
+/// zombie until init reaps it, which some container inits do lazily).
+pub fn live_members(pgid: i32) -> Vec<i32> {
+  #[cfg(target_os = "linux")]
+  {
+    group_members(pgid)
+      .into_iter()
+      .filter(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+          .ok()
+          .and_then(|s| {
+            s.rfind(')')
+              .map(|i| s[i + 1..].trim_start().starts_with(['Z', 'X']))
+          })
+          == Some(false)
+      })
+      .collect()
+  }
+  #[cfg(not(target_os = "linux"))]
+  {
+    if group::group_alive(pgid) {
+      vec![pgid]
+    } else {
+      Vec::new()
+    }
+  }
+}
+
+/// The session's queue and who may interrupt what. Shared between the
+/// execution that owns the worker and `interrupt()` callers, which must not
+/// wait for the execution.
+///
+/// The queue is joined synchronously (in call order: `execute` called twice in
+/// a row runs in that order, whatever order the runtime polls the futures in)
+/// and handed on from one [`Turn`] to the next.
+#[derive(Default, Clone)]
+pub(crate) struct Control {
+  state: Arc<Mutex<ControlState>>,
+}
+
+#[derive(Default)]
+struct ControlState {
+  /// A turn holds the queue.
+  busy: bool,
+  waiters: VecDeque<oneshot::Sender<()>>,
+  pgid: i32,
+  in_flight: bool,
+  started: bool,
+  pending: bool,
+  interrupted: bool,
+}
+
+/// A place in the queue; [`Turn::ready`] waits for it. Dropping a turn (held or
+/// not) hands the queue on.
+pub(crate) struct Turn {
+  state: Arc<Mutex<ControlState>>,
+  rx: Option<oneshot::Receiver<()>>,
+  held: bool,
+}
+
+impl Turn {
+  /// Wait until every earlier turn is done (or `cancel` fires: false).
+  pub async fn ready(&mut self, cancel: &CancellationToken) -> bool {
+    if let Some(rx) = self.rx.as_mut() {
+      tokio::select! {
+        r = rx => {
+          self.rx = None;
+          self.held = r.is_ok();
+        }
+        _ = cancel.cancelled() => return false,
+      }
+    }
+    self.held
+  }
+}
+
+impl Drop for Turn {
+  fn drop(&mut self) {
+    let held = self.held
+      || self.rx.as_mut().is_some_and(|rx| {
+        // the queue may have been handed to us in the meantime
+        rx.close();
+        rx.try_recv().is_ok()
+      });
+    if held {
+      hand_on(&self.state);
+    }
+  }
+}
+
+fn hand_on(state: &Mutex<ControlState>) {
+  let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+  while let Some(tx) = s.waiters.pop_front() {
+    if tx.send(()).is_ok() {
+      return;
+    }
+  }
+  s.busy = false;
+}
+
+impl Control {
+  fn lock(&self) -> std::sync::MutexGuard<'_, ControlState> {
+    self.state.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// Join the queue now.
+  pub fn join(&self) -> Turn {
+    let mut s = self.lock();
+    if !s.busy {
+      s.busy = true;
+      return Turn {
+        state: self.state.clone(),
+        rx: None,
+        held: true,
+      };
+    }
+    let (tx, rx) = oneshot::channel();
+    s.waiters.push_back(tx);
+    Turn {
+      state: self.state.clone(),
+      rx: Some(rx),
+      held: false,
+    }
+  }
+
+  /// A request was sent to the worker of group `pgid`.
+  pub fn begin(&self, pgid: i32) {
+    let mut s = self.lock();
+    s.pgid = pgid;
+    s.in_flight = true;
+    s.started = false;
+    s.interrupted = false;
+  }
+
+  /// The worker confirmed it runs the request: deliver a pending interrupt.
+  pub fn started(&self) {
+    let mut s = self.lock();
+    s.started = true;
+    if s.pending {
+      s.pending = false;
+      s.interrupted = true;
+      group::signal_group(s.pgid, Signal::SIGINT);
+    }
+  }
+
+  /// SIGINT the running execution; one that is queued or about to start gets
+  /// it as soon as it starts. False when nothing runs or waits.
+  pub fn interrupt(&self) -> bool {
+    let mut s = self.lock();
+    if s.in_flight && s.started {
+      s.interrupted = true;
+      group::signal_group(s.pgid, Signal::SIGINT);
+      return true;
+    }
+    if s.in_flight || s.busy {
+      s.pending = true;
+      return true;
+    }
+    false
+  }
+
+  /// The execution is over; whether it was interrupted.
+  pub fn end(&self) -> bool {
+    let mut s = self.lock();
+    let was = s.interrupted;
+    s.in_flight = false;
+    s.started = false;
+    s.pending = false;
+    s.interrupted = false;
+    was
+  }
+}
+
+/// The ways a session call can fail before or around an execution.
+pub(crate) fn closed_error() -> ExecError {
+  ExecError::new(ErrorCode::ECANCELED, "the session is closed")
+}
+
+/// Convert the captured streams.
+pub(crate) fn rendered_text(buf: &HeadTailBuffer) -> (String, bool) {
+  let r = buf.render();
+  (String::from_utf8_lossy(&r.bytes).into_owned(), r.truncated)
+}
+
+/// `exit code`, `signal` of a worker that ended.
+pub(crate) fn exit_info(st: Option<ExitStatus>) -> (Option<i32>, Option<String>) {
+  match st {
+    Some(st) => {
+      let (code, sig) = crate::run::decode_status(st);
+      (Some(code), sig)
+    }
+    None => (None, None),
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn status_names() {
+    assert_eq!(SessionStatus::Interrupted.as_str(), "interrupted");
+    assert_eq!(SessionStatus::Died.as_str(), "died");
+  }
+
+  #[cfg(any(target_os = "linux", target_os = "macos"))]
+  #[test]
+  fn lists_group_members() {
+    let mut child = std::process::Command::new("/bin/sh")
+      .arg("-c")
+      .arg("sleep 5 & sleep 5 & wait")
+      .process_group(0)
+      .spawn()
+      .unwrap();
+    let pgid = child.id() as i32;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut members = Vec::new();
+    while std::time::Instant::now() < deadline {
+      members = group_members(pgid);
+      if members.len() >= 3 {
+        break;
+      }
+      std::thread::sleep(Duration::from_millis(10));
+    }
+    group::signal_group(pgid, Signal::SIGKILL);
+    let _ = child.wait();
+    assert!(members.contains(&pgid), "{members:?}");
+    assert_eq!(members.len(), 3, "{members:?}");
+  }
+}
+
+#[cfg(test)]
+mod tests_sessions;

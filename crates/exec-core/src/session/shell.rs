@@ -1,0 +1,541 @@
+//! A persistent bash: `cd`, `export`, aliases, functions and variables survive
+//! from one command to the next.
+//!
+//! bash runs interactive (`-i --norc --noprofile --noediting`) with no
+//! terminal, so it has no job control and every command runs in the shell's
+//! process group, and SIGINT behaves as Ctrl+C does at a prompt: the running
+//! line is abandoned (loops included), the shell and its state stay. Each
+//! command is sent as one line, `eval $'<command>' </dev/null`, so it runs in
+//! the main shell (state persists) with stdin at EOF (it cannot read the
+//! channel the commands come from). Completion is reported by
+//! `PROMPT_COMMAND`, which bash runs after every line, also after an
+//! interrupted one: it writes the request id, the real `$?` and `$PWD` to the
+//! control socket, NUL-terminated.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+  closed_error, exit_info, rendered_text, Capture, Control, Event, ExecuteOptions, SessionStatus,
+  Turn, Worker, WorkerSpec,
+};
+use crate::buffer::HeadTailBuffer;
+use crate::error::{ErrorCode, ExecError};
+use crate::group;
+use crate::run::{format_duration, Discard, OutputSink};
+use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+
+/// Sent once after bash starts. `PROMPT_COMMAND` is made read-only so that a
+/// command cannot switch completion reporting off by accident.
+const BOOTSTRAP: &str = concat!(
+  "set +o history +H +m; unset HISTFILE; PS1=''; PS2=''; PS0=''; __exec_id=''; ",
+  "__exec_done() { \\builtin local s=$?; if [ -n \"$__exec_id\" ]; then ",
+  "\\builtin printf 'D %s %d %s\\0' \"$__exec_id\" \"$s\" \"$PWD\" >&0; __exec_id=''; fi; ",
+  "\\builtin return $s; }; ",
+  "PROMPT_COMMAND=__exec_done; readonly PROMPT_COMMAND; ",
+  "\\builtin printf 'R %d %s %s\\0' \"$$\" \"${BASH_VERSION:-}\" \"$PWD\" >&0\n"
+);
+
+/// After the SIGINT of a timeout and the grace period: how long the
+/// command's processes are killed (all but the shell) before the shell goes too.
+const KILL_OTHERS_FOR: Duration = Duration::from_millis(1000);
+const KILL_OTHERS_EVERY: Duration = Duration::from_millis(50);
+
+/// How the session's shell is started.
+#[derive(Debug, Clone)]
+pub struct ShellOptions {
+  /// bash: a name looked up in PATH or a path. Default `bash`.
+  pub shell: String,
+  pub cwd: PathBuf,
+  pub env: EnvSpec,
+  /// Run after every start of a shell (first start, restarts).
+  pub init_script: Option<String>,
+  pub owner: u64,
+  /// After the SIGINT of a timeout, how long the command may take to stop
+  /// before its processes are killed.
+  pub kill_grace: Duration,
+  /// Bound on starting the shell and running `init_script`.
+  pub startup_timeout: Duration,
+}
+
+impl Default for ShellOptions {
+  fn default() -> Self {
+    ShellOptions {
+      shell: "bash".into(),
+      cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+      env: EnvSpec::inherit(),
+      init_script: None,
+      owner: 0,
+      kill_grace: Duration::from_millis(2000),
+      startup_timeout: Duration::from_secs(30),
+    }
+  }
+}
+
+/// The result of one command.
+#[derive(Debug, Clone)]
+pub struct CommandResult {
+  pub status: SessionStatus,
+  pub stdout: String,
+  pub stderr: String,
+  pub truncated: bool,
+  pub stdout_bytes: u64,
+  pub stderr_bytes: u64,
+  /// The command's `$?`; 124 on timeout; with `Died`, the shell's exit code
+  /// (128+N for signal N).
+  pub exit_code: i32,
+  /// The session's working directory after the command.
+  pub cwd: String,
+  pub execution_time: Duration,
+  /// With `Died`: the signal that ended the shell.
+  pub signal: Option<String>,
+  /// The shell is gone, and its cwd, variables and functions with it.
+  pub state_lost: bool,
+  /// This command ran in a new shell because the previous one was lost.
+  pub restarted: bool,
+  pub error: Option<ExecError>,
+}
+
+enum Outcome {
+  /// `$?`, `$PWD`.
+  Done(i32, String),
+  Died(Option<std::process::ExitStatus>),
+  Killed(Option<std::process::ExitStatus>),
+  Canceled,
+}
+
+struct Slot {
+  worker: Option<Worker>,
+  next_id: u64,
+  lost: bool,
+  cwd: String,
+}
+
+/// A long-lived bash. Commands are queued (FIFO) and run one at a time.
+pub struct ShellSession {
+  opts: ShellOptions,
+  program: PathBuf,
+  slot: tokio::sync::Mutex<Slot>,
+  control: Control,
+  closing: CancellationToken,
+  pid: AtomicI32,
+}
+
+/// `$'...'` quoting: every byte of `s` reaches bash unchanged.
+pub fn ansi_c_quote(s: &str) -> String {
+  let mut out = String::with_capacity(s.len() + 3);
+  out.push_str("$'");
+  for ch in s.chars() {
+    match ch {
+      '\\' => out.push_str("\\\\"),
+      '\'' => out.push_str("\\'"),
+      '\n' => out.push_str("\\n"),
+      c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
+      c => out.push(c),
+    }
+  }
+  out.push('\'');
+  out
+}
+
+impl ShellSession {
+  /// Start bash and run `init_script`. Must be called within a tokio runtime.
+  pub async fn start(opts: ShellOptions) -> Result<ShellSession, ExecError> {
+    check_cwd(&opts.cwd)?;
+    opts.env.validate()?;
+    let program = resolve_program(&opts.shell, opts.env.path_var().as_ref(), &opts.cwd)?;
+    let session = ShellSession {
+      slot: tokio::sync::Mutex::new(Slot {
+        worker: None,
+        next_id: 1,
+        lost: false,
+        cwd: opts.cwd.display().to_string(),
+      }),
+      opts,
+      program,
+      control: Control::default(),
+      closing: CancellationToken::new(),
+      pid: AtomicI32::new(0),
+    };
+    {
+      let mut slot = session.slot.lock().await;
+      session.boot(&mut slot).await?;
+    }
+    Ok(session)
+  }
+
+  /// The shell's pid (0 when none runs).
+  pub fn pid(&self) -> i32 {
+    self.pid.load(Ordering::Relaxed)
+  }
+
+  async fn boot(&self, slot: &mut Slot) -> Result<(), ExecError> {
+    let shown = self.opts.shell.clone();
+    let spec = WorkerSpec {
+      program: self.program.clone(),
+      args: vec![
+        "--norc".into(),
+        "--noprofile".into(),
+        "--noediting".into(),
+        "-i".into(),
+      ],
+      cwd: self.opts.cwd.clone(),
+      env: self.opts.env.clone(),
+      separator: 0,
+    };
+    let mut w = Worker::spawn(&spec, self.opts.owner)?;
+    let deadline = Instant::now() + self.opts.startup_timeout;
+    let mut out = HeadTailBuffer::new(4096);
+    let mut err = HeadTailBuffer::new(4096);
+    let sent = w.send(BOOTSTRAP.as_bytes()).await;
+    loop {
+      let ev = if sent.is_ok() {
+        w.next_event(&mut out, &mut err, Some(deadline), &self.closing)
+          .await
+      } else {
+        let st = w.wait_exit(Duration::from_secs(2)).await;
+        st.map_or(Event::Deadline, Event::Exited)
+      };
+      match ev {
+        Event::Message(m) => {
+          let text = String::from_utf8_lossy(&m).into_owned();
+          let mut parts = text.splitn(4, ' ');
+          if parts.next() != Some("R") {
+            continue;
+          }
+          let _pid = parts.next();
+          if parts.next().unwrap_or("").is_empty() {
+            w.kill().await;
+            return Err(ExecError::invalid(format!(
+              "{shown} is not bash (BASH_VERSION is not set)"
+            )));
+          }
+          if let Some(cwd) = parts.next() {
+            slot.cwd = cwd.to_owned();
+          }
+          break;
+        }
+        Event::Exited(st) => {
+          let (code, _) = exit_info(Some(st));
+          let (text, _) = rendered_text(&err);
+          return Err(ExecError::new(
+            ErrorCode::ESPAWN,
+            format!(
+              "{shown} exited during startup (exit code {}): {}",
+              code.unwrap_or(-1),
+              text.trim()
+            ),
+          ));
+        }
+        Event::Deadline => {
+          w.kill().await;
+          return Err(ExecError::new(
+            ErrorCode::ESPAWN,
+            format!(
+              "{shown} did not start within {}",
+              format_duration(self.opts.startup_timeout)
+            ),
+          ));
+        }
+        Event::Canceled => {
+          w.kill().await;
+          return Err(closed_error());
+        }
+      }
+    }
+    if let Some(init) = self.opts.init_script.clone() {
+      let id = slot.next_id;
+      slot.next_id += 1;
+      let mut out = Capture::new(4096, Discard);
+      let mut err = Capture::new(4096, Discard);
+      let timeout = Some(self.opts.startup_timeout);
+      match self
+        .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
+        .await
+      {
+        Ok((Outcome::Done(_, cwd), false, _)) => slot.cwd = cwd,
+        Ok((Outcome::Canceled, _, _)) => return Err(closed_error()),
+        Ok((outcome, _, _)) => {
+          let st = match outcome {
+            Outcome::Died(st) | Outcome::Killed(st) => st,
+            _ => None,
+          };
+          let st = w.kill().await.or(st);
+          let (code, _) = exit_info(st);
+          let (text, _) = rendered_text(&err.buf);
+          return Err(ExecError::invalid(format!(
+            "initScript did not complete (exit code {}): {}",
+            code.unwrap_or(-1),
+            text.trim()
+          )));
+        }
+        Err(e) => {
+          w.kill().await;
+          return Err(e);
+        }
+      }
+    }
+    self.pid.store(w.pid, Ordering::Relaxed);
+    slot.worker = Some(w);
+    Ok(())
+  }
+
+  async fn run_request<O: OutputSink, E: OutputSink>(
+    &self,
+    w: &mut Worker,
+    id: u64,
+    command: &str,
+    out: &mut O,
+    err: &mut E,
+    timeout: Option<Duration>,
+  ) -> Result<(Outcome, bool, bool), ExecError> {
+    if command.contains('\0') {
+      return Err(ExecError::invalid("command contains a NUL byte"));
+    }
+    let line = format!(
+      "__exec_id={id}; \\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
+      ansi_c_quote(command)
+    );
+    self.control.begin(w.pid);
+    let mut deadline = timeout.map(|t| Instant::now() + t);
+    // 0: running, 1: interrupted by the timeout, 2..: killing the command's processes
+    let mut phase = 0u32;
+    let mut kill_until = None;
+    if w.send(line.as_bytes()).await.is_err() {
+      deadline = Some(Instant::now() + Duration::from_secs(2));
+      phase = u32::MAX;
+    }
+    let outcome = loop {
+      match w.next_event(out, err, deadline, &self.closing).await {
+        Event::Message(m) => {
+          let text = String::from_utf8_lossy(&m).into_owned();
+          let mut parts = text.splitn(4, ' ');
+          let kind = parts.next().unwrap_or("");
+          if parts.next().and_then(|s| s.parse::<u64>().ok()) != Some(id) {
+            continue;
+          }
+          match kind {
+            "S" => self.control.started(),
+            "D" => {
+              let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
+              let cwd = parts.next().unwrap_or("").to_owned();
+              break Outcome::Done(status, cwd);
+            }
+            _ => {}
+          }
+        }
+        Event::Exited(st) => break Outcome::Died(Some(st)),
+        Event::Deadline => match phase {
+          u32::MAX => break Outcome::Killed(w.kill().await),
+          0 => {
+            phase = 1;
+            w.signal(Signal::SIGINT);
+            deadline = Some(Instant::now() + self.opts.kill_grace);
+          }
+          _ => {
+            // SIGINT was not enough: kill the command's processes, keep the shell
+            let until = *kill_until.get_or_insert_with(|| Instant::now() + KILL_OTHERS_FOR);
+            if Instant::now() >= until {
+              break Outcome::Killed(w.kill().await);
+            }
+            phase += 1;
+            w.kill_others();
+            deadline = Some(Instant::now() + KILL_OTHERS_EVERY);
+          }
+        },
+        Event::Canceled => {
+          w.kill().await;
+          break Outcome::Canceled;
+        }
+      }
+    };
+    let interrupted = self.control.end();
+    Ok((outcome, phase > 0 && phase != u32::MAX, interrupted))
+  }
+
+  /// Run a command. Output goes to `out`/`err` as it comes (and is captured).
+  /// Errors only for bad input, a closed session, or a shell that cannot be
+  /// restarted.
+  pub fn execute<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    command: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
+    // the place in the queue is taken now, in call order
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.execute_in_turn(turn, &command, &opts, out, err).await }
+  }
+
+  async fn execute_in_turn<O: OutputSink, E: OutputSink>(
+    &self,
+    mut turn: Turn,
+    command: &str,
+    opts: &ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> Result<CommandResult, ExecError> {
+    if command.contains('\0') {
+      return Err(ExecError::invalid("command contains a NUL byte"));
+    }
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
+      return Err(closed_error());
+    }
+    let mut slot = self.slot.lock().await;
+    let mut restarted = false;
+    if slot.worker.is_none() {
+      self.boot(&mut slot).await?;
+      restarted = std::mem::take(&mut slot.lost);
+    }
+    let id = slot.next_id;
+    slot.next_id += 1;
+    let mut out = Capture::new(opts.max_output, out);
+    let mut err = Capture::new(opts.max_output, err);
+    let started = Instant::now();
+    let mut w = slot.worker.take().expect("a shell was started");
+    let (outcome, timed_out, interrupted) = self
+      .run_request(&mut w, id, command, &mut out, &mut err, opts.timeout)
+      .await?;
+    let execution_time = started.elapsed();
+    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
+    let mut result = CommandResult {
+      status: SessionStatus::Ok,
+      stdout: String::new(),
+      stderr: String::new(),
+      truncated: false,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      exit_code: 0,
+      cwd: slot.cwd.clone(),
+      execution_time,
+      signal: None,
+      state_lost: false,
+      restarted,
+      error: None,
+    };
+    match outcome {
+      Outcome::Done(code, cwd) => {
+        slot.cwd = cwd.clone();
+        result.cwd = cwd;
+        result.exit_code = code;
+        result.status = if timed_out {
+          result.exit_code = 124;
+          result.error = Some(ExecError::new(
+            ErrorCode::TIMEOUT,
+            format!("Shell command timeout after {timeout_label}; it was stopped and the shell's state is kept"),
+          ));
+          SessionStatus::Timeout
+        } else if interrupted {
+          SessionStatus::Interrupted
+        } else if code == 0 {
+          SessionStatus::Ok
+        } else {
+          SessionStatus::Error
+        };
+        slot.worker = Some(w);
+      }
+      Outcome::Died(st) | Outcome::Killed(st) => {
+        let killed = matches!(outcome, Outcome::Killed(_));
+        let st = w.kill().await.or(st);
+        let (code, sig) = exit_info(st);
+        result.exit_code = code.unwrap_or(-1);
+        result.signal = sig;
+        result.state_lost = true;
+        if killed || timed_out {
+          result.status = SessionStatus::Timeout;
+          result.exit_code = 124;
+          result.error = Some(ExecError::new(
+            ErrorCode::TIMEOUT,
+            format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
+          ));
+        } else {
+          result.status = SessionStatus::Died;
+        }
+        self.pid.store(0, Ordering::Relaxed);
+        slot.lost = true;
+        slot.cwd = self.opts.cwd.display().to_string();
+        drop(w);
+      }
+      Outcome::Canceled => {
+        result.status = SessionStatus::Died;
+        result.exit_code = -1;
+        result.state_lost = true;
+        result.error = Some(closed_error());
+        self.pid.store(0, Ordering::Relaxed);
+        drop(w);
+      }
+    }
+    drop(slot);
+    drop(turn);
+    out.finish().await;
+    err.finish().await;
+    let (stdout, t1) = rendered_text(&out.buf);
+    let (stderr, t2) = rendered_text(&err.buf);
+    result.stdout = stdout;
+    result.stderr = stderr;
+    result.truncated = t1 || t2;
+    result.stdout_bytes = out.buf.total();
+    result.stderr_bytes = err.buf.total();
+    Ok(result)
+  }
+
+  /// Interrupt the running command (SIGINT to the session's group, as Ctrl+C
+  /// at a prompt). False when no command runs.
+  pub fn interrupt(&self) -> bool {
+    self.control.interrupt()
+  }
+
+  /// A fresh shell (runs `init_script` again). Waits for queued commands.
+  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
+    let turn = self.control.join();
+    let this = self.clone();
+    async move { this.reset_in_turn(turn).await }
+  }
+
+  async fn reset_in_turn(&self, mut turn: Turn) -> Result<(), ExecError> {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
+      return Err(closed_error());
+    }
+    let mut slot = self.slot.lock().await;
+    if let Some(w) = slot.worker.take() {
+      w.shutdown(Duration::ZERO).await;
+    }
+    self.pid.store(0, Ordering::Relaxed);
+    slot.lost = false;
+    slot.cwd = self.opts.cwd.display().to_string();
+    self.boot(&mut slot).await
+  }
+
+  /// End the shell and every process of its group. A running command ends
+  /// with `died`; queued and later calls fail with ECANCELED.
+  pub async fn close(&self) {
+    self.closing.cancel();
+    let mut slot = self.slot.lock().await;
+    if let Some(w) = slot.worker.take() {
+      w.shutdown(Duration::from_millis(500)).await;
+    }
+    self.pid.store(0, Ordering::Relaxed);
+  }
+
+  pub fn is_closed(&self) -> bool {
+    self.closing.is_cancelled()
+  }
+}
+
+impl Drop for ShellSession {
+  fn drop(&mut self) {
+    let pid = self.pid.load(Ordering::Relaxed);
+    if pid > 0 {
+      group::signal_group(pid, Signal::SIGKILL);
+    }
+  }
+}

@@ -1,0 +1,284 @@
+//! Finding every descendant of an execution, even those that left its process
+//! group (`setsid`, double fork, `nohup`): each execution is marked with an
+//! environment variable, `EXEC_NATIVE_RUN_ID=<host pid>.<owner>.<run>`, which
+//! children inherit. `/proc/<pid>/environ` shows the environment a process
+//! started with, so a scan of `/proc` finds the marked ones (same user: no root
+//! needed).
+//!
+//! Limits: a descendant that execs with a scrubbed environment (`env -i`)
+//! loses the mark (the process-group kill still reaches it unless it also
+//! left the group); `/proc` is Linux-only, so on other systems only the group
+//! is killed.
+//!
+//! The scanner allocates nothing and uses raw syscalls only (open, getdents64,
+//! read, close, kill), so it is async-signal-safe and also runs inside the
+//! SIGTERM/SIGINT handler of the host.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable that marks an execution's processes.
+pub const MARK_VAR: &str = "EXEC_NATIVE_RUN_ID";
+
+static NEXT_RUN: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh mark for a run owned by `owner`.
+pub fn new_mark(owner: u64) -> String {
+  format!(
+    "{}.{}.{}",
+    std::process::id(),
+    owner,
+    NEXT_RUN.fetch_add(1, Ordering::Relaxed)
+  )
+}
+
+/// The mark prefix shared by every run of `owner` (or of this host, with None).
+pub fn owner_prefix(owner: Option<u64>) -> String {
+  match owner {
+    Some(o) => format!("{}.{}.", std::process::id(), o),
+    None => format!("{}.", std::process::id()),
+  }
+}
+
+/// Longest needle the scanner accepts.
+pub const MAX_NEEDLE: usize = 96;
+
+/// A needle `\0EXEC_NATIVE_RUN_ID=<mark>` plus `\0` when `exact` (a whole
+/// value), built in a fixed buffer so that it can be prepared ahead of a
+/// signal handler.
+#[derive(Clone, Copy)]
+pub struct Needle {
+  buf: [u8; MAX_NEEDLE],
+  len: usize,
+}
+
+impl Needle {
+  pub fn new(mark: &str, exact: bool) -> Option<Needle> {
+    let mut buf = [0u8; MAX_NEEDLE];
+    let parts: [&[u8]; 4] = [b"\0", MARK_VAR.as_bytes(), b"=", mark.as_bytes()];
+    let mut len = 0;
+    for p in parts {
+      if len + p.len() >= MAX_NEEDLE {
+        return None;
+      }
+      buf[len..len + p.len()].copy_from_slice(p);
+      len += p.len();
+    }
+    if exact {
+      buf[len] = 0;
+      len += 1;
+    }
+    Some(Needle { buf, len })
+  }
+
+  fn bytes(&self) -> &[u8] {
+    &self.buf[..self.len]
+  }
+}
+
+/// Call `f(pid)` for every process (other than this one) whose environment
+/// holds `needle`. Returns how many were found. Linux only; elsewhere 0.
+#[cfg(target_os = "linux")]
+pub fn scan(needle: &Needle, f: &mut dyn FnMut(i32)) -> usize {
+  let me = unsafe { libc::getpid() };
+  let dir = unsafe {
+    libc::open(
+      c"/proc".as_ptr(),
+      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+    )
+  };
+  if dir < 0 {
+    return 0;
+  }
+  let mut found = 0;
+  let mut dents = [0u8; 8192];
+  loop {
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, dents.as_mut_ptr(), dents.len()) };
+    if n <= 0 {
+      break;
+    }
+    let n = n as usize;
+    let mut off = 0;
+    while off < n {
+      // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[] }
+      let reclen = u16::from_ne_bytes([dents[off + 16], dents[off + 17]]) as usize;
+      let name = &dents[off + 19..off + reclen];
+      off += reclen;
+      let mut pid: i32 = 0;
+      let mut digits = 0;
+      for &c in name {
+        if c == 0 {
+          break;
+        }
+        if !c.is_ascii_digit() {
+          digits = 0;
+          break;
+        }
+        pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
+        digits += 1;
+      }
+      if digits == 0 || pid == me {
+        continue;
+      }
+      if environ_contains(pid, needle.bytes()) {
+        found += 1;
+        f(pid);
+      }
+    }
+  }
+  unsafe { libc::close(dir) };
+  found
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn scan(_needle: &Needle, _f: &mut dyn FnMut(i32)) -> usize {
+  0
+}
+
+#[cfg(target_os = "linux")]
+fn environ_contains(pid: i32, needle: &[u8]) -> bool {
+  // "/proc/<pid>/environ\0" without allocating
+  let mut path = [0u8; 40];
+  let mut len = 0;
+  for &b in b"/proc/" {
+    path[len] = b;
+    len += 1;
+  }
+  let mut digits = [0u8; 12];
+  let mut nd = 0;
+  let mut p = pid;
+  while p > 0 {
+    digits[nd] = b'0' + (p % 10) as u8;
+    p /= 10;
+    nd += 1;
+  }
+  for i in (0..nd).rev() {
+    path[len] = digits[i];
+    len += 1;
+  }
+  for &b in b"/environ\0" {
+    path[len] = b;
+    len += 1;
+  }
+  let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return false;
+  }
+  // a sliding window: the environment starts as if preceded by a NUL
+  let keep = needle.len() - 1;
+  let mut buf = [0u8; 16384 + MAX_NEEDLE];
+  buf[0] = 0;
+  let mut have = 1;
+  let mut hit = false;
+  loop {
+    let n = unsafe { libc::read(fd, buf[have..].as_mut_ptr().cast(), buf.len() - have) };
+    if n <= 0 {
+      break;
+    }
+    have += n as usize;
+    if buf[..have].windows(needle.len()).any(|w| w == needle) {
+      hit = true;
+      break;
+    }
+    if have > keep {
+      buf.copy_within(have - keep..have, 0);
+      have = keep;
+    }
+  }
+  unsafe { libc::close(fd) };
+  // the last variable has no NUL after it in some kernels' output
+  if !hit && needle.last() == Some(&0) && have >= keep && buf[have - keep..have] == needle[..keep] {
+    hit = true;
+  }
+  hit
+}
+
+/// Send `sig` to every process marked with `mark` (exactly), returning how many.
+pub fn signal_marked(mark: &str, sig: i32) -> usize {
+  match Needle::new(mark, true) {
+    Some(n) => scan(&n, &mut |pid| unsafe {
+      libc::kill(pid, sig);
+    }),
+    None => 0,
+  }
+}
+
+/// Pids marked with `mark` (exactly).
+pub fn marked(mark: &str) -> Vec<i32> {
+  let mut v = Vec::new();
+  if let Some(n) = Needle::new(mark, true) {
+    scan(&n, &mut |pid| v.push(pid));
+  }
+  v
+}
+
+/// Whether `pid` is a zombie or gone (dead for our purposes).
+pub fn is_dead(pid: i32) -> bool {
+  match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+    Err(_) => unsafe { libc::kill(pid, 0) != 0 },
+    Ok(s) => match s.rfind(')') {
+      Some(i) => matches!(s.as_bytes().get(i + 2), Some(b'Z') | Some(b'X')),
+      None => false,
+    },
+  }
+}
+
+/// Marked processes still running (zombies excluded).
+pub fn running_marked(mark: &str) -> Vec<i32> {
+  marked(mark).into_iter().filter(|p| !is_dead(*p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::process::Command;
+  use std::time::{Duration, Instant};
+
+  #[test]
+  fn needle_shape() {
+    let n = Needle::new("1.2.3", true).unwrap();
+    assert_eq!(n.bytes(), b"\0EXEC_NATIVE_RUN_ID=1.2.3\0");
+    assert!(Needle::new(&"x".repeat(200), true).is_none());
+  }
+
+  #[test]
+  fn finds_an_escaped_descendant_and_kills_it() {
+    let mark = new_mark(999);
+    // the grandchild leaves the session and the group, and outlives its parent
+    let st = Command::new("sh")
+      .arg("-c")
+      .arg("setsid sleep 30 >/dev/null 2>&1 < /dev/null & exit 0")
+      .env(MARK_VAR, &mark)
+      .status()
+      .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let mut found = Vec::new();
+    while found.is_empty() && t0.elapsed() < Duration::from_secs(3) {
+      found = running_marked(&mark);
+    }
+    assert_eq!(found.len(), 1, "the escaped sleep is found by its mark");
+    assert_eq!(signal_marked(&mark, libc::SIGKILL), 1);
+    let t0 = Instant::now();
+    while !running_marked(&mark).is_empty() && t0.elapsed() < Duration::from_secs(3) {
+      std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(running_marked(&mark).is_empty());
+  }
+
+  #[test]
+  fn other_marks_are_not_matched() {
+    let mark = new_mark(998);
+    let mut child = Command::new("sleep")
+      .arg("5")
+      .env(MARK_VAR, format!("{mark}0"))
+      .spawn()
+      .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+      marked(&mark).is_empty(),
+      "a mark that only shares a prefix must not match"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+  }
+}

@@ -1,0 +1,41 @@
+//! Fuzz what every byte of a child's output goes through: the head+tail
+//! buffer, the UTF-8 decoder, sanitizing and tail truncation. Any panic, or a
+//! broken invariant, is a finding.
+#![no_main]
+
+use exec_core::buffer::{HeadTailBuffer, MARKER_ALLOWANCE};
+use exec_core::command::sanitize::{sanitize, sanitize_bytes};
+use exec_core::command::truncate::{truncate_tail, Limits};
+use exec_core::utf8::Utf8Decoder;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+  if data.len() < 3 {
+    return;
+  }
+  let (params, body) = data.split_at(3);
+  let cap = params[0] as usize * 4;
+  let max_lines = params[1] as usize % 40 + 1;
+  let max_bytes = params[2] as usize * 2 + 1;
+
+  let mut buf = HeadTailBuffer::new(cap);
+  let mut dec = Utf8Decoder::new();
+  let mut decoded = String::new();
+  for chunk in body.chunks(params[1] as usize % 13 + 1) {
+    buf.push(chunk);
+    decoded.push_str(&dec.decode(chunk));
+  }
+  decoded.push_str(&dec.finish());
+  assert_eq!(buf.total(), body.len() as u64);
+  assert!(buf.render().bytes.len() <= cap + MARKER_ALLOWANCE);
+  assert_eq!(decoded, String::from_utf8_lossy(body));
+
+  let clean = sanitize_bytes(body);
+  assert!(!clean.contains('\x1b'));
+  assert_eq!(sanitize(&clean), clean);
+
+  let (kept, t) = truncate_tail(&clean, Limits { max_lines, max_bytes });
+  assert!(clean.ends_with(kept));
+  assert!(kept.len() <= max_bytes);
+  assert_eq!(t.total_bytes, clean.len() as u64);
+});

@@ -1,0 +1,705 @@
+//! The agent command tool: `runCommand` and the `CommandRunner` class (a
+//! session that owns background processes), plus `sanitize` and
+//! `truncateTail`. Only type conversion; the work is in `exec_core::command`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, UNIX_EPOCH};
+
+use exec_core::command::{
+  self as core, BackgroundInfo, CheckResult, CommandOptions as CoreOptions,
+  CommandResult as CoreResult, Limits, LogStatus, RunnerConfig, StreamOutput, Truncation,
+};
+use exec_core::{EnvSpec, ErrorCode, ExecError};
+use napi::bindgen_prelude::*;
+use napi::JsError;
+use napi_derive::napi;
+
+use crate::args::{self, ArgResult};
+use crate::error::{reject_type_error, type_error};
+use crate::host;
+use crate::options::nullable;
+
+// ---------------------------------------------------------------- options
+
+/// Options of `runCommand` / `CommandRunner.run`. Unset values come from the
+/// runner's options, then from the defaults below.
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)]
+pub struct CommandOptions {
+  /// Working directory of this call (checked before spawning). @default the runner's cwd, else process.cwd()
+  pub cwd: Option<String>,
+  /// Variables set over the environment (`undefined` removes one). The
+  /// non-interactive defaults `PAGER=cat`, `GIT_PAGER=cat`,
+  /// `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1` can be overridden here.
+  pub env: Option<HashMap<String, String>>,
+  /// Start from the host environment (`true`) or from `env` alone. @default true
+  pub extend_env: Option<bool>,
+  /// Milliseconds before the command moves to the background (it is not
+  /// killed); 0 or Infinity: wait for the end. @default 120000
+  pub timeout: Option<f64>,
+  /// Lines of each stream shown (the last ones). @default 2000
+  pub max_lines: Option<f64>,
+  /// Bytes of each stream shown (the last ones). @default 51200
+  pub max_bytes: Option<f64>,
+  /// Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir()
+  pub output_dir: Option<String>,
+  /// Start in the background at once and return its pid. @default false
+  pub background: Option<bool>,
+}
+
+/// Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings.
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)]
+pub struct CommandRunnerOptions {
+  /// @default process.cwd() at each call
+  pub cwd: Option<String>,
+  pub env: Option<HashMap<String, String>>,
+  /// @default true
+  pub extend_env: Option<bool>,
+  /// @default 120000
+  pub timeout: Option<f64>,
+  /// @default 2000
+  pub max_lines: Option<f64>,
+  /// @default 51200
+  pub max_bytes: Option<f64>,
+  /// @default os.tmpdir()
+  pub output_dir: Option<String>,
+  /// Milliseconds after which `exec-native-*.log` files in the output
+  /// directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
+  pub retention: Option<f64>,
+  /// Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500
+  pub force_kill_after_delay: Option<f64>,
+}
+
+/// Limits of `truncateTail`.
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)]
+pub struct TruncateOptions {
+  /// @default 2000
+  pub max_lines: Option<f64>,
+  /// @default 51200
+  pub max_bytes: Option<f64>,
+}
+
+// ---------------------------------------------------------------- results
+
+/// What tail truncation kept of one stream.
+#[napi(object, object_from_js = false)]
+pub struct TruncationInfo {
+  /// Whether anything was cut.
+  pub truncated: bool,
+  /// The limit that cut it, or null.
+  #[napi(ts_type = "'lines' | 'bytes' | null")]
+  pub truncated_by: Either<String, Null>,
+  /// Lines the command wrote to the stream (since the last check for background processes).
+  pub total_lines: f64,
+  /// Bytes the command wrote to the stream, before sanitizing.
+  pub total_bytes: f64,
+  /// Lines shown.
+  pub output_lines: f64,
+  /// Bytes shown (UTF-8, after sanitizing).
+  pub output_bytes: f64,
+  /// The first shown line is only the tail of a line longer than `maxBytes`.
+  pub last_line_partial: bool,
+}
+
+/// Truncation of both streams.
+#[napi(object, object_from_js = false)]
+pub struct StreamsTruncation {
+  pub stdout: TruncationInfo,
+  pub stderr: TruncationInfo,
+}
+
+/// A command moved to the background.
+#[napi(object, object_from_js = false)]
+pub struct BackgroundHandle {
+  /// Its pid (= its process group id), for `checkBackground` / `killBackground`.
+  pub pid: u32,
+  /// The log that receives all its output, if it could be created.
+  pub log_path: Option<String>,
+}
+
+/// The result of `runCommand`. Never rejects for a failure of the command:
+/// one that cannot start has `exitCode: -1`, `isError: true` and `error`.
+#[napi(object, object_from_js = false)]
+pub struct CommandResult {
+  /// Sanitized, tail-truncated stdout.
+  pub stdout: String,
+  /// Sanitized, tail-truncated stderr.
+  pub stderr: String,
+  /// The exit code (128+N when signal N ended it); null while it runs in the background; -1 if it never ran.
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  /// The signal that ended it, or null.
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// The timeout passed: the command now runs in the background (see `background`).
+  pub timed_out: bool,
+  pub truncation: StreamsTruncation,
+  /// The full, untruncated output of both streams (interleaved as read):
+  /// present whenever something was cut, and for background commands.
+  pub full_output_path: Option<String>,
+  /// Why the full output could not be saved (completely).
+  pub offload_error: Option<String>,
+  /// Set when the command runs on in the background.
+  pub background: Option<BackgroundHandle>,
+  /// The result formatted for the model (`stdout:` / `stderr:` / `exit code: N`, notices).
+  pub text: String,
+  /// A non-zero exit, or a command that could not start.
+  pub is_error: bool,
+  /// Milliseconds until the result.
+  pub execution_time: f64,
+  /// The pid of `bash` (0 if it never ran).
+  pub pid: u32,
+  /// `exec: <what> (<CODE>)` when the command could not start.
+  pub error: Option<String>,
+  /// ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed).
+  pub error_code: Option<String>,
+}
+
+/// The state of a background process and its output since the last check.
+#[napi(object, object_from_js = false)]
+pub struct BackgroundCheck {
+  pub pid: u32,
+  pub running: bool,
+  /// null while running.
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// Ended by `killBackground` or `close()`.
+  pub killed: bool,
+  /// New stdout since the last check (bounded by the same limits).
+  pub stdout: String,
+  pub stderr: String,
+  pub truncation: StreamsTruncation,
+  pub log_path: Option<String>,
+  pub offload_error: Option<String>,
+  /// Formatted for the model.
+  pub text: String,
+  /// It exited on its own with a non-zero code.
+  pub is_error: bool,
+}
+
+/// One entry of `listBackground()`.
+#[napi(object, object_from_js = false)]
+pub struct BackgroundProcessInfo {
+  pub pid: u32,
+  pub command: String,
+  pub running: bool,
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  pub killed: bool,
+  pub log_path: Option<String>,
+  /// Epoch milliseconds.
+  pub started_at: f64,
+  /// Milliseconds it has run (until its exit).
+  pub runtime: f64,
+}
+
+/// The result of `truncateTail`.
+#[napi(object, object_from_js = false)]
+pub struct TruncateResult {
+  /// The kept tail.
+  pub content: String,
+  pub truncated: bool,
+  #[napi(ts_type = "'lines' | 'bytes' | null")]
+  pub truncated_by: Either<String, Null>,
+  pub total_lines: f64,
+  pub total_bytes: f64,
+  pub output_lines: f64,
+  pub output_bytes: f64,
+  pub last_line_partial: bool,
+}
+
+// ---------------------------------------------------------------- conversion
+
+fn truncation_info(t: &Truncation) -> TruncationInfo {
+  TruncationInfo {
+    truncated: t.truncated(),
+    truncated_by: nullable(t.truncated_by.map(|b| b.as_str().to_owned())),
+    total_lines: t.total_lines as f64,
+    total_bytes: t.total_bytes as f64,
+    output_lines: t.output_lines as f64,
+    output_bytes: t.output_bytes as f64,
+    last_line_partial: t.last_line_partial,
+  }
+}
+
+fn streams(out: &StreamOutput, err: &StreamOutput) -> StreamsTruncation {
+  StreamsTruncation {
+    stdout: truncation_info(&out.truncation),
+    stderr: truncation_info(&err.truncation),
+  }
+}
+
+fn path_of(log: &LogStatus) -> Option<String> {
+  log.path().map(|p| p.display().to_string())
+}
+
+fn code_or_null(c: Option<i32>) -> Either<i32, Null> {
+  c.map_or(Either::B(Null), Either::A)
+}
+
+fn result_to_js(r: CoreResult) -> CommandResult {
+  CommandResult {
+    truncation: streams(&r.stdout, &r.stderr),
+    full_output_path: path_of(&r.log),
+    offload_error: r.log.error().map(str::to_owned),
+    background: r.background.map(|b| BackgroundHandle {
+      pid: b.pid,
+      log_path: path_of(&b.log),
+    }),
+    stdout: r.stdout.text,
+    stderr: r.stderr.text,
+    exit_code: code_or_null(r.exit_code),
+    signal: nullable(r.signal),
+    timed_out: r.timed_out,
+    text: r.text,
+    is_error: r.is_error,
+    execution_time: r.duration.as_secs_f64() * 1000.0,
+    pid: r.pid,
+    error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
+    error: r.error.map(|e| e.message()),
+  }
+}
+
+fn check_to_js(c: CheckResult) -> BackgroundCheck {
+  BackgroundCheck {
+    pid: c.pid,
+    running: c.running,
+    exit_code: code_or_null(c.exit_code),
+    signal: nullable(c.signal),
+    killed: c.killed,
+    truncation: streams(&c.stdout, &c.stderr),
+    log_path: path_of(&c.log),
+    offload_error: c.log.error().map(str::to_owned),
+    stdout: c.stdout.text,
+    stderr: c.stderr.text,
+    text: c.text,
+    is_error: c.is_error,
+  }
+}
+
+fn info_to_js(i: BackgroundInfo) -> BackgroundProcessInfo {
+  BackgroundProcessInfo {
+    pid: i.pid,
+    command: i.command,
+    running: i.running,
+    exit_code: code_or_null(i.exit_code),
+    signal: nullable(i.signal),
+    killed: i.killed,
+    log_path: path_of(&i.log),
+    started_at: i
+      .started
+      .duration_since(UNIX_EPOCH)
+      .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+    runtime: i.runtime.as_secs_f64() * 1000.0,
+  }
+}
+
+/// An `Error` with `err.code` set, thrown from a method.
+fn js_error(e: ExecError) -> Error {
+  Error::new(Status::GenericFailure, e.message())
+}
+
+fn throw_coded(env: &Env, e: &ExecError) -> Error {
+  // a thrown error whose `code` is the exec code (napi's own Error keeps the status as code)
+  let err = Error::new(e.code.as_str(), e.message());
+  let value = JsError::from(err).into_unknown(*env);
+  let _ = env.throw(value);
+  Error::new(Status::PendingException, e.message())
+}
+
+fn reject_coded<'env, T: ToNapiValue>(env: &'env Env, e: ExecError) -> Result<PromiseRaw<'env, T>> {
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
+  PromiseRaw::reject(env, err.into_unknown(*env))
+}
+
+// ---------------------------------------------------------------- arguments
+
+const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+const DEFAULT_RETENTION_MS: u64 = 24 * 3600 * 1000;
+const DEFAULT_KILL_GRACE_MS: u64 = 500;
+
+/// A limit: a positive integer.
+fn opt_limit(obj: Option<&Object>, key: &str) -> ArgResult<Option<usize>> {
+  let Some(o) = obj else { return Ok(None) };
+  let Some(n) = args::opt_non_negative(o, key, false)? else {
+    return Ok(None);
+  };
+  if n < 1.0 || n.fract() != 0.0 {
+    return Err(type_error(format!(
+      "options.{key} must be a positive integer, got {n}"
+    )));
+  }
+  Ok(Some(n as usize))
+}
+
+fn has_env(obj: Option<&Object>) -> ArgResult<bool> {
+  let Some(o) = obj else { return Ok(false) };
+  Ok(args::prop(o, "env")?.is_some() || args::prop(o, "extendEnv")?.is_some())
+}
+
+/// Settings of a runner that each run starts from.
+#[derive(Clone)]
+struct Defaults {
+  cwd: Option<PathBuf>,
+  env: EnvSpec,
+  timeout: Option<Duration>,
+  limits: Limits,
+}
+
+impl Default for Defaults {
+  fn default() -> Self {
+    Defaults {
+      cwd: None,
+      env: EnvSpec::inherit(),
+      timeout: Some(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
+      limits: Limits::default(),
+    }
+  }
+}
+
+fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfig)> {
+  let limits = Limits {
+    max_lines: opt_limit(obj, "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
+    max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
+  };
+  let defaults = Defaults {
+    cwd: obj
+      .map(|o| args::opt_string(o, "cwd"))
+      .transpose()?
+      .flatten()
+      .map(PathBuf::from),
+    env: args::env_spec(obj)?,
+    timeout: args::opt_timeout(obj, "timeout", DEFAULT_TIMEOUT_MS)?,
+    limits,
+  };
+  let retention = args::opt_timeout(obj, "retention", DEFAULT_RETENTION_MS)?;
+  let config = RunnerConfig {
+    owner: host::owner(),
+    output_dir: obj
+      .map(|o| args::opt_string(o, "outputDir"))
+      .transpose()?
+      .flatten()
+      .map(PathBuf::from)
+      .unwrap_or_else(std::env::temp_dir),
+    retention,
+    kill_grace: args::opt_ms(obj, "forceKillAfterDelay", DEFAULT_KILL_GRACE_MS)?,
+  };
+  Ok((defaults, config))
+}
+
+fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOptions> {
+  let cwd = match obj
+    .map(|o| args::opt_string(o, "cwd"))
+    .transpose()?
+    .flatten()
+  {
+    Some(c) => PathBuf::from(c),
+    None => match &d.cwd {
+      Some(c) => c.clone(),
+      None => std::env::current_dir().map_err(|e| {
+        ExecError::new(
+          ErrorCode::ENOENT,
+          format!("the host's working directory is gone: {e}"),
+        )
+      })?,
+    },
+  };
+  let env = if has_env(obj)? {
+    let call = args::env_spec(obj)?;
+    let mut env = d.env.clone();
+    env.vars.extend(call.vars);
+    env.remove.extend(call.remove);
+    env.extend = env.extend && call.extend;
+    env
+  } else {
+    d.env.clone()
+  };
+  let timeout = match obj {
+    Some(o) if args::prop(o, "timeout")?.is_some() => args::opt_timeout(Some(o), "timeout", 0)?,
+    _ => d.timeout,
+  };
+  let limits = Limits {
+    max_lines: opt_limit(obj, "maxLines")?.unwrap_or(d.limits.max_lines),
+    max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(d.limits.max_bytes),
+  };
+  let output_dir = obj
+    .map(|o| args::opt_string(o, "outputDir"))
+    .transpose()?
+    .flatten()
+    .map(PathBuf::from);
+  let background = match obj {
+    Some(o) => args::opt_bool(o, "background")?.unwrap_or(false),
+    None => false,
+  };
+  Ok(CoreOptions {
+    cwd,
+    env,
+    timeout,
+    limits,
+    output_dir,
+    background,
+  })
+}
+
+fn read_pid(v: &Unknown) -> ArgResult<u32> {
+  let n = args::number(v, "pid")?;
+  if !(1.0..=(i32::MAX as f64)).contains(&n) || n.fract() != 0.0 {
+    return Err(type_error(format!(
+      "pid must be a positive integer, got {n}"
+    )));
+  }
+  Ok(n as u32)
+}
+
+// ---------------------------------------------------------------- calls
+
+fn run_with<'env>(
+  env: &'env Env,
+  runner: core::CommandRunner,
+  defaults: &Defaults,
+  command: Unknown<'env>,
+  options: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, CommandResult>> {
+  let parsed = (|| -> ArgResult<_> {
+    let command = args::string(&command, "command")?;
+    let opts = args::options(options, "options")?;
+    let o = read_command_options(opts.as_ref(), defaults)?;
+    Ok((command, o))
+  })();
+  let (command, opts) = match parsed {
+    Ok(p) => p,
+    Err(e) => return reject_type_error(env, e),
+  };
+  env.spawn_future_with_callback(
+    async move { Ok(runner.run(&command, opts).await) },
+    |_, r| Ok(result_to_js(r)),
+  )
+}
+
+fn check_with(env: &Env, runner: &core::CommandRunner, pid: Unknown) -> Result<BackgroundCheck> {
+  let pid = read_pid(&pid).map_err(|e| throw_type(env, &e))?;
+  runner
+    .check(pid)
+    .map(check_to_js)
+    .map_err(|e| throw_coded(env, &e))
+}
+
+fn throw_type(env: &Env, e: &ExecError) -> Error {
+  let err = napi::JsTypeError::from(Error::new(e.code.as_str(), e.message()));
+  let _ = env.throw(err.into_unknown(*env));
+  Error::new(Status::PendingException, e.message())
+}
+
+fn kill_with<'env>(
+  env: &'env Env,
+  runner: core::CommandRunner,
+  pid: Unknown<'env>,
+) -> Result<PromiseRaw<'env, BackgroundCheck>> {
+  let pid = match read_pid(&pid) {
+    Ok(p) => p,
+    Err(e) => return reject_type_error(env, e),
+  };
+  if !runner.contains(pid) {
+    return reject_coded(
+      env,
+      ExecError::new(
+        ErrorCode::ESRCH,
+        format!("no background process with pid {pid} in this runner"),
+      ),
+    );
+  }
+  env.spawn_future_with_callback(
+    async move { runner.kill(pid).await.map_err(js_error) },
+    |_, c| Ok(check_to_js(c)),
+  )
+}
+
+/// A session of the command tool: runs commands, and owns the ones that went
+/// to the background (after their timeout, or with `background: true`).
+/// `close()` kills what it still runs; dropping it does too.
+#[napi]
+pub struct CommandRunner {
+  runner: core::CommandRunner,
+  defaults: Defaults,
+}
+
+#[napi]
+impl CommandRunner {
+  /// Throws a TypeError (code `EINVAL`) for options of the wrong type.
+  #[napi(constructor, ts_args_type = "options?: CommandRunnerOptions")]
+  pub fn new(env: Env, options: Option<Unknown>) -> Result<Self> {
+    let parsed = (|| -> ArgResult<_> {
+      let opts = args::options(options, "options")?;
+      read_runner_options(opts.as_ref())
+    })();
+    let (defaults, config) = parsed.map_err(|e| throw_type(&env, &e))?;
+    Ok(CommandRunner {
+      runner: core::CommandRunner::new(config),
+      defaults,
+    })
+  }
+
+  /// Run `bash -c <command>` (see `runCommand`).
+  #[napi(
+    ts_args_type = "command: string, options?: CommandOptions",
+    ts_return_type = "Promise<CommandResult>"
+  )]
+  pub fn run<'env>(
+    &self,
+    env: &'env Env,
+    command: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, CommandResult>> {
+    run_with(env, self.runner.clone(), &self.defaults, command, options)
+  }
+
+  /// Running or exited, and only the output written since the last check.
+  /// Throws (code `ESRCH`) for a pid this runner does not know.
+  #[napi(ts_args_type = "pid: number")]
+  pub fn check_background(&self, env: Env, pid: Unknown) -> Result<BackgroundCheck> {
+    check_with(&env, &self.runner, pid)
+  }
+
+  /// Terminate the whole process group (SIGTERM, then SIGKILL) and resolve
+  /// with the final output. Rejects (code `ESRCH`) for an unknown pid.
+  #[napi(
+    ts_args_type = "pid: number",
+    ts_return_type = "Promise<BackgroundCheck>"
+  )]
+  pub fn kill_background<'env>(
+    &self,
+    env: &'env Env,
+    pid: Unknown<'env>,
+  ) -> Result<PromiseRaw<'env, BackgroundCheck>> {
+    kill_with(env, self.runner.clone(), pid)
+  }
+
+  /// Every background process of this runner with its status, oldest first.
+  #[napi]
+  pub fn list_background(&self) -> Vec<BackgroundProcessInfo> {
+    self.runner.list().into_iter().map(info_to_js).collect()
+  }
+
+  /// Kill everything still running, sweep old logs; later runs fail with
+  /// `ECANCELED`. Resolves with how many processes were still running.
+  #[napi(ts_return_type = "Promise<number>")]
+  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, u32>> {
+    let runner = self.runner.clone();
+    env.spawn_future_with_callback(async move { Ok(runner.close().await as u32) }, |_, n| Ok(n))
+  }
+}
+
+/// The runner behind the module-level functions, one per Node environment.
+fn default_runner() -> core::CommandRunner {
+  static RUNNERS: Mutex<Option<HashMap<u64, core::CommandRunner>>> = Mutex::new(None);
+  let owner = host::owner();
+  RUNNERS
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .get_or_insert_with(HashMap::new)
+    .entry(owner)
+    .or_insert_with(|| {
+      core::CommandRunner::new(RunnerConfig {
+        owner,
+        ..Default::default()
+      })
+    })
+    .clone()
+}
+
+/// Run `bash -c <command>` for a model: stateless, stdin closed, a
+/// non-interactive environment; output sanitized (no ANSI escapes), cut to the
+/// last `maxLines` lines / `maxBytes` bytes per stream with the full output in
+/// a log file; after `timeout` the command moves to the background instead of
+/// being killed (see `checkBackground`, `killBackground`). Uses the module's
+/// default runner; create a `CommandRunner` for a session of your own.
+#[napi(
+  ts_args_type = "command: string, options?: CommandOptions",
+  ts_return_type = "Promise<CommandResult>"
+)]
+pub fn run_command<'env>(
+  env: &'env Env,
+  command: Unknown<'env>,
+  options: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, CommandResult>> {
+  run_with(
+    env,
+    default_runner(),
+    &Defaults::default(),
+    command,
+    options,
+  )
+}
+
+/// `checkBackground` of the default runner (processes started by `runCommand`).
+#[napi(ts_args_type = "pid: number")]
+pub fn check_background(env: Env, pid: Unknown) -> Result<BackgroundCheck> {
+  check_with(&env, &default_runner(), pid)
+}
+
+/// `killBackground` of the default runner.
+#[napi(
+  ts_args_type = "pid: number",
+  ts_return_type = "Promise<BackgroundCheck>"
+)]
+pub fn kill_background<'env>(
+  env: &'env Env,
+  pid: Unknown<'env>,
+) -> Result<PromiseRaw<'env, BackgroundCheck>> {
+  kill_with(env, default_runner(), pid)
+}
+
+/// `listBackground` of the default runner.
+#[napi]
+pub fn list_background() -> Vec<BackgroundProcessInfo> {
+  default_runner()
+    .list()
+    .into_iter()
+    .map(info_to_js)
+    .collect()
+}
+
+/// Strip terminal escapes (CSI, OSC, DCS, ...; parsed by `vte`), drop control
+/// characters other than tab, newline and carriage return, turn `\r\n` into `\n`.
+#[napi(ts_args_type = "text: string")]
+pub fn sanitize(env: Env, text: Unknown) -> Result<String> {
+  let text = args::string(&text, "text").map_err(|e| throw_type(&env, &e))?;
+  Ok(core::sanitize(&text))
+}
+
+/// Keep the last complete lines of `text` within `maxLines` and `maxBytes`
+/// (whichever hits first); a single line longer than `maxBytes` keeps its
+/// tail, cut on a character boundary.
+#[napi(ts_args_type = "text: string, options?: TruncateOptions")]
+pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Result<TruncateResult> {
+  let parsed = (|| -> ArgResult<_> {
+    let text = args::string(&text, "text")?;
+    let opts = args::options(options, "options")?;
+    let limits = Limits {
+      max_lines: opt_limit(opts.as_ref(), "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
+      max_bytes: opt_limit(opts.as_ref(), "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
+    };
+    Ok((text, limits))
+  })();
+  let (text, limits) = parsed.map_err(|e| throw_type(&env, &e))?;
+  let (content, t) = core::truncate_tail(&text, limits);
+  let info = truncation_info(&t);
+  Ok(TruncateResult {
+    content: content.to_owned(),
+    truncated: info.truncated,
+    truncated_by: info.truncated_by,
+    total_lines: info.total_lines,
+    total_bytes: info.total_bytes,
+    output_lines: info.output_lines,
+    output_bytes: info.output_bytes,
+    last_line_partial: info.last_line_partial,
+  })
+}

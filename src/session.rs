@@ -1,0 +1,502 @@
+//! `PythonSession` and `ShellSession`: persistent interpreters as JavaScript
+//! classes. Conversion only; the work is in `exec_core::session`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use exec_core::session::{self as core, ExecuteOptions, SessionStatus};
+use exec_core::{ErrorCode, ExecError};
+use napi::bindgen_prelude::*;
+use napi::JsError;
+use napi_derive::napi;
+
+use crate::args::{self, ArgResult};
+use crate::error::reject_type_error;
+use crate::host;
+use crate::options::nullable;
+use crate::spawn_call::callback;
+use crate::stream::{CallbackSink, StringCallback};
+
+const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+const DEFAULT_GRACE_MS: u64 = 2_000;
+const DEFAULT_STARTUP_MS: u64 = 30_000;
+const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
+const CALLBACK_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Options of `PythonSession.start`.
+#[napi(object, object_to_js = false)]
+pub struct PythonSessionOptions {
+  /// Working directory of the interpreter, checked before starting. @default process.cwd()
+  pub cwd: Option<String>,
+  /// Variables set over the host environment (`undefined` removes one).
+  pub env: Option<std::collections::HashMap<String, String>>,
+  /// Start from the host environment (`true`) or from `env` alone. @default true
+  pub extend_env: Option<bool>,
+  /// The interpreter: a name looked up in PATH, or a path. @default 'python3'
+  pub python: Option<String>,
+  /// Code run in the namespace after every start of an interpreter (the first,
+  /// restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
+  pub init_code: Option<String>,
+  /// Milliseconds a cell has to stop after the SIGINT of its timeout before the
+  /// interpreter is killed. @default 2000
+  pub force_kill_after_delay: Option<f64>,
+  /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
+  pub startup_timeout: Option<f64>,
+}
+
+/// Options of `ShellSession.start`.
+#[napi(object, object_to_js = false)]
+pub struct ShellSessionOptions {
+  /// Initial working directory of the shell. @default process.cwd()
+  pub cwd: Option<String>,
+  /// Variables set over the host environment (`undefined` removes one).
+  pub env: Option<std::collections::HashMap<String, String>>,
+  /// @default true
+  pub extend_env: Option<bool>,
+  /// bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash'
+  pub shell: Option<String>,
+  /// Run in the shell after every start (the first, restarts). Its output is discarded.
+  pub init_script: Option<String>,
+  /// Milliseconds a command has to stop after the SIGINT of its timeout before
+  /// its processes are killed. @default 2000
+  pub force_kill_after_delay: Option<f64>,
+  /// Milliseconds allowed for starting the shell and running `initScript`. @default 30000
+  pub startup_timeout: Option<f64>,
+}
+
+/// Options of `execute` (both sessions).
+#[napi(object, object_to_js = false)]
+pub struct SessionExecuteOptions {
+  /// Milliseconds before the execution is interrupted (then killed, see
+  /// `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
+  pub timeout: Option<f64>,
+  /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
+  pub max_output_bytes: Option<f64>,
+  /// Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced).
+  #[napi(ts_type = "(data: string) => void")]
+  pub on_stdout: Option<Unknown<'static>>,
+  /// Called with stderr text as it is printed.
+  #[napi(ts_type = "(data: string) => void")]
+  pub on_stderr: Option<Unknown<'static>>,
+}
+
+/// An exception raised by a Python cell.
+#[napi(object, object_from_js = false)]
+pub struct PythonException {
+  /// The exception's class name, e.g. `'ZeroDivisionError'`, `'KeyboardInterrupt'`.
+  #[napi(js_name = "type")]
+  pub kind: String,
+  /// `str(exception)`.
+  pub message: String,
+  /// The formatted traceback, starting at the cell: `File "<cell 3>", line 2, in <module>`.
+  pub traceback: String,
+}
+
+/// The result of `PythonSession.execute`. It resolves for every outcome of the
+/// cell; it rejects only when the session is closed (ECANCELED) or a lost
+/// interpreter cannot be restarted (ENOENT, ESPAWN, EINVAL for `initCode`).
+#[napi(object, object_from_js = false)]
+pub struct PythonExecuteResult {
+  /// `ok`; `error` (the cell raised); `interrupted` (`interrupt()`, a
+  /// KeyboardInterrupt; the namespace is kept); `timeout`; `died` (the
+  /// interpreter ended: `os._exit`, a crash; the next cell starts a new one).
+  #[napi(ts_type = "'ok' | 'error' | 'interrupted' | 'timeout' | 'died'")]
+  pub status: String,
+  /// Captured stdout: head + `[Output truncated] N bytes omitted` + tail when over the cap.
+  pub stdout: String,
+  /// Captured stderr (a traceback is printed there too, as the REPL does).
+  pub stderr: String,
+  /// Whether either stream was cut.
+  pub truncated: bool,
+  /// `repr()` of the cell's last expression, as Jupyter shows it; null for
+  /// statements and for `None`.
+  #[napi(ts_type = "string | null")]
+  pub result_value: Either<String, Null>,
+  /// The exception with `error` and `interrupted` (and a timeout the interrupt stopped).
+  #[napi(ts_type = "PythonException | null")]
+  pub exception: Either<PythonException, Null>,
+  /// The cell's number in its interpreter (`<cell N>`); starts at 1 again after a restart.
+  pub execution_count: u32,
+  /// Milliseconds.
+  pub execution_time: f64,
+  /// With `died` or a killing `timeout`: the interpreter's exit code (128+N for signal N).
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  /// With `died`: the signal that ended the interpreter (`'SIGSEGV'`), or null.
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// The interpreter is gone and its namespace with it (`died`, or a `timeout`
+  /// the interrupt did not stop).
+  pub state_lost: bool,
+  /// This cell ran in a new interpreter because the previous one was lost.
+  pub restarted: bool,
+  /// `exec: <what> (<CODE>)` for `timeout` (TIMEOUT) and a close under the cell (ECANCELED).
+  pub error: Option<String>,
+  pub error_code: Option<String>,
+}
+
+/// The result of `ShellSession.execute`. Rejects only when the session is
+/// closed (ECANCELED), the command holds a NUL byte (EINVAL), or a lost shell
+/// cannot be restarted.
+#[napi(object, object_from_js = false)]
+pub struct ShellExecuteResult {
+  /// `ok` (exit 0); `error` (non-zero exit); `interrupted` (`interrupt()`; the
+  /// shell, its cwd and variables are kept); `timeout`; `died` (the shell
+  /// ended, e.g. `exit`; the next command starts a new one).
+  #[napi(ts_type = "'ok' | 'error' | 'interrupted' | 'timeout' | 'died'")]
+  pub status: String,
+  pub stdout: String,
+  pub stderr: String,
+  pub truncated: bool,
+  /// The command's real `$?` (130 after an interrupt); 124 on timeout; with
+  /// `died`, the shell's exit code (128+N for signal N).
+  pub exit_code: i32,
+  /// The session's working directory after the command.
+  pub cwd: String,
+  /// Milliseconds.
+  pub execution_time: f64,
+  /// With `died`: the signal that ended the shell, or null.
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// The shell is gone, and its cwd, variables, aliases and functions with it.
+  pub state_lost: bool,
+  /// This command ran in a new shell because the previous one was lost.
+  pub restarted: bool,
+  pub error: Option<String>,
+  pub error_code: Option<String>,
+}
+
+/// A rejected-promise error carrying `err.code` (built on the JS thread).
+fn js_error(env: &Env, e: ExecError) -> Error {
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
+  Error::from(err.into_unknown(*env))
+}
+
+struct Common {
+  cwd: PathBuf,
+  env: exec_core::EnvSpec,
+  grace: Duration,
+  startup: Duration,
+}
+
+fn common(opts: Option<&Object>) -> ArgResult<Common> {
+  let cwd = match opts
+    .map(|o| args::opt_string(o, "cwd"))
+    .transpose()?
+    .flatten()
+  {
+    Some(c) => PathBuf::from(c),
+    None => std::env::current_dir().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ENOENT,
+        format!("the host's working directory is gone: {e}"),
+      )
+    })?,
+  };
+  Ok(Common {
+    cwd,
+    env: args::env_spec(opts)?,
+    grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
+    startup: args::opt_ms(opts, "startupTimeout", DEFAULT_STARTUP_MS)?,
+  })
+}
+
+fn opt_str(opts: Option<&Object>, key: &str) -> ArgResult<Option<String>> {
+  Ok(
+    opts
+      .map(|o| args::opt_string(o, key))
+      .transpose()?
+      .flatten(),
+  )
+}
+
+struct ExecArgs {
+  code: String,
+  opts: ExecuteOptions,
+  out: CallbackSink,
+  err: CallbackSink,
+}
+
+fn exec_args(code: &Unknown, options: Option<Unknown>, what: &str) -> ArgResult<ExecArgs> {
+  let code = args::string(code, what)?;
+  let opts = args::options(options, "options")?;
+  let timeout = args::opt_timeout(opts.as_ref(), "timeout", DEFAULT_TIMEOUT_MS)?;
+  let max_output = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
+  let (on_out, on_err): (Option<StringCallback>, Option<StringCallback>) = match &opts {
+    Some(o) => (
+      callback(args::prop(o, "onStdout")?, "options.onStdout")?,
+      callback(args::prop(o, "onStderr")?, "options.onStderr")?,
+    ),
+    None => (None, None),
+  };
+  Ok(ExecArgs {
+    code,
+    opts: ExecuteOptions {
+      timeout,
+      max_output,
+    },
+    out: CallbackSink::new(on_out, CALLBACK_INTERVAL),
+    err: CallbackSink::new(on_err, CALLBACK_INTERVAL),
+  })
+}
+
+fn status(s: SessionStatus) -> String {
+  s.as_str().to_owned()
+}
+
+fn ms(d: Duration) -> f64 {
+  d.as_secs_f64() * 1000.0
+}
+
+/// A persistent Python interpreter (a real `python3` process, never Python
+/// inside Node). Variables, imports, functions and classes survive from one
+/// `execute` to the next. Calls are queued and run in order.
+#[napi]
+pub struct PythonSession {
+  inner: Arc<core::PythonSession>,
+}
+
+#[napi]
+impl PythonSession {
+  /// Start the interpreter (and run `initCode`). Rejects with `err.code`:
+  /// ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
+  /// start), EINVAL (`initCode` raised; bad options as a TypeError).
+  #[napi(
+    ts_args_type = "options?: PythonSessionOptions",
+    ts_return_type = "Promise<PythonSession>"
+  )]
+  pub fn start<'env>(
+    env: &'env Env,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, PythonSession>> {
+    let parsed = (|| -> ArgResult<_> {
+      let opts = args::options(options, "options")?;
+      let c = common(opts.as_ref())?;
+      Ok(core::PythonOptions {
+        python: opt_str(opts.as_ref(), "python")?.unwrap_or_else(|| "python3".into()),
+        cwd: c.cwd,
+        env: c.env,
+        init_code: opt_str(opts.as_ref(), "initCode")?,
+        owner: host::owner(),
+        kill_grace: c.grace,
+        startup_timeout: c.startup,
+      })
+    })();
+    let opts = match parsed {
+      Ok(o) => o,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let fut = async move { Ok(core::PythonSession::start(opts).await) };
+    env.spawn_future_with_callback(fut, |env, r| match r {
+      Ok(s) => Ok(PythonSession { inner: Arc::new(s) }),
+      Err(e) => Err(js_error(env, e)),
+    })
+  }
+
+  /// Run a cell. Streams output to `onStdout`/`onStderr` as it is printed;
+  /// resolves with the captured result for every outcome of the cell.
+  #[napi(
+    ts_args_type = "code: string, options?: SessionExecuteOptions",
+    ts_return_type = "Promise<PythonExecuteResult>"
+  )]
+  pub fn execute<'env>(
+    &self,
+    env: &'env Env,
+    code: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
+    let a = match exec_args(&code, options, "code") {
+      Ok(a) => a,
+      Err(e) => return reject_type_error(env, e),
+    };
+    // joins the session's queue now, so calls run in the order they were made
+    let run = self.inner.execute(a.code, a.opts, a.out, a.err);
+    let fut = async move { Ok(run.await) };
+    env.spawn_future_with_callback(fut, |env, r| match r {
+      Err(e) => Err(js_error(env, e)),
+      Ok(r) => Ok(PythonExecuteResult {
+        status: status(r.status),
+        stdout: r.stdout,
+        stderr: r.stderr,
+        truncated: r.truncated,
+        result_value: nullable(r.result_value),
+        exception: r.exception.map_or(Either::B(Null), |e| {
+          Either::A(PythonException {
+            kind: e.kind,
+            message: e.message,
+            traceback: e.traceback,
+          })
+        }),
+        execution_count: r.execution_count,
+        execution_time: ms(r.execution_time),
+        exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
+        signal: nullable(r.signal),
+        state_lost: r.state_lost,
+        restarted: r.restarted,
+        error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
+        error: r.error.map(|e| e.message()),
+      }),
+    })
+  }
+
+  /// Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
+  /// namespace survives). Returns false when no cell is running.
+  #[napi]
+  pub fn interrupt(&self) -> bool {
+    self.inner.interrupt()
+  }
+
+  /// Replace the interpreter by a fresh one (an empty namespace; `initCode`
+  /// runs again). Waits for queued cells first.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let run = self.inner.reset();
+    let fut = async move { Ok(run.await) };
+    env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+  }
+
+  /// End the interpreter and every process it started. A running cell
+  /// resolves with `died`; queued and later calls reject with ECANCELED.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    let fut = async move {
+      inner.close().await;
+      Ok(())
+    };
+    env.spawn_future_with_callback(fut, |_, _| Ok(()))
+  }
+
+  /// The interpreter's pid; 0 while none runs (after it died, after `close`).
+  #[napi(getter)]
+  pub fn pid(&self) -> i32 {
+    self.inner.pid()
+  }
+
+  /// Whether `close()` was called.
+  #[napi(getter)]
+  pub fn closed(&self) -> bool {
+    self.inner.is_closed()
+  }
+}
+
+/// A persistent bash: `cd`, `export`, aliases, functions and shell variables
+/// survive from one `execute` to the next. Calls are queued and run in order.
+#[napi]
+pub struct ShellSession {
+  inner: Arc<core::ShellSession>,
+}
+
+#[napi]
+impl ShellSession {
+  /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
+  /// ENOTDIR, EACCES, ESPAWN, EINVAL (not bash, or `initScript` ended the shell).
+  #[napi(
+    ts_args_type = "options?: ShellSessionOptions",
+    ts_return_type = "Promise<ShellSession>"
+  )]
+  pub fn start<'env>(
+    env: &'env Env,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, ShellSession>> {
+    let parsed = (|| -> ArgResult<_> {
+      let opts = args::options(options, "options")?;
+      let c = common(opts.as_ref())?;
+      Ok(core::ShellOptions {
+        shell: opt_str(opts.as_ref(), "shell")?.unwrap_or_else(|| "bash".into()),
+        cwd: c.cwd,
+        env: c.env,
+        init_script: opt_str(opts.as_ref(), "initScript")?,
+        owner: host::owner(),
+        kill_grace: c.grace,
+        startup_timeout: c.startup,
+      })
+    })();
+    let opts = match parsed {
+      Ok(o) => o,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let fut = async move { Ok(core::ShellSession::start(opts).await) };
+    env.spawn_future_with_callback(fut, |env, r| match r {
+      Ok(s) => Ok(ShellSession { inner: Arc::new(s) }),
+      Err(e) => Err(js_error(env, e)),
+    })
+  }
+
+  /// Run a command line in the session's shell, stdin at EOF. Streams output
+  /// to `onStdout`/`onStderr`; resolves with the captured result, the real
+  /// exit code and the cwd after it.
+  #[napi(
+    ts_args_type = "command: string, options?: SessionExecuteOptions",
+    ts_return_type = "Promise<ShellExecuteResult>"
+  )]
+  pub fn execute<'env>(
+    &self,
+    env: &'env Env,
+    command: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, ShellExecuteResult>> {
+    let a = match exec_args(&command, options, "command") {
+      Ok(a) => a,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let run = self.inner.execute(a.code, a.opts, a.out, a.err);
+    let fut = async move { Ok(run.await) };
+    env.spawn_future_with_callback(fut, |env, r| match r {
+      Err(e) => Err(js_error(env, e)),
+      Ok(r) => Ok(ShellExecuteResult {
+        status: status(r.status),
+        stdout: r.stdout,
+        stderr: r.stderr,
+        truncated: r.truncated,
+        exit_code: r.exit_code,
+        cwd: r.cwd,
+        execution_time: ms(r.execution_time),
+        signal: nullable(r.signal),
+        state_lost: r.state_lost,
+        restarted: r.restarted,
+        error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
+        error: r.error.map(|e| e.message()),
+      }),
+    })
+  }
+
+  /// Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
+  /// cwd and variables stay. Returns false when no command is running.
+  #[napi]
+  pub fn interrupt(&self) -> bool {
+    self.inner.interrupt()
+  }
+
+  /// Replace the shell by a fresh one (initial cwd; `initScript` runs again).
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let run = self.inner.reset();
+    let fut = async move { Ok(run.await) };
+    env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+  }
+
+  /// End the shell and every process of its group (background jobs included).
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    let fut = async move {
+      inner.close().await;
+      Ok(())
+    };
+    env.spawn_future_with_callback(fut, |_, _| Ok(()))
+  }
+
+  /// The shell's pid; 0 while none runs.
+  #[napi(getter)]
+  pub fn pid(&self) -> i32 {
+    self.inner.pid()
+  }
+
+  #[napi(getter)]
+  pub fn closed(&self) -> bool {
+    self.inner.is_closed()
+  }
+}
