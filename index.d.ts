@@ -443,6 +443,14 @@ export interface ExecuteOptions {
   dieWithParent?: boolean
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
+  /**
+   * How `'typescript'` code runs: `'auto'` strips the types in-process and
+   * runs plain node when the code and the project allow it (no enums,
+   * namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+   * tsx), else tsx, with the same output; `'strip'` always strips (errors with
+   * `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+   */
+  typescript?: 'auto' | 'strip' | 'tsx'
 }
 
 /**
@@ -967,6 +975,14 @@ export interface SpawnOptions {
    * coalesced in between (the first chunk is delivered at once). @default 10
    */
   callbackIntervalMs?: number
+  /**
+   * How `'typescript'` code runs: `'auto'` strips the types in-process and
+   * runs plain node when the code and the project allow it (no enums,
+   * namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+   * tsx), else tsx, with the same output; `'strip'` always strips (errors with
+   * `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+   */
+  typescript?: 'auto' | 'strip' | 'tsx'
 }
 
 /** The result of `spawnCall`. */

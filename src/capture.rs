@@ -237,11 +237,12 @@ pub fn execute_and_capture<'env>(
     let common = common_options(opts.as_ref())?;
     let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
     let raw = encoding(opts.as_ref())?;
+    let ts = crate::typescript::ts_path(opts.as_ref())?;
     let cancel = CancellationToken::new();
     let binding = abort::bind(env, opts.as_ref(), &cancel)?;
-    Ok((code, language, common, cap, raw, cancel, binding))
+    Ok((code, language, common, cap, raw, ts, cancel, binding))
   })();
-  let (code, language, common, cap, raw, cancel, binding) = match parsed {
+  let (code, language, common, cap, raw, ts, cancel, binding) = match parsed {
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
@@ -250,7 +251,8 @@ pub fn execute_and_capture<'env>(
   let prepared = (|| -> std::result::Result<_, ExecError> {
     let lang: Language = language.parse()?;
     exec_core::spawn::check_cwd(&common.cwd)?;
-    let launch = language::prepare(lang, &code, &common.cwd, &common.env, host::toolchain())?;
+    let launch =
+      language::prepare_with(lang, &code, &common.cwd, &common.env, host::toolchain(), ts)?;
     Ok(launch)
   })();
 

@@ -44,6 +44,13 @@ pub struct ExecuteOptions {
   /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
   #[napi(ts_type = "'utf8' | 'buffer'")]
   pub encoding: Option<String>,
+  /// How `'typescript'` code runs: `'auto'` strips the types in-process and
+  /// runs plain node when the code and the project allow it (no enums,
+  /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+  /// tsx), else tsx, with the same output; `'strip'` always strips (errors with
+  /// `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+  #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
+  pub typescript: Option<String>,
 }
 
 /// The result of `executeAndCapture`. Errors before execution (bad cwd,
@@ -112,6 +119,13 @@ pub struct SpawnOptions {
   /// Least milliseconds between two calls of the same callback: output is
   /// coalesced in between (the first chunk is delivered at once). @default 10
   pub callback_interval_ms: Option<f64>,
+  /// How `'typescript'` code runs: `'auto'` strips the types in-process and
+  /// runs plain node when the code and the project allow it (no enums,
+  /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+  /// tsx), else tsx, with the same output; `'strip'` always strips (errors with
+  /// `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+  #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
+  pub typescript: Option<String>,
 }
 
 /// The result of `spawnCall`.

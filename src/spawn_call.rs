@@ -216,25 +216,28 @@ pub fn execute_streaming<'env>(
   let parsed = (|| -> ArgResult<_> {
     let code = args::string(&code, "code")?;
     let language = args::string(&language, "language")?;
+    let ts = crate::typescript::ts_path(args::options(options, "options")?.as_ref())?;
     Ok((
       code,
       language,
+      ts,
       streaming_args(env, options, on_stdout, on_stderr)?,
     ))
   })();
-  let (code, language, st) = match parsed {
+  let (code, language, ts, st) = match parsed {
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
   let prepared = (|| -> std::result::Result<Launch, ExecError> {
     let lang: Language = language.parse()?;
     check_cwd(&st.common.cwd)?;
-    language::prepare(
+    language::prepare_with(
       lang,
       &code,
       &st.common.cwd,
       &st.common.env,
       host::toolchain(),
+      ts,
     )
   })();
   stream_run(env, st, prepared)

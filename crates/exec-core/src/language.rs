@@ -14,6 +14,7 @@ use std::str::FromStr;
 use crate::error::{ErrorCode, ExecError};
 use crate::run::ProcessSpec;
 use crate::spawn::{resolve_program, EnvSpec};
+use crate::ts_strip::{self, TsPath};
 
 /// Code up to this size is passed inline.
 pub const INLINE_MAX: usize = 64 * 1024;
@@ -118,6 +119,7 @@ fn find_node(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<PathBuf, ExecE
 }
 
 /// Build the process that runs `code` in `lang`, checking the interpreter exists.
+/// TypeScript takes the fast path when it can (see [`crate::ts_strip`]).
 pub fn prepare(
   lang: Language,
   code: &str,
@@ -125,6 +127,34 @@ pub fn prepare(
   env: &EnvSpec,
   tc: &Toolchain,
 ) -> Result<Launch, ExecError> {
+  prepare_with(lang, code, cwd, env, tc, TsPath::Auto)
+}
+
+/// [`prepare`], choosing how TypeScript runs: its types stripped in-process
+/// and plain node (`Auto` when code and project allow it, or `Strip`), or tsx.
+pub fn prepare_with(
+  lang: Language,
+  code: &str,
+  cwd: &Path,
+  env: &EnvSpec,
+  tc: &Toolchain,
+  ts: TsPath,
+) -> Result<Launch, ExecError> {
+  if lang == Language::TypeScript && ts != TsPath::Tsx {
+    let stripped = match ts_strip::project_wants_tsx(cwd) {
+      Some(why) if ts == TsPath::Auto => Err(why),
+      _ => ts_strip::strip(code),
+    };
+    match stripped {
+      Ok(js) => return prepare_with(Language::JavaScript, &js, cwd, env, tc, ts),
+      Err(why) if ts == TsPath::Strip => {
+        return Err(ExecError::invalid(format!(
+          "this TypeScript needs more than stripping types (use typescript: 'tsx'): {why}"
+        )))
+      }
+      Err(_) => {}
+    }
+  }
   let path = env.path_var();
   let inline = !needs_file(code);
   match lang {

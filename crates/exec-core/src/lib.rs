@@ -15,6 +15,7 @@ pub mod server;
 pub mod session;
 pub mod spawn;
 pub mod tree;
+pub mod ts_strip;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;
@@ -23,3 +24,4 @@ pub use language::{Language, Toolchain};
 pub use run::{run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
 pub use spawn::EnvSpec;
 pub use tokio_util::sync::CancellationToken;
+pub use ts_strip::TsPath;

@@ -1,0 +1,661 @@
+#!/usr/bin/env node
+// exec-native benchmark suite: every comparison runs side by side in this one
+// process run (A B A B ..., rotated order), reports medians and the ratio of
+// medians taken in the same run, prints tables, checks the targets of issue 7
+// and writes everything to benchmark/results.json.
+//
+//   npm run build && npm run bench                 full run (~10 min on 2 cores)
+//   BENCH_SCALE=0.1 npm run bench                   quick run (< 1 min): counts and sizes scaled
+//   npm run bench -- --only overhead,typescript    some cases only
+//   npm run bench -- --out /tmp/r.json              write elsewhere (default benchmark/results.json)
+//
+// Cases: overhead, heap, throughput, eventloop, concurrency, typescript.
+// Flags may also be given as env: BENCH_SCALE, BENCH_ONLY, BENCH_OUT.
+
+import { spawn, execFile, spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const root = path.resolve(here, '..')
+const require = createRequire(import.meta.url)
+const native = require('../index.js')
+const { spawnCall, executeAndCapture } = native
+
+// ---------------------------------------------------------------- arguments
+
+function flag(name, env, dflt) {
+  const i = process.argv.indexOf(`--${name}`)
+  if (i > 0 && i + 1 < process.argv.length) return process.argv[i + 1]
+  return process.env[env] ?? dflt
+}
+const SCALE = Number(flag('scale', 'BENCH_SCALE', '1'))
+if (!(SCALE > 0)) throw new Error(`bench: BENCH_SCALE must be a positive number, got ${SCALE}`)
+const ONLY = (flag('only', 'BENCH_ONLY', '') || '').split(',').filter(Boolean)
+const OUT = path.resolve(flag('out', 'BENCH_OUT', path.join(here, 'results.json')))
+const n = (full, min = 1) => Math.max(min, Math.round(full * SCALE))
+const want = (id) => ONLY.length === 0 || ONLY.includes(id)
+
+// ---------------------------------------------------------------- statistics
+
+const sorted = (xs) => [...xs].sort((a, b) => a - b)
+function quantile(xs, q) {
+  if (xs.length === 0) return NaN
+  const s = sorted(xs)
+  const i = (s.length - 1) * q
+  const lo = Math.floor(i)
+  const hi = Math.ceil(i)
+  return s[lo] + (s[hi] - s[lo]) * (i - lo)
+}
+const median = (xs) => quantile(xs, 0.5)
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
+const max = (xs) => xs.reduce((a, b) => Math.max(a, b), -Infinity)
+const r3 = (x) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x)
+
+/**
+ * Run each contender `rounds` times, `perRound` operations a time, in rotated
+ * order (round r starts with contender r mod k), after `warmup` operations of
+ * each. `op()` returns a number (its own measure) or undefined (then the wall
+ * time of the op, in ms, is recorded). Returns samples per contender.
+ */
+async function interleave(contenders, { rounds, perRound, warmup = 0 }) {
+  const samples = new Map(contenders.map((c) => [c.name, []]))
+  for (const c of contenders) for (let i = 0; i < warmup; i++) await c.op()
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const c = contenders[(r + k) % contenders.length]
+      // the garbage of the previous contender is not collected on this one's time
+      globalThis.gc?.()
+      if (c.before) await c.before()
+      for (let i = 0; i < perRound; i++) {
+        const t = performance.now()
+        const v = await c.op()
+        samples.get(c.name).push(typeof v === 'number' ? v : performance.now() - t)
+      }
+      if (c.after) await c.after()
+    }
+  }
+  return samples
+}
+
+// ---------------------------------------------------------------- helpers
+
+function cpRun(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, opts)
+    c.on('error', reject)
+    c.on('close', (code) => resolve(code))
+  })
+}
+function execFileP(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, opts, (err, stdout, stderr) => (err ? reject(err) : resolve({ stdout, stderr })))
+  })
+}
+function check(cond, what) {
+  if (!cond) throw new Error(`bench: unexpected result: ${what}`)
+}
+
+/** Peak RSS growth of this process during `fn`: VmHWM is reset through
+ * /proc/self/clear_refs (Linux), else RSS is sampled every 5 ms. */
+async function peakRssGrowth(fn) {
+  const before = process.memoryUsage.rss()
+  let reset = false
+  try {
+    writeFileSync('/proc/self/clear_refs', '5')
+    reset = true
+  } catch {}
+  let sampled = before
+  const timer = reset ? null : setInterval(() => (sampled = Math.max(sampled, process.memoryUsage.rss())), 5)
+  const value = await fn()
+  if (timer) clearInterval(timer)
+  let peak = sampled
+  if (reset) {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))
+    peak = Number(m[1]) * 1024
+  }
+  return { value, growth: Math.max(0, peak - before) }
+}
+
+/** Event-loop delay of this thread while `fn` runs, in ms. A histogram of
+ * monitorEventLoopDelay that is disabled and enabled again records the gap in
+ * between as one delay, so every window gets a fresh one; the windows of a
+ * contender are combined as: p50 = median of the windows' p50, p99 = the worst
+ * window's p99, max = the worst window's max. */
+function loopMonitor() {
+  const windows = []
+  let h = null
+  return {
+    start() {
+      h = monitorEventLoopDelay({ resolution: 1 })
+      h.enable()
+    },
+    stop() {
+      h.disable()
+      if (h.count > 0) windows.push({ p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6, count: h.count })
+      h = null
+    },
+    async during(fn) {
+      globalThis.gc?.()
+      this.start()
+      try {
+        return await fn()
+      } finally {
+        this.stop()
+      }
+    },
+    stats() {
+      if (windows.length === 0) return { p50: NaN, p99: NaN, max: NaN, samples: 0 }
+      return {
+        p50: median(windows.map((w) => w.p50)),
+        p99: max(windows.map((w) => w.p99)),
+        max: max(windows.map((w) => w.max)),
+        samples: windows.reduce((a, w) => a + w.count, 0),
+      }
+    },
+  }
+}
+
+let execa, tinyexec
+async function peers() {
+  execa ??= (await import('execa')).execa
+  tinyexec ??= (await import('tinyexec')).x
+  return { execa, x: tinyexec }
+}
+function version(pkg) {
+  try {
+    return JSON.parse(readFileSync(path.join(root, 'node_modules', pkg, 'package.json'), 'utf8')).version
+  } catch {
+    return null
+  }
+}
+const TSX_CLI = path.join(root, 'node_modules/tsx/dist/cli.mjs')
+
+// ---------------------------------------------------------------- table output
+
+function table(title, cols, rows) {
+  const cells = rows.map((r) => cols.map((c) => fmt(r[c.key], c)))
+  const widths = cols.map((c, i) => Math.max(c.label.length, ...cells.map((row) => row[i].length)))
+  const line = (vals) => '| ' + vals.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join(' | ') + ' |'
+  const out = [`\n### ${title}`, line(cols.map((c) => c.label)), '|' + widths.map((w, i) => (i === 0 ? ':' + '-'.repeat(w + 1) : '-'.repeat(w + 1) + ':')).join('|') + '|']
+  for (const c of cells) out.push(line(c))
+  console.log(out.join('\n'))
+  return out.join('\n')
+}
+function fmt(v, c) {
+  if (v === undefined || v === null) return ''
+  if (typeof v === 'number') return c.digits !== undefined ? v.toFixed(c.digits) : String(r3(v))
+  return String(v)
+}
+
+// ---------------------------------------------------------------- the cases
+
+const results = { meta: {}, cases: {}, targets: [] }
+const markdown = []
+function target(caseId, what, value, goal, pass, unit = '') {
+  results.targets.push({ case: caseId, what, value: r3(value), goal, pass, unit })
+}
+
+async function caseOverhead() {
+  const { execa, x } = await peers()
+  const total = n(1000, 20)
+  const rounds = Math.min(10, total)
+  const perRound = Math.ceil(total / rounds)
+  const contenders = [
+    { name: 'exec-native spawnCall', op: async () => check((await spawnCall('/bin/true', [])).exitCode === 0, 'spawnCall') },
+    { name: 'child_process.spawn', op: async () => check((await cpRun('/bin/true', [])) === 0, 'spawn') },
+    { name: 'child_process.execFile', op: () => execFileP('/bin/true', []) },
+    { name: 'execa', op: () => execa('/bin/true') },
+    { name: 'tinyexec', op: async () => check((await x('/bin/true')).exitCode === 0, 'tinyexec') },
+    { name: "exec-native executeAndCapture('/bin/true', 'bash')", op: async () => check((await executeAndCapture('/bin/true', 'bash')).success, 'executeAndCapture') },
+    { name: "child_process.execFile('bash', ['-c', '/bin/true'])", op: () => execFileP('bash', ['-c', '/bin/true']) },
+  ]
+  // host CPU (all threads of this process, not the children) per run: less
+  // noisy than wall time on a busy machine
+  const cpu = new Map(contenders.map((c) => [c.name, 0]))
+  let c0
+  for (const c of contenders) {
+    c.before = () => (c0 = process.cpuUsage())
+    c.after = () => {
+      const d = process.cpuUsage(c0)
+      cpu.set(c.name, cpu.get(c.name) + d.user + d.system)
+    }
+  }
+  const s = await interleave(contenders, { rounds, perRound, warmup: n(20, 3) })
+  const med = (k) => median(s.get(k))
+  const rows = contenders.map((c) => ({
+    name: c.name,
+    runs: s.get(c.name).length,
+    median: med(c.name),
+    mean: mean(s.get(c.name)),
+    p90: quantile(s.get(c.name), 0.9),
+    cpuUs: cpu.get(c.name) / s.get(c.name).length,
+    vsSpawn: med(c.name) / med('child_process.spawn'),
+    vsExeca: med(c.name) / med('execa'),
+  }))
+  results.cases.overhead = { measures: 'ms per sequential run of /bin/true, result awaited (spawn -> exit -> settled promise)', rows }
+  markdown.push(
+    table(`1. Overhead: ${total} sequential runs of /bin/true (ms per run)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'median', label: 'median ms', digits: 3 },
+      { key: 'mean', label: 'mean ms', digits: 3 },
+      { key: 'p90', label: 'p90 ms', digits: 3 },
+      { key: 'cpuUs', label: 'host CPU µs', digits: 0 },
+      { key: 'vsSpawn', label: 'x spawn', digits: 2 },
+      { key: 'vsExeca', label: 'x execa', digits: 2 },
+    ], rows),
+  )
+  const a = med('exec-native spawnCall')
+  target('overhead', 'spawnCall / child_process.spawn (median per run)', a / med('child_process.spawn'), '<= 0.7', a / med('child_process.spawn') <= 0.7, 'x')
+  target('overhead', 'spawnCall / execa (median per run)', a / med('execa'), '<= 0.5', a / med('execa') <= 0.5, 'x')
+}
+
+// -- heap: measured in child Node processes that hold a live heap
+
+async function heapChild(gib, count) {
+  const hold = []
+  const want = gib * 2 ** 30
+  const t0 = performance.now()
+  while (process.memoryUsage().heapUsed < want) {
+    for (let i = 0; i < 8192; i++) hold.push({ id: i, data: new Array(120).fill(i) })
+  }
+  globalThis.gc?.()
+  const heap = process.memoryUsage()
+  const built = performance.now() - t0
+  const { execa } = await peers()
+  const contenders = [
+    { name: 'exec-native spawnCall', call: () => spawnCall('/bin/true', []) },
+    { name: "exec-native executeAndCapture('/bin/true', 'bash')", call: () => executeAndCapture('/bin/true', 'bash') },
+    { name: 'child_process.spawn', call: () => new Promise((res, rej) => { const c = spawn('/bin/true', []); c.on('error', rej); c.on('close', res) }) },
+    { name: 'execa', call: () => execa('/bin/true') },
+  ]
+  const stalls = new Map(contenders.map((c) => [c.name, []]))
+  const monitors = new Map(contenders.map((c) => [c.name, loopMonitor()]))
+  const s = await interleave(
+    contenders.map((c) => ({
+      name: c.name,
+      before: () => monitors.get(c.name).start(),
+      after: () => monitors.get(c.name).stop(),
+      op: async () => {
+        const t = performance.now()
+        const p = c.call() // the synchronous part blocks the event loop
+        stalls.get(c.name).push(performance.now() - t)
+        await p
+      },
+    })),
+    { rounds: 5, perRound: Math.ceil(count / 5), warmup: 3 },
+  )
+  globalThis.__benchHeap = hold // live until the end
+  const rows = contenders.map((c) => ({
+    name: c.name,
+    heapGiB: gib,
+    heapUsedGiB: heap.heapUsed / 2 ** 30,
+    rssGiB: heap.rss / 2 ** 30,
+    runs: s.get(c.name).length,
+    msPerSpawn: median(s.get(c.name)),
+    stallMedian: median(stalls.get(c.name)),
+    stallMax: max(stalls.get(c.name)),
+    loopMax: monitors.get(c.name).stats().max,
+    buildSeconds: built / 1000,
+  }))
+  process.stdout.write(JSON.stringify(rows))
+}
+
+async function caseHeap() {
+  const count = n(200, 20)
+  const rows = []
+  for (const gib of [0, 1, 2]) {
+    const r = spawnSync(
+      process.execPath,
+      [`--max-old-space-size=${Math.max(2048, (gib + 2) * 1024)}`, '--expose-gc', fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
+      { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    if (r.status !== 0) throw new Error(`bench: heap child (${gib} GiB) failed with ${r.status} ${r.signal ?? ''}`)
+    rows.push(...JSON.parse(r.stdout))
+  }
+  for (const r of rows) {
+    const cp = rows.find((x) => x.heapGiB === r.heapGiB && x.name === 'child_process.spawn')
+    r.stallVsSpawn = r.stallMedian / cp.stallMedian
+    r.timeVsSpawn = r.msPerSpawn / cp.msPerSpawn
+  }
+  results.cases.heap = {
+    measures: 'per spawn of /bin/true while the host holds a live JS heap: ms per spawn (awaited), the synchronous part of the call (event-loop stall), the longest event-loop delay',
+    rows,
+  }
+  markdown.push(
+    table(`2. Heap: ${count} spawns per contender and heap size (ms)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'heapGiB', label: 'heap GiB' },
+      { key: 'msPerSpawn', label: 'ms/spawn', digits: 3 },
+      { key: 'stallMedian', label: 'stall median', digits: 3 },
+      { key: 'stallMax', label: 'stall max', digits: 3 },
+      { key: 'loopMax', label: 'loop delay max', digits: 2 },
+      { key: 'stallVsSpawn', label: 'stall x spawn', digits: 3 },
+    ], rows),
+  )
+  const at2 = (name) => rows.find((x) => x.heapGiB === 2 && x.name === name)
+  const en = at2('exec-native spawnCall')
+  const cp = at2('child_process.spawn')
+  target('heap', 'stall per spawnCall at 2 GiB heap (median)', en.stallMedian, '< 1 ms', en.stallMedian < 1, 'ms')
+  target('heap', 'child_process.spawn stall / spawnCall stall at 2 GiB', cp.stallMedian / en.stallMedian, '>= 20', cp.stallMedian / en.stallMedian >= 20, 'x')
+}
+
+async function caseThroughput() {
+  const bytes = Math.max(64 * 2 ** 20, Math.round(2 ** 30 * SCALE))
+  const cap = 1024 * 1024
+  const rounds = SCALE >= 0.5 ? 3 : 2
+  const gb = bytes / 1e9
+  const extra = new Map()
+  const contenders = [
+    {
+      name: 'pipe limit: head | cat > /dev/null',
+      op: async () => {
+        const t = performance.now()
+        check((await cpRun('sh', ['-c', `head -c ${bytes} /dev/zero | cat > /dev/null`], { stdio: 'ignore' })) === 0, 'pipe')
+        return performance.now() - t
+      },
+    },
+    {
+      name: 'exec-native executeAndCapture (cap 1 MiB)',
+      op: async () => {
+        const t = performance.now()
+        const { value: r, growth } = await peakRssGrowth(() => executeAndCapture(`head -c ${bytes} /dev/zero`, 'bash'))
+        const ms = performance.now() - t
+        check(r.stdoutBytes === bytes && r.truncated && r.exitCode === 0, `capture ${r.stdoutBytes}`)
+        push('exec-native executeAndCapture (cap 1 MiB)', { rss: growth })
+        return ms
+      },
+    },
+    {
+      name: 'exec-native spawnCall + onStdout',
+      op: async () => {
+        let got = 0
+        let calls = 0
+        const t = performance.now()
+        const { value: r, growth } = await peakRssGrowth(() =>
+          spawnCall('head', ['-c', String(bytes), '/dev/zero'], {}, (s) => {
+            got += s.length
+            calls++
+          }),
+        )
+        const ms = performance.now() - t
+        check(r.exitCode === 0 && got === bytes, `spawnCall got ${got}`)
+        push('exec-native spawnCall + onStdout', { rss: growth, callsPerSec: calls / (ms / 1000) })
+        return ms
+      },
+    },
+    {
+      name: "child_process.spawn + 'data' listener",
+      op: async () => {
+        let got = 0
+        let calls = 0
+        const t = performance.now()
+        const { growth } = await peakRssGrowth(
+          () =>
+            new Promise((res, rej) => {
+              const c = spawn('head', ['-c', String(bytes), '/dev/zero'])
+              c.stdout.on('data', (b) => {
+                got += b.length
+                calls++
+              })
+              c.on('error', rej)
+              c.on('close', res)
+            }),
+        )
+        const ms = performance.now() - t
+        check(got === bytes, `spawn got ${got}`)
+        push("child_process.spawn + 'data' listener", { rss: growth, callsPerSec: calls / (ms / 1000) })
+        return ms
+      },
+    },
+  ]
+  function push(name, v) {
+    if (!extra.has(name)) extra.set(name, [])
+    extra.get(name).push(v)
+  }
+  const s = await interleave(contenders, { rounds, perRound: 1 })
+  const secs = (name) => median(s.get(name)) / 1000
+  const pipe = secs(contenders[0].name)
+  const node = secs(contenders[3].name)
+  const rows = contenders.map((c) => {
+    const e = extra.get(c.name) ?? []
+    return {
+      name: c.name,
+      seconds: secs(c.name),
+      gbps: gb / secs(c.name),
+      ofPipe: pipe / secs(c.name),
+      vsNode: node / secs(c.name),
+      rssMiB: e.length ? median(e.map((x) => x.rss)) / 2 ** 20 : null,
+      callsPerSec: e.length && e[0].callsPerSec !== undefined ? median(e.map((x) => x.callsPerSec)) : null,
+    }
+  })
+  results.cases.throughput = { measures: `${bytes} bytes of zeros written by the child, medians of ${rounds} runs; peak RSS growth of the host`, bytes, rows }
+  markdown.push(
+    table(`3. Throughput: ${(bytes / 2 ** 30).toFixed(2)} GiB from head -c (median of ${rounds})`, [
+      { key: 'name', label: 'contender' },
+      { key: 'seconds', label: 's', digits: 3 },
+      { key: 'gbps', label: 'GB/s', digits: 2 },
+      { key: 'ofPipe', label: 'of pipe limit', digits: 2 },
+      { key: 'vsNode', label: 'x Node speed', digits: 2 },
+      { key: 'rssMiB', label: 'peak RSS +MiB', digits: 1 },
+      { key: 'callsPerSec', label: 'callbacks/s', digits: 0 },
+    ], rows),
+  )
+  const cap_ = rows[1]
+  target('throughput', 'capture speed / pipe limit', cap_.ofPipe, '>= 0.9', cap_.ofPipe >= 0.9, 'x')
+  target('throughput', 'capture speed / child_process.spawn data listeners', cap_.vsNode, '>= 1.15', cap_.vsNode >= 1.15, 'x')
+  const rssCap = (3 * cap + 32 * 2 ** 20) / 2 ** 20
+  target('throughput', 'capture peak RSS growth (MiB)', cap_.rssMiB, `< ${rssCap}`, cap_.rssMiB < rssCap, 'MiB')
+  target('throughput', 'spawnCall callbacks per second while streaming', rows[2].callsPerSec, '<= 300', rows[2].callsPerSec <= 300, '/s')
+}
+
+async function caseEventLoop() {
+  const bytes = Math.max(32 * 2 ** 20, Math.round(200e6 * SCALE))
+  const rounds = SCALE >= 0.5 ? 3 : 2
+  const mons = new Map()
+  const mon = (name) => (mons.has(name) ? mons.get(name) : mons.set(name, loopMonitor()).get(name))
+  const big = [
+    {
+      name: `capture: exec-native executeAndCapture`,
+      op: () => mon('big1').during(async () => check((await executeAndCapture(`head -c ${bytes} /dev/zero`, 'bash')).stdoutBytes === bytes, 'cap')),
+      key: 'big1',
+    },
+    {
+      name: `capture: child_process.execFile (maxBuffer 1 GiB)`,
+      op: () => mon('big2').during(async () => check((await execFileP('head', ['-c', String(bytes), '/dev/zero'], { maxBuffer: 2 ** 30, encoding: 'buffer' })).stdout.length === bytes, 'execFile')),
+      key: 'big2',
+    },
+    {
+      name: `stream: exec-native spawnCall + onStdout`,
+      op: () => mon('big3').during(async () => { let got = 0; await spawnCall('head', ['-c', String(bytes), '/dev/zero'], {}, (s) => (got += s.length)); check(got === bytes, 'stream') }),
+      key: 'big3',
+    },
+    {
+      name: `stream: child_process.spawn + 'data'`,
+      op: () => mon('big4').during(async () => { let got = 0; await new Promise((res, rej) => { const c = spawn('head', ['-c', String(bytes), '/dev/zero']); c.stdout.on('data', (b) => (got += b.length)); c.on('error', rej); c.on('close', res) }); check(got === bytes, 'spawn') }),
+      key: 'big4',
+    },
+  ]
+  const sb = await interleave(big, { rounds, perRound: 1 })
+  const par = n(50, 10)
+  const many = [
+    {
+      name: `${par} at once: exec-native executeAndCapture('echo hi', 'bash')`,
+      key: 'many1',
+      op: () => mon('many1').during(async () => { const rs = await Promise.all(Array.from({ length: par }, () => executeAndCapture('echo hi', 'bash'))); check(rs.every((r) => r.stdout === 'hi\n'), 'many') }),
+    },
+    {
+      name: `${par} at once: child_process.execFile('bash', ['-c', 'echo hi'])`,
+      key: 'many2',
+      op: () => mon('many2').during(async () => { const rs = await Promise.all(Array.from({ length: par }, () => execFileP('bash', ['-c', 'echo hi']))); check(rs.every((r) => r.stdout === 'hi\n'), 'many') }),
+    },
+  ]
+  const sm = await interleave(many, { rounds: 5, perRound: 1 })
+  const rows = [...big.map((c) => [c, sb]), ...many.map((c) => [c, sm])].map(([c, s]) => ({
+    name: c.name,
+    ms: median(s.get(c.name)),
+    ...mon(c.key).stats(),
+  }))
+  results.cases.eventloop = { measures: `event-loop delay of the host (monitorEventLoopDelay, 1 ms resolution) while ${bytes} bytes are captured or streamed, and while ${par} executions run at once`, bytes, parallel: par, rows }
+  markdown.push(
+    table(`4. Event loop: host delay while ${(bytes / 1e6).toFixed(0)} MB flow, and with ${par} runs at once (ms)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'ms', label: 'wall ms', digits: 1 },
+      { key: 'p50', label: 'delay p50', digits: 2 },
+      { key: 'p99', label: 'delay p99', digits: 2 },
+      { key: 'max', label: 'delay max', digits: 2 },
+      { key: 'samples', label: 'samples' },
+    ], rows),
+  )
+  target('eventloop', 'p99 event-loop delay while capturing', rows[0].p99, '< 5 ms', rows[0].p99 < 5, 'ms')
+  target('eventloop', `p99 event-loop delay with ${par} executions at once`, rows[4].p99, '< 5 ms', rows[4].p99 < 5, 'ms')
+}
+
+async function caseConcurrency() {
+  const { execa, x } = await peers()
+  const count = n(200, 10)
+  // the same python3 binary for every contender: where python3 in PATH is a
+  // wrapper script (pyenv's shim), tinyexec (which puts node_modules/.bin and
+  // node's own directory first in PATH) found another python3 than the others
+  const real = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout.trim()
+  const savedPath = process.env.PATH
+  if (real) process.env.PATH = `${path.dirname(real)}:${savedPath}`
+  // tinyexec also puts node's own directory first: name the binary
+  const py = real || 'python3'
+  const all = (f) => async () => {
+    const rs = await Promise.all(Array.from({ length: count }, f))
+    check(rs.every((r) => r === '1\n'), 'python output')
+  }
+  const contenders = [
+    { name: "exec-native executeAndCapture('print(1)', 'python')", op: all(async () => (await executeAndCapture('print(1)', 'python')).stdout) },
+    { name: 'exec-native spawnCall', op: all(async () => { let o = ''; await spawnCall(py, ['-c', 'print(1)'], {}, (s) => (o += s)); return o }) },
+    { name: 'child_process.execFile', op: all(async () => (await execFileP(py, ['-c', 'print(1)'])).stdout) },
+    { name: 'execa', op: all(async () => (await execa(py, ['-c', 'print(1)'], { stripFinalNewline: false })).stdout) },
+    { name: 'tinyexec', op: all(async () => (await x(py, ['-c', 'print(1)'])).stdout) },
+  ]
+  const s = await interleave(contenders, { rounds: 3, perRound: 1 })
+  process.env.PATH = savedPath
+  const base = median(s.get('child_process.execFile'))
+  const rows = contenders.map((c) => ({ name: c.name, wallMs: median(s.get(c.name)), vsExecFile: median(s.get(c.name)) / base }))
+  results.cases.concurrency = { measures: `wall time of ${count} concurrent python3 -c 'print(1)' runs, median of 3 (python3: ${real})`, count, python: real, rows }
+  markdown.push(
+    table(`5. Concurrency: ${count} concurrent python3 -c 'print(1)' (wall ms, median of 3)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'wallMs', label: 'wall ms', digits: 0 },
+      { key: 'vsExecFile', label: 'x execFile', digits: 2 },
+    ], rows),
+  )
+}
+
+async function caseTypeScript() {
+  const ts = 'const x: number = 41; console.log(x + 1)'
+  const js = 'const x = 41; console.log(x + 1)'
+  // a directory without a tsconfig.json or a tsx of its own: in this
+  // repository (which has tsx installed) 'auto' would choose tsx
+  const cwd = os.tmpdir()
+  const ok = (r) => check(r.exitCode === 0 && r.stdout === '42\n', `typescript run: ${JSON.stringify(r)}`)
+  const contenders = [
+    { name: "executeAndCapture(ts, 'typescript') (fast path)", op: async () => ok(await executeAndCapture(ts, 'typescript', { cwd })) },
+    { name: "executeAndCapture(js, 'javascript')", op: async () => ok(await executeAndCapture(js, 'javascript', { cwd })) },
+    { name: "executeAndCapture(ts, 'typescript', { typescript: 'tsx' })", op: async () => ok(await executeAndCapture(ts, 'typescript', { cwd, typescript: 'tsx' })) },
+    { name: 'node tsx/dist/cli.mjs -e (execFile)', op: async () => check((await execFileP(process.execPath, [TSX_CLI, '-e', ts], { cwd })).stdout === '42\n', 'tsx') },
+  ]
+  const total = n(30, 4)
+  const s = await interleave(contenders, { rounds: Math.min(5, total), perRound: Math.ceil(total / Math.min(5, total)), warmup: 1 })
+  const jsMs = median(s.get(contenders[1].name))
+  const rows = contenders.map((c) => ({ name: c.name, runs: s.get(c.name).length, ms: median(s.get(c.name)), vsJs: median(s.get(c.name)) / jsMs }))
+  results.cases.typescript = { measures: `ms per run of ${JSON.stringify(ts)}, median`, rows }
+  markdown.push(
+    table(`6. TypeScript: ${total} runs each (ms per run, median)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'ms', label: 'ms', digits: 1 },
+      { key: 'vsJs', label: 'x javascript', digits: 2 },
+    ], rows),
+  )
+  target('typescript', 'typescript (fast path) / javascript', rows[0].vsJs, '<= 1.5', rows[0].vsJs <= 1.5, 'x')
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  let prev = null
+  try {
+    prev = JSON.parse(readFileSync(OUT, 'utf8'))
+  } catch {}
+  const cpu = os.cpus()
+  results.meta = {
+    date: new Date().toISOString(),
+    nproc: os.availableParallelism?.() ?? cpu.length,
+    cpu: cpu[0]?.model ?? 'unknown',
+    loadavg: os.loadavg().map(r3),
+    node: process.version,
+    platform: `${process.platform}-${process.arch}`,
+    scale: SCALE,
+    peers: { execa: version('execa'), tinyexec: version('tinyexec'), tsx: version('tsx') },
+    command: `BENCH_SCALE=${SCALE} npm run bench${ONLY.length ? ` -- --only ${ONLY.join(',')}` : ''}`,
+  }
+  console.log(`exec-native bench ${results.meta.date}  nproc=${results.meta.nproc}  ${results.meta.cpu}  node ${process.version}  scale=${SCALE}  load=${results.meta.loadavg.join(' ')}`)
+  const cases = [
+    ['overhead', caseOverhead],
+    ['heap', caseHeap],
+    ['throughput', caseThroughput],
+    ['eventloop', caseEventLoop],
+    ['concurrency', caseConcurrency],
+    ['typescript', caseTypeScript],
+  ]
+  const t0 = performance.now()
+  for (const [id, fn] of cases) {
+    if (!want(id)) continue
+    const t = performance.now()
+    const from = markdown.length
+    await fn()
+    results.cases[id].table = markdown.slice(from).join('\n')
+    results.cases[id].date = new Date().toISOString()
+    console.log(`(${id}: ${((performance.now() - t) / 1000).toFixed(1)} s)`)
+  }
+  results.meta.seconds = r3((performance.now() - t0) / 1000)
+
+  // targets, with the previous run's value beside
+  const rows = results.targets.map((t) => {
+    const p = prev?.targets?.find((x) => x.case === t.case && x.what === t.what)
+    return { ...t, value: `${r3(t.value)} ${t.unit}`, result: t.pass ? 'met' : 'MISSED', previous: p ? `${p.value} ${p.unit}` : '' }
+  })
+  markdown.push(
+    table('Targets (ratios from this run)', [
+      { key: 'what', label: 'target' },
+      { key: 'value', label: 'value' },
+      { key: 'goal', label: 'goal' },
+      { key: 'result', label: 'result' },
+      { key: 'previous', label: 'previous run' },
+    ], rows),
+  )
+  mkdirSync(path.dirname(OUT), { recursive: true })
+  // a partial run (--only) keeps the other cases of the previous file
+  if (ONLY.length && prev?.cases) {
+    results.cases = { ...prev.cases, ...results.cases }
+    results.targets = [...(prev.targets ?? []).filter((t) => !ONLY.includes(t.case)), ...results.targets]
+    results.meta.partial = `only ${ONLY.join(',')}; other cases from the run of ${prev.meta?.date}`
+  }
+  const order = cases.map(([id]) => id).filter((id) => results.cases[id]?.table)
+  const targetsTable = markdown[markdown.length - 1]
+  results.markdown = [...order.map((id) => results.cases[id].table), targetsTable].join('\n')
+  writeFileSync(OUT, JSON.stringify(results, null, 2) + '\n')
+  console.log(`\nwrote ${path.relative(process.cwd(), OUT)} (${results.meta.seconds} s)`)
+  // leftovers of a group are terminated after the kill grace: give them that
+  await new Promise((r) => setTimeout(r, 1500))
+  if (native.liveProcessGroups() !== 0) console.log(`warning: ${native.liveProcessGroups()} process groups still tracked`)
+}
+
+if (typeof globalThis.gc !== 'function') {
+  // collect garbage between contenders (not on the next one's time): rerun with --expose-gc
+  const r = spawnSync(process.execPath, ['--expose-gc', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
+  process.exit(r.status ?? 1)
+} else if (process.argv[2] === '--heap-child') {
+  await heapChild(Number(process.argv[3]), Number(process.argv[4]))
+} else {
+  await main()
+}
