@@ -38,10 +38,13 @@ pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
 
 /// Like [`terminate_group_later`], and also every process marked with `mark`
 /// (see [`crate::tree`]), found again by a scan of /proc.
+///
+/// Only the group's SIGTERM (one `killpg`) happens before this returns: the
+/// scans of /proc for marked processes run in the background task, so they
+/// never delay the result of the run that calls this.
 pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration) {
   let group_left = signal_group(pgid, Signal::SIGTERM);
-  let marked_left = !mark.is_empty() && crate::tree::signal_marked(&mark, libc::SIGTERM) > 0;
-  if !group_left && !marked_left {
+  if !group_left && mark.is_empty() {
     unregister(pgid);
     return;
   }
@@ -63,12 +66,21 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
   };
   let all_gone = {
     let mark = mark.clone();
-    let ours = ours.clone();
+    // with a mark, no running marked process also means none left in the group
+    // that we could prove ours
     move || {
       if mark.is_empty() {
         !group_alive(pgid)
       } else {
-        crate::tree::running_marked(&mark).is_empty() && !ours()
+        crate::tree::running_marked(&mark).is_empty()
+      }
+    }
+  };
+  let term_marked = {
+    let mark = mark.clone();
+    move || {
+      if !mark.is_empty() {
+        crate::tree::signal_marked(&mark, libc::SIGTERM);
       }
     }
   };
@@ -85,6 +97,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
   match tokio::runtime::Handle::try_current() {
     Ok(h) => {
       h.spawn(async move {
+        term_marked();
         let deadline = tokio::time::Instant::now() + grace;
         while tokio::time::Instant::now() < deadline {
           if all_gone() {
@@ -98,6 +111,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
     }
     Err(_) => {
       std::thread::spawn(move || {
+        term_marked();
         let deadline = std::time::Instant::now() + grace;
         while std::time::Instant::now() < deadline {
           if all_gone() {
