@@ -37,7 +37,8 @@ pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
 }
 
 /// Like [`terminate_group_later`], and also every process marked with `mark`
-/// (see [`crate::tree`]), found again by a scan of /proc.
+/// (see [`crate::tree`]), found among the processes created after `pgid` (the
+/// run's child) by [`crate::tree::scan_since`].
 ///
 /// Only the group's SIGTERM (one `killpg`) happens before this returns: the
 /// scans of /proc for marked processes run in the background task, so they
@@ -58,7 +59,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
       if mark.is_empty() {
         group_alive(pgid)
       } else {
-        crate::tree::running_marked(&mark)
+        crate::tree::running_marked_since(&mark, pgid)
           .into_iter()
           .any(|p| crate::tree::pgid_of(p) == Some(pgid))
       }
@@ -72,7 +73,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
       if mark.is_empty() {
         !group_alive(pgid)
       } else {
-        crate::tree::running_marked(&mark).is_empty()
+        crate::tree::running_marked_since(&mark, pgid).is_empty()
       }
     }
   };
@@ -80,7 +81,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
     let mark = mark.clone();
     move || {
       if !mark.is_empty() {
-        crate::tree::signal_marked(&mark, libc::SIGTERM);
+        crate::tree::signal_marked_since(&mark, pgid, libc::SIGTERM);
       }
     }
   };
@@ -89,7 +90,7 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
       signal_group(pgid, Signal::SIGKILL);
     }
     if !mark.is_empty() {
-      crate::tree::signal_marked(&mark, libc::SIGKILL);
+      crate::tree::signal_marked_since(&mark, pgid, libc::SIGKILL);
     }
     unregister(pgid);
   };
