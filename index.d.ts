@@ -764,6 +764,31 @@ export interface ReadOptions {
   waitMs?: number
 }
 
+/** What the orphan reaper is doing (see `setSubreaper`). */
+export declare function reaperStatus(): ReaperStatus
+
+/** What the orphan reaper of this process is doing. */
+export interface ReaperStatus {
+  /**
+   * The host has the Linux child subreaper attribute: orphans among its
+   * descendants are reparented to it instead of to PID 1.
+   */
+  subreaper: boolean
+  /**
+   * The host is PID 1 of its pid namespace (a container without `--init`):
+   * every orphan of the namespace is reparented to it.
+   */
+  pid1: boolean
+  /** Orphans of exec-native runs are reaped here (`subreaper || pid1`). */
+  enabled: boolean
+  /** The background task is polling (a run is live or an orphan is awaited). */
+  watching: boolean
+  /** Escaped processes of our runs recorded and not yet reaped. */
+  pending: number
+  /** Orphans reaped since the host started. */
+  reaped: number
+}
+
 /** Resource limits of an execution and all its descendants. */
 export interface ResourceLimits {
   /** Resident memory of the whole tree, in bytes (checked every 20 ms). */
@@ -845,6 +870,24 @@ export interface SessionExecuteOptions {
   /** Called with stderr text as it is printed. */
   onStderr?: (data: string) => void
 }
+
+/**
+ * Make this process a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), or
+ * stop being one. While it is one, a process that escapes an exec-native run
+ * (`setsid`, double fork, `nohup`) and outlives its parent is reparented to
+ * this process instead of PID 1, and exec-native reaps it when it exits, so
+ * that no zombie is left. Orphans of processes started another way (the
+ * grandchildren of a plain `child_process.spawn`) are reparented here too but
+ * are NOT reaped (they cannot be told from Node's own children): they stay
+ * zombies until this process exits. See docs/REAPING.md.
+ *
+ * Also set at load time by `EXEC_NATIVE_SUBREAPER=1`. When the host is PID 1
+ * the orphans of exec-native runs are reaped without this call.
+ *
+ * Returns whether the process is now a subreaper (always `false` on systems
+ * other than Linux, where this is a no-op).
+ */
+export declare function setSubreaper(enabled: boolean): boolean
 
 /**
  * The result of `ShellSession.execute`. Rejects only when the session is

@@ -11,6 +11,7 @@ mod error;
 mod host;
 mod manager;
 mod options;
+mod reaping;
 mod serve;
 mod session;
 mod spawn_call;

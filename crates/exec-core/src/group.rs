@@ -44,7 +44,11 @@ pub fn terminate_group_later(pgid: i32, owner: u64, grace: Duration) {
 /// scans of /proc for marked processes run in the background task, so they
 /// never delay the result of the run that calls this.
 pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration) {
-  let group_left = signal_group(pgid, Signal::SIGTERM);
+  // When the host reaps orphans, what the group SIGTERM kills must be seen
+  // alive first (a zombie's mark cannot be read): the SIGTERM then moves to
+  // the background task too, after the scan records them.
+  let note_first = !mark.is_empty() && crate::reaper::enabled();
+  let group_left = note_first || signal_group(pgid, Signal::SIGTERM);
   if !group_left && mark.is_empty() {
     unregister(pgid);
     return;
@@ -80,6 +84,10 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
   let term_marked = {
     let mark = mark.clone();
     move || {
+      if note_first {
+        crate::tree::note_marked_since(&mark, pgid);
+        signal_group(pgid, Signal::SIGTERM);
+      }
       if !mark.is_empty() {
         crate::tree::signal_marked_since(&mark, pgid, libc::SIGTERM);
       }
@@ -177,6 +185,8 @@ pub fn register(pgid: i32, owner: u64) {
     .unwrap_or_else(|e| e.into_inner())
     .get_or_insert_with(HashMap::new)
     .insert(pgid, owner);
+  // orphans of the run may come to the host (see crate::reaper)
+  crate::reaper::watch();
 }
 
 pub fn unregister(pgid: i32) {
@@ -184,6 +194,16 @@ pub fn unregister(pgid: i32) {
     m.remove(&pgid);
   }
   slot_clear(pgid);
+  crate::reaper::kick();
+}
+
+/// Whether `pgid` is tracked (a direct child's pid is its group id).
+pub fn is_registered(pgid: i32) -> bool {
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .as_ref()
+    .is_some_and(|m| m.contains_key(&pgid))
 }
 
 /// Number of groups currently tracked (for tests and leak checks).

@@ -217,9 +217,12 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
     let started = Instant::now();
     let shown = spec.program.display().to_string();
+    // until the child is registered, it is not taken for an orphan (reaper)
+    let spawning = crate::reaper::spawning();
     let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0);
     group::register(pid as i32, owner);
+    drop(spawning);
 
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");
@@ -382,6 +385,10 @@ pub async fn kill_sequence(
   mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
+  if crate::reaper::enabled() {
+    // the group signal may kill escapees before they are seen (reaper)
+    tree::note_marked(mark);
+  }
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
   tree::signal_marked(mark, libc::SIGTERM);

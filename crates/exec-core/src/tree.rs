@@ -134,6 +134,20 @@ pub fn scan(_needle: &Needle, _f: &mut dyn FnMut(i32)) -> usize {
   0
 }
 
+/// Whether the environment `pid` started with holds `needle` (false once it
+/// is a zombie: its environment is gone).
+pub fn environ_has(pid: i32, needle: &Needle) -> bool {
+  #[cfg(target_os = "linux")]
+  {
+    environ_contains(pid, needle.bytes())
+  }
+  #[cfg(not(target_os = "linux"))]
+  {
+    let _ = (pid, needle);
+    false
+  }
+}
+
 #[cfg(target_os = "linux")]
 fn environ_contains(pid: i32, needle: &[u8]) -> bool {
   // "/proc/<pid>/environ\0" without allocating
@@ -256,8 +270,10 @@ pub fn scan_since(_first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> u
 /// [`signal_marked`] among processes created after `first_pid`.
 pub fn signal_marked_since(mark: &str, first_pid: i32, sig: i32) -> usize {
   match Needle::new(mark, true) {
-    Some(n) => scan_since(first_pid, &n, &mut |pid| unsafe {
-      libc::kill(pid, sig);
+    Some(n) => scan_since(first_pid, &n, &mut |pid| {
+      // it may die of this signal before the reaper ever sees it
+      crate::reaper::note(pid);
+      unsafe { libc::kill(pid, sig) };
     }),
     None => 0,
   }
@@ -272,11 +288,28 @@ pub fn running_marked_since(mark: &str, first_pid: i32) -> Vec<i32> {
   v.into_iter().filter(|p| !is_dead(*p)).collect()
 }
 
+/// Record every live process marked with `mark` (exactly) and created after
+/// `first_pid` for the orphan reaper, before a group signal kills them (a
+/// zombie's mark cannot be read). See [`crate::reaper::note`].
+pub fn note_marked_since(mark: &str, first_pid: i32) {
+  if let Some(n) = Needle::new(mark, true) {
+    scan_since(first_pid, &n, &mut |pid| crate::reaper::note(pid));
+  }
+}
+
+/// [`note_marked_since`] among all processes.
+pub fn note_marked(mark: &str) {
+  if let Some(n) = Needle::new(mark, true) {
+    scan(&n, &mut |pid| crate::reaper::note(pid));
+  }
+}
+
 /// Send `sig` to every process marked with `mark` (exactly), returning how many.
 pub fn signal_marked(mark: &str, sig: i32) -> usize {
   match Needle::new(mark, true) {
-    Some(n) => scan(&n, &mut |pid| unsafe {
-      libc::kill(pid, sig);
+    Some(n) => scan(&n, &mut |pid| {
+      crate::reaper::note(pid);
+      unsafe { libc::kill(pid, sig) };
     }),
     None => 0,
   }

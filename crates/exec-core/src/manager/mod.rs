@@ -541,9 +541,12 @@ impl ProcessManager {
         let env = spec.env.build();
         let mark = crate::tree::new_mark(cfg.owner);
         let mut guard = crate::limits::LimitGuard::new(&spec.limits, &mark);
+        // until the child is registered, it is not taken for an orphan (reaper)
+        let spawning = crate::reaper::spawning();
         let spawned = pty::spawn(&spec.argv, &cwd, env, &mark, rows, cols)?;
         let pid = spawned.pid;
         group::register(pid as i32, cfg.owner);
+        drop(spawning);
         // portable-pty forks on its own: the limits are set from outside,
         // right after the spawn (see LimitGuard::apply_to_running)
         if let Err(e) = guard.apply_to_running(pid as i32) {

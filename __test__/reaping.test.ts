@@ -1,0 +1,137 @@
+// No zombies: orphans of exec-native runs that are reparented to the host are
+// reaped by it, while Node still reaps (and reports) its own children.
+//
+// This file makes its process a child subreaper. vitest's `forks` pool runs
+// each test file in its own child process, so no other file inherits it (the
+// attribute is not inherited across fork either); afterAll turns it off anyway.
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+import { executeAndCapture, reaperStatus, setSubreaper, spawnCall } from '../index.js'
+import { sleep } from './helpers'
+
+/** Whether `pid` has any /proc entry (running or zombie). */
+const exists = (pid: number) => existsSync(`/proc/${pid}`)
+
+const ppidOf = (pid: number): number | undefined => {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1])
+  } catch {
+    return undefined
+  }
+}
+
+/** Wait until `pid` has no /proc entry at all, or `ms` passed. */
+async function noEntry(pid: number, ms = 5000): Promise<boolean> {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (!exists(pid)) return true
+    await sleep(20)
+  }
+  return !exists(pid)
+}
+
+/** spawnCall, collecting stdout (it streams to a callback). */
+async function call(args: string[], opts: Record<string, unknown> = {}): Promise<{ exitCode: number; stdout: string }> {
+  let stdout = ''
+  const r = await spawnCall('bash', args, opts, (d) => {
+    stdout += d
+  })
+  return { exitCode: r.exitCode, stdout }
+}
+
+/** A child_process child's exit code, as Node reports it. */
+const nodeExit = (code: number, delayMs = 0) =>
+  new Promise<number | null>((resolve, reject) => {
+    const c = spawn('sh', ['-c', `${delayMs ? `sleep ${delayMs / 1000}; ` : ''}exit ${code}`], { stdio: 'ignore' })
+    c.on('error', reject)
+    c.on('exit', (code) => resolve(code))
+  })
+
+describe('reaping orphans of runs (subreaper)', () => {
+  beforeAll(() => {
+    expect(setSubreaper(true)).toBe(true)
+    const s = reaperStatus()
+    expect(s.subreaper).toBe(true)
+    expect(s.enabled).toBe(true)
+  })
+  afterAll(() => {
+    expect(setSubreaper(false)).toBe(false)
+    expect(reaperStatus().subreaper).toBe(false)
+  })
+
+  it('setSubreaper checks its argument', () => {
+    expect(() => setSubreaper('yes' as never)).toThrow()
+  })
+
+  it('spawnCall: a double-forked orphan is reparented here and reaped (no zombie)', async () => {
+    const r = await call(['-c', '(sleep 0.3 >/dev/null 2>&1 </dev/null & echo $!) & wait'])
+    expect(r.exitCode).toBe(0)
+    const pid = Number(r.stdout.trim())
+    expect(pid).toBeGreaterThan(0)
+    expect(await noEntry(pid)).toBe(true)
+  })
+
+  it('executeAndCapture: a double-forked orphan is reaped (no zombie)', async () => {
+    const r = await executeAndCapture('(sleep 0.3 >/dev/null 2>&1 </dev/null & echo $!) & wait', 'bash')
+    const pid = Number(r.stdout.trim())
+    expect(pid).toBeGreaterThan(0)
+    expect(await noEntry(pid)).toBe(true)
+  })
+
+  it('setsid sleep 100 &: killed by the cleanup and reaped', async () => {
+    const before = reaperStatus().reaped
+    const r = await call(['-c', 'setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!'])
+    const pid = Number(r.stdout.trim())
+    expect(pid).toBeGreaterThan(0)
+    expect(await noEntry(pid)).toBe(true)
+    expect(reaperStatus().reaped).toBeGreaterThan(before)
+  })
+
+  it('an orphan that outlives the run (ignores SIGTERM) is reaped when it exits', async () => {
+    // the cleanup's SIGTERM is ignored; it exits on its own before the SIGKILL
+    const r = await call(
+      ['-c', "(trap '' TERM; sleep 0.5 >/dev/null 2>&1 </dev/null & echo $!) & wait"],
+      { forceKillAfterDelay: 10_000 },
+    )
+    const pid = Number(r.stdout.trim())
+    await sleep(100)
+    expect(exists(pid)).toBe(true)
+    expect(ppidOf(pid)).toBe(process.pid) // reparented to us: without reaping, a zombie of ours
+    expect(await noEntry(pid)).toBe(true)
+  })
+
+  it('a child_process child still reports its exit code', async () => {
+    expect(await nodeExit(3)).toBe(3)
+    expect(await nodeExit(5, 200)).toBe(5)
+  })
+
+  it('a burst of 20 child_process spawns interleaved with runs that leave orphans', async () => {
+    const node: Promise<number | null>[] = []
+    const runs: Promise<number>[] = []
+    for (let i = 0; i < 20; i++) {
+      node.push(nodeExit(i % 7, (i % 4) * 50))
+      runs.push(
+        call(['-c', '(sleep 0.1 >/dev/null 2>&1 </dev/null & echo $!) & wait']).then((r) => Number(r.stdout.trim())),
+      )
+      if (i % 2)
+        runs.push(call(['-c', 'setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!']).then((r) => Number(r.stdout.trim())))
+    }
+    expect(await Promise.all(node)).toEqual(Array.from({ length: 20 }, (_, i) => i % 7))
+    const pids = await Promise.all(runs)
+    expect(pids.every((p) => p > 0)).toBe(true)
+    const left: number[] = []
+    for (const p of pids) if (!(await noEntry(p))) left.push(p)
+    expect(left).toEqual([])
+  })
+
+  it('the background task stops when there is nothing to watch', async () => {
+    const end = Date.now() + 5000
+    while (reaperStatus().watching && Date.now() < end) await sleep(50)
+    expect(reaperStatus().watching).toBe(false)
+    expect(reaperStatus().pending).toBe(0)
+  })
+})

@@ -1,0 +1,576 @@
+//! Reaping the orphans of our runs, so that none is left as a zombie.
+//!
+//! A process that escaped a run (`setsid`, double fork, `nohup`) and whose
+//! parent died is reparented to the nearest *child subreaper* or to PID 1.
+//! When the host is one of those (it is PID 1, as Node is in a container
+//! started without `--init`, or [`set_subreaper`] was called), such orphans
+//! become the host's children, and when they die the host must reap them or
+//! they stay zombies.
+//!
+//! The host also has children it must never reap: Node (libuv) reaps each of
+//! its `child_process` children with `waitpid(pid, WNOHANG)` and never learns
+//! of the exit of one that someone else reaped, and tokio reaps the children
+//! of [`crate::run::Execution`] the same way. So there is no `waitpid(-1)` and
+//! no SIGCHLD handler here: a pid is reaped only with `waitpid(pid, WNOHANG)`
+//! once it is proven to be an orphan of one of our runs:
+//!
+//! - it carries our mark (`EXEC_NATIVE_RUN_ID=<host pid>.…`, see
+//!   [`crate::tree`]) — checked while it is alive, since a zombie's
+//!   environment cannot be read; it is then recorded as (pid, start time);
+//! - it is not a direct child of an execution: no pid of the group registry
+//!   ([`crate::group::register`], where every spawn path records its child
+//!   before the [`spawning`] guard is released; a direct child stays there
+//!   until its owner reaped it), checked when no spawn is in flight;
+//! - when it is reaped it is a zombie whose parent is the host and whose start
+//!   time (`/proc/<pid>/stat` field 22) is the recorded one (a reused pid
+//!   has another start time).
+//!
+//! Records come from the sweep that signals marked processes at the end of a
+//! run ([`note`], called by [`crate::tree`]) and from one light background
+//! task that looks at the host's children (`/proc/self/task/*/children`) and
+//! at the children of what it recorded, every [`INTERVAL`], only while there
+//! is something to watch (a live run, a recorded process) and only when the
+//! host is a reaper. Nothing of this runs otherwise: the cost for a host that
+//! is neither PID 1 nor a subreaper is one atomic load per spawn.
+//!
+//! Limit: an escaped process that becomes an orphan and exits between two
+//! looks of the task (within [`INTERVAL`]), without the end-of-run sweep
+//! seeing it, cannot be proven ours and is left as it is.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use crate::error::{ErrorCode, ExecError};
+use crate::tree::{self, Needle};
+
+/// `EXEC_NATIVE_SUBREAPER=1` in the host's environment makes it a subreaper
+/// when the addon loads.
+pub const SUBREAPER_VAR: &str = "EXEC_NATIVE_SUBREAPER";
+
+/// How often the background task looks while there is something to watch.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// Most processes recorded at once (a runaway tree must not grow memory
+/// without bound; what does not fit is simply not reaped by us).
+const MAX_RECORDED: usize = 65536;
+
+static INIT: Once = Once::new();
+/// The host is PID 1.
+static PID1: AtomicBool = AtomicBool::new(false);
+/// The host has the child subreaper attribute (set by us, or found set).
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+/// PID1 || SUBREAPER: orphans of our runs come to us.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Spawns between fork and `group::register` of the child.
+static SPAWNING: AtomicUsize = AtomicUsize::new(0);
+/// The background task is running.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+static WAKE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+static REAPED: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Default)]
+struct State {
+  /// Proven ours while alive: pid -> start time.
+  recorded: HashMap<i32, u64>,
+  /// Children of the host seen not to carry our mark (pruned when they go).
+  foreign: HashSet<i32>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+  let mut g = STATE.lock().unwrap_or_else(|e| e.into_inner());
+  f(g.get_or_insert_with(State::default))
+}
+
+fn me() -> i32 {
+  std::process::id() as i32
+}
+
+fn init() {
+  INIT.call_once(|| {
+    if me() == 1 {
+      PID1.store(true, Ordering::SeqCst);
+    }
+    if kernel_subreaper() == Some(true) {
+      SUBREAPER.store(true, Ordering::SeqCst);
+    }
+    if std::env::var(SUBREAPER_VAR).is_ok_and(|v| v == "1") {
+      let _ = apply(true);
+    }
+    update_enabled();
+  });
+}
+
+fn update_enabled() {
+  ENABLED.store(
+    PID1.load(Ordering::SeqCst) || SUBREAPER.load(Ordering::SeqCst),
+    Ordering::SeqCst,
+  );
+}
+
+/// Read `EXEC_NATIVE_SUBREAPER` and whether the host is PID 1 (once; also done
+/// lazily by everything here). Call it when the host starts.
+pub fn init_from_env() {
+  init();
+}
+
+/// Whether orphans of our runs are reparented to the host, and so reaped here.
+pub fn enabled() -> bool {
+  init();
+  ENABLED.load(Ordering::Relaxed)
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_subreaper() -> Option<bool> {
+  let mut v: libc::c_int = 0;
+  let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
+  (r == 0).then_some(v != 0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_subreaper() -> Option<bool> {
+  None
+}
+
+#[cfg(target_os = "linux")]
+fn apply(on: bool) -> Result<bool, ExecError> {
+  let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
+  if r != 0 {
+    return Err(ExecError::new(
+      ErrorCode::EIO,
+      format!(
+        "cannot change the child subreaper attribute: {}",
+        std::io::Error::last_os_error()
+      ),
+    ));
+  }
+  SUBREAPER.store(on, Ordering::SeqCst);
+  update_enabled();
+  Ok(on)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn apply(_on: bool) -> Result<bool, ExecError> {
+  Ok(false)
+}
+
+/// Make the host a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`) or stop
+/// being one. While it is one, every orphan among its descendants is
+/// reparented to it instead of to PID 1: those of our runs are reaped here,
+/// the others (orphans of the host's plain `child_process` grandchildren)
+/// stay zombies of the host until it exits. Returns whether the host is now a
+/// subreaper (always false on systems other than Linux).
+pub fn set_subreaper(on: bool) -> Result<bool, ExecError> {
+  init();
+  let now = apply(on)?;
+  if now {
+    watch();
+  }
+  Ok(now)
+}
+
+/// Whether the host is a child subreaper.
+pub fn is_subreaper() -> bool {
+  init();
+  SUBREAPER.load(Ordering::SeqCst)
+}
+
+/// Whether the host is PID 1 (of its pid namespace).
+pub fn is_pid1() -> bool {
+  init();
+  PID1.load(Ordering::SeqCst)
+}
+
+/// How many orphans were reaped here since the host started.
+pub fn reaped_count() -> u64 {
+  REAPED.load(Ordering::Relaxed)
+}
+
+/// How many processes are recorded, waiting to exit and be reaped.
+pub fn recorded_count() -> usize {
+  with_state(|s| s.recorded.len())
+}
+
+/// Whether the background task is running.
+pub fn watching() -> bool {
+  RUNNING.load(Ordering::SeqCst)
+}
+
+/// Held by a spawn path from before the fork until its child is in the group
+/// registry, so that a child not yet registered is never taken for an orphan.
+pub struct Spawning(());
+
+/// See [`Spawning`].
+pub fn spawning() -> Spawning {
+  SPAWNING.fetch_add(1, Ordering::SeqCst);
+  Spawning(())
+}
+
+impl Drop for Spawning {
+  fn drop(&mut self) {
+    SPAWNING.fetch_sub(1, Ordering::SeqCst);
+  }
+}
+
+/// A run started (its group was registered): watch while it lives.
+pub fn watch() {
+  if enabled() {
+    ensure_running();
+  }
+}
+
+/// A run ended: look soon, while what it left behind still runs.
+pub fn kick() {
+  if enabled() {
+    WAKE.notify_one();
+    ensure_running();
+  }
+}
+
+/// The needle of every mark of this host.
+fn host_needle() -> Option<&'static Needle> {
+  static N: std::sync::OnceLock<Option<Needle>> = std::sync::OnceLock::new();
+  N.get_or_init(|| Needle::new(&tree::owner_prefix(None), false))
+    .as_ref()
+}
+
+/// A mark the host itself inherited that looks like one of ours (possible
+/// only when an exec-native host with the same pid, in another pid namespace,
+/// started this one): Node's own children carry it too, so it proves nothing.
+fn inherited_needle() -> Option<&'static Needle> {
+  static N: std::sync::OnceLock<Option<Needle>> = std::sync::OnceLock::new();
+  N.get_or_init(|| {
+    let v = std::env::var(tree::MARK_VAR).ok()?;
+    if !v.starts_with(&tree::owner_prefix(None)) {
+      return None;
+    }
+    Needle::new(&v, true)
+  })
+  .as_ref()
+}
+
+/// Whether `pid` carries one of this host's marks (readable only while alive).
+fn marked_ours(pid: i32) -> bool {
+  let Some(n) = host_needle() else { return false };
+  if !tree::environ_has(pid, n) {
+    return false;
+  }
+  !inherited_needle().is_some_and(|i| tree::environ_has(pid, i))
+}
+
+/// What `/proc/<pid>/stat` says: state, parent, start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+  pub state: u8,
+  pub ppid: i32,
+  pub start: u64,
+}
+
+/// Read `/proc/<pid>/stat`.
+pub fn stat(pid: i32) -> Option<Stat> {
+  if pid <= 0 {
+    return None;
+  }
+  let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  parse_stat(&s)
+}
+
+fn parse_stat(s: &str) -> Option<Stat> {
+  // after "pid (comm) ": state(3) ppid(4) ... starttime(22)
+  let rest = s.get(s.rfind(')')? + 2..)?;
+  let mut f = rest.split_whitespace();
+  let state = *f.next()?.as_bytes().first()?;
+  let ppid = f.next()?.parse().ok()?;
+  let start = f.nth(19 - 2)?.parse().ok()?;
+  Some(Stat { state, ppid, start })
+}
+
+fn alive(st: &Stat) -> bool {
+  !matches!(st.state, b'Z' | b'X' | b'x')
+}
+
+/// Record `pid` if it is a live process carrying our mark and is not a
+/// registered direct child. Called by the sweep before it signals a marked
+/// process (which may then die before the task ever sees it). A no-op when
+/// the host is not a reaper.
+pub fn note(pid: i32) {
+  if !enabled() {
+    return;
+  }
+  if record(pid) {
+    ensure_running();
+  }
+}
+
+fn record(pid: i32) -> bool {
+  if pid == me() || crate::group::is_registered(pid) {
+    return false;
+  }
+  // start time first: if the pid is reused before the environment is read,
+  // the recorded start time belongs to a process that is gone, and so never
+  // matches again
+  let Some(st) = stat(pid) else { return false };
+  if !alive(&st) || !marked_ours(pid) {
+    return false;
+  }
+  with_state(|s| {
+    if s.recorded.len() < MAX_RECORDED || s.recorded.contains_key(&pid) {
+      s.recorded.insert(pid, st.start);
+      true
+    } else {
+      false
+    }
+  })
+}
+
+/// Children of `pid` (of all its threads), from `/proc/<pid>/task/*/children`.
+fn children_of(pid: &str, out: &mut Vec<i32>) {
+  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    return;
+  };
+  for t in tasks.flatten() {
+    let mut p = t.path();
+    p.push("children");
+    if let Ok(s) = std::fs::read_to_string(&p) {
+      out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+    }
+  }
+}
+
+/// What one look did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+  pub recorded: usize,
+  pub reaped: usize,
+  /// A spawn was in flight: some zombies were left for a moment later.
+  pub deferred: bool,
+}
+
+/// One look: record the host's marked children and their descendants, then
+/// reap the recorded ones that are our zombies. Runs in the background task;
+/// public for tests.
+pub fn pass() -> Pass {
+  let mut out = Pass::default();
+  if enabled() {
+    out.recorded = look(&mut out.deferred);
+  }
+  reap(&mut out);
+  out
+}
+
+fn look(deferred: &mut bool) -> usize {
+  let mut kids = Vec::new();
+  children_of("self", &mut kids);
+  // a child seen while a spawn is in flight may be that spawn's, not yet
+  // registered: look again a moment later
+  let in_flight = SPAWNING.load(Ordering::SeqCst) > 0;
+  let (known, foreign): (HashSet<i32>, HashSet<i32>) =
+    with_state(|s| (s.recorded.keys().copied().collect(), s.foreign.clone()));
+  let mut n = 0;
+  let mut new_foreign = HashSet::new();
+  for &pid in &kids {
+    if known.contains(&pid) {
+      continue;
+    }
+    if foreign.contains(&pid) {
+      new_foreign.insert(pid);
+      continue;
+    }
+    if crate::group::is_registered(pid) {
+      continue;
+    }
+    if in_flight {
+      *deferred = true;
+      continue;
+    }
+    if record(pid) {
+      n += 1;
+    } else if stat(pid).is_some_and(|s| alive(&s)) {
+      // a live child without our mark (Node's, or one that dropped the
+      // mark): not looked at again while it stays
+      new_foreign.insert(pid);
+    }
+  }
+  // the descendants of what is recorded: so that a grandchild that dies
+  // after its parent (and comes to us as a zombie) was seen alive
+  let mut queue: Vec<i32> = with_state(|s| s.recorded.keys().copied().collect());
+  let mut seen: HashSet<i32> = queue.iter().copied().collect();
+  while let Some(pid) = queue.pop() {
+    let mut gk = Vec::new();
+    children_of(&pid.to_string(), &mut gk);
+    for g in gk {
+      if seen.insert(g) && record(g) {
+        n += 1;
+        queue.push(g);
+      }
+    }
+    if seen.len() > MAX_RECORDED {
+      break;
+    }
+  }
+  with_state(|s| s.foreign = new_foreign);
+  n
+}
+
+fn reap(out: &mut Pass) {
+  let me = me();
+  let enabled = enabled();
+  let recorded: Vec<(i32, u64)> =
+    with_state(|s| s.recorded.iter().map(|(p, t)| (*p, *t)).collect());
+  let mut forget = Vec::new();
+  for (pid, start) in recorded {
+    let Some(st) = stat(pid) else {
+      forget.push(pid); // gone (reaped by its parent)
+      continue;
+    };
+    if st.start != start {
+      forget.push(pid); // the pid was reused
+      continue;
+    }
+    if st.ppid != me {
+      if !enabled && st.ppid == 1 {
+        forget.push(pid); // no longer a reaper: it went to init
+      }
+      continue;
+    }
+    if st.state != b'Z' {
+      continue;
+    }
+    // a zombie child of ours that carried our mark. A direct child of an
+    // execution is in the registry from before its spawn guard is released
+    // until its owner reaped it, so: no spawn in flight (read after the
+    // zombie was seen), and not registered
+    if SPAWNING.load(Ordering::SeqCst) > 0 {
+      out.deferred = true;
+      continue;
+    }
+    if crate::group::is_registered(pid) {
+      continue;
+    }
+    let mut status = 0;
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r == pid {
+      out.reaped += 1;
+      REAPED.fetch_add(1, Ordering::Relaxed);
+      forget.push(pid);
+    } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+      forget.push(pid);
+    }
+  }
+  if !forget.is_empty() {
+    with_state(|s| {
+      for p in forget {
+        s.recorded.remove(&p);
+      }
+    });
+  }
+}
+
+fn has_work() -> bool {
+  (enabled() && crate::group::live_count() > 0) || recorded_count() > 0
+}
+
+struct Running;
+impl Drop for Running {
+  fn drop(&mut self) {
+    RUNNING.store(false, Ordering::SeqCst);
+  }
+}
+
+fn ensure_running() {
+  if RUNNING.swap(true, Ordering::SeqCst) {
+    return;
+  }
+  match tokio::runtime::Handle::try_current() {
+    Ok(h) => {
+      h.spawn(async {
+        let running = Running;
+        loop {
+          tokio::select! {
+            _ = tokio::time::sleep(INTERVAL) => {}
+            _ = WAKE.notified() => {}
+          }
+          for _ in 0..50 {
+            if !pass().deferred {
+              break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+          }
+          if !keep_going() {
+            std::mem::forget(running);
+            return;
+          }
+        }
+      });
+    }
+    Err(_) => {
+      let spawned = std::thread::Builder::new()
+        .name("exec-reaper".into())
+        .spawn(|| {
+          let running = Running;
+          loop {
+            std::thread::sleep(INTERVAL);
+            for _ in 0..50 {
+              if !pass().deferred {
+                break;
+              }
+              std::thread::sleep(Duration::from_millis(2));
+            }
+            if !keep_going() {
+              std::mem::forget(running);
+              return;
+            }
+          }
+        });
+      if spawned.is_err() {
+        RUNNING.store(false, Ordering::SeqCst);
+      }
+    }
+  }
+}
+
+/// Decide whether the task goes on; when it stops, RUNNING is false.
+fn keep_going() -> bool {
+  if has_work() {
+    return true;
+  }
+  RUNNING.store(false, Ordering::SeqCst);
+  // a watch() between has_work() and the store saw RUNNING set and left the
+  // work to us: take it back unless another task started meanwhile
+  has_work() && !RUNNING.swap(true, Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn stat_fields() {
+    let s = "123 (a b) c) S 45 123 123 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2";
+    assert_eq!(
+      parse_stat(s),
+      Some(Stat {
+        state: b'S',
+        ppid: 45,
+        start: 98765
+      })
+    );
+    let me = stat(std::process::id() as i32).unwrap();
+    assert_eq!(me.state, b'R');
+    assert_eq!(me.ppid, unsafe { libc::getppid() });
+    assert!(me.start > 0);
+    assert_eq!(stat(-1), None);
+  }
+
+  #[test]
+  fn spawning_guard_counts() {
+    let before = SPAWNING.load(Ordering::SeqCst);
+    let g = spawning();
+    assert!(SPAWNING.load(Ordering::SeqCst) >= 1);
+    drop(g);
+    let _ = before;
+  }
+}
