@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import { executeAndCapture, reaperStatus, setSubreaper, spawnCall } from '../index.js'
+import { ShellSession, executeAndCapture, reaperStatus, setSubreaper, spawnCall } from '../index.js'
 import { sleep } from './helpers'
 
 /** Whether `pid` has any /proc entry (running or zombie). */
@@ -102,6 +102,21 @@ describe('reaping orphans of runs (subreaper)', () => {
     expect(exists(pid)).toBe(true)
     expect(ppidOf(pid)).toBe(process.pid) // reparented to us: without reaping, a zombie of ours
     expect(await noEntry(pid)).toBe(true)
+  })
+
+  it('ShellSession: orphans left by a command are reaped when the session closes', async () => {
+    const s = await ShellSession.start()
+    const r = await s.execute(
+      '(sleep 100 >/dev/null 2>&1 </dev/null & echo $!); setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!',
+    )
+    const pids = r.stdout
+      .split('\n')
+      .map(Number)
+      .filter((n) => n > 0)
+    expect(pids.length).toBe(2)
+    expect(ppidOf(pids[0])).toBe(process.pid) // its subshell is gone: reparented to us
+    await s.close()
+    for (const p of pids) expect(await noEntry(p)).toBe(true)
   })
 
   it('a child_process child still reports its exit code', async () => {

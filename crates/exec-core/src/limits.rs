@@ -290,6 +290,7 @@ impl LimitGuard {
   /// and the cgroup's members): a tree over a limit gets no grace.
   pub fn kill_tree(&self, pgid: i32) {
     self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
+    crate::reaper::before_kill(&self.mark);
     crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
     if pgid > 1 {
       unsafe { libc::kill(pgid, libc::SIGKILL) };

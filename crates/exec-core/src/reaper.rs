@@ -305,6 +305,15 @@ pub fn note(pid: i32) {
   }
 }
 
+/// Before a group signal kills a run's processes: record the live ones that
+/// carry `mark` (they may die, and be reparented to us, before any look). A
+/// scan of /proc, only when the host is a reaper.
+pub fn before_kill(mark: &str) {
+  if enabled() && !mark.is_empty() {
+    tree::note_marked(mark);
+  }
+}
+
 fn record(pid: i32) -> bool {
   if pid == me() || crate::group::is_registered(pid) {
     return false;
@@ -484,10 +493,13 @@ fn ensure_running() {
   if RUNNING.swap(true, Ordering::SeqCst) {
     return;
   }
+  // made here and moved in: a task dropped unpolled (a runtime shutting
+  // down) still clears RUNNING
+  let running = Running;
   match tokio::runtime::Handle::try_current() {
     Ok(h) => {
-      h.spawn(async {
-        let running = Running;
+      h.spawn(async move {
+        let running = running;
         loop {
           tokio::select! {
             _ = tokio::time::sleep(INTERVAL) => {}
@@ -509,8 +521,8 @@ fn ensure_running() {
     Err(_) => {
       let spawned = std::thread::Builder::new()
         .name("exec-reaper".into())
-        .spawn(|| {
-          let running = Running;
+        .spawn(move || {
+          let running = running;
           loop {
             std::thread::sleep(INTERVAL);
             for _ in 0..50 {
@@ -525,9 +537,8 @@ fn ensure_running() {
             }
           }
         });
-      if spawned.is_err() {
-        RUNNING.store(false, Ordering::SeqCst);
-      }
+      // on failure the closure, and so `running`, is dropped: RUNNING clears
+      drop(spawned);
     }
   }
 }
@@ -559,7 +570,7 @@ mod tests {
       })
     );
     let me = stat(std::process::id() as i32).unwrap();
-    assert_eq!(me.state, b'R');
+    assert!(alive(&me));
     assert_eq!(me.ppid, unsafe { libc::getppid() });
     assert!(me.start > 0);
     assert_eq!(stat(-1), None);

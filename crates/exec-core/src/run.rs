@@ -385,10 +385,8 @@ pub async fn kill_sequence(
   mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  if crate::reaper::enabled() {
-    // the group signal may kill escapees before they are seen (reaper)
-    tree::note_marked(mark);
-  }
+  // the group signal may kill escapees before they are seen (reaper)
+  crate::reaper::before_kill(mark);
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
   tree::signal_marked(mark, libc::SIGTERM);

@@ -409,6 +409,8 @@ impl Worker {
 
   /// SIGKILL the whole group now and reap the worker.
   pub async fn kill(&mut self) -> Option<ExitStatus> {
+    // what is killed may die, and come to us, before it is seen (reaper)
+    crate::reaper::before_kill(self.guard.mark());
     // the worker's children first, while it is alive to reap them (killed
     // together, they would be orphans left for init to reap)
     if self.exit.is_none() && self.kill_others() > 0 {
@@ -451,6 +453,7 @@ impl Drop for Worker {
       w.abort();
     }
     if self.exit.is_none() || group::group_alive(self.pid) {
+      crate::reaper::before_kill(self.guard.mark());
       group::signal_group(self.pid, Signal::SIGKILL);
       let _ = self.child.start_kill();
     }
