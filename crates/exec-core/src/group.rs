@@ -194,7 +194,7 @@ pub fn unregister(pgid: i32) {
     m.remove(&pgid);
   }
   slot_clear(pgid);
-  crate::reaper::kick();
+  crate::reaper::kick(pgid);
 }
 
 /// Whether `pgid` is tracked (a direct child's pid is its group id).

@@ -25,17 +25,27 @@
 //!   time (`/proc/<pid>/stat` field 22) is the recorded one (a reused pid
 //!   has another start time).
 //!
-//! Records come from the sweep that signals marked processes at the end of a
-//! run ([`note`], called by [`crate::tree`]) and from one light background
-//! task that looks at the host's children (`/proc/self/task/*/children`) and
-//! at the children of what it recorded, every [`INTERVAL`], only while there
-//! is something to watch (a live run, a recorded process) and only when the
-//! host is a reaper. Nothing of this runs otherwise: the cost for a host that
-//! is neither PID 1 nor a subreaper is one atomic load per spawn.
+//! A zombie that was never seen alive is also proven ours by its process
+//! group: a zombie child of the host that is a member, not the leader, of the
+//! group of one of our runs (registered, or ended less than [`ENDED_KEEP`]
+//! ago). Node's children lead their own group (`detached`) or share the
+//! host's; our direct children lead a registered group; so none of them is
+//! such a member. This covers what stays in the run's group (a plain double
+//! fork), even when it exits before anything saw it.
 //!
-//! Limit: an escaped process that becomes an orphan and exits between two
-//! looks of the task (within [`INTERVAL`]), without the end-of-run sweep
-//! seeing it, cannot be proven ours and is left as it is.
+//! Records come from the sweeps that signal marked processes ([`note`], called
+//! by [`crate::tree`], and [`before_kill`] before a group is killed) and from
+//! one light background task that looks at the host's children
+//! (`/proc/self/task/*/children`) and at the children of what it recorded,
+//! every [`INTERVAL`], only while there is something to watch (a live run, a
+//! run that ended lately, a recorded process) and only when the host is a
+//! reaper. Nothing of this runs otherwise: the cost for a host that is
+//! neither PID 1 nor a subreaper is one atomic load per spawn.
+//!
+//! Limit: a process that left the run's group (`setsid`) and its mark-bearing
+//! environment unseen — it becomes an orphan and exits between two looks of
+//! the task (within [`INTERVAL`]) without a sweep seeing it alive — cannot be
+//! proven ours and is left as it is.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -76,7 +86,12 @@ struct State {
   recorded: HashMap<i32, u64>,
   /// Children of the host seen not to carry our mark (pruned when they go).
   foreign: HashSet<i32>,
+  /// Groups of runs that ended lately: pgid -> when.
+  ended: HashMap<i32, std::time::Instant>,
 }
+
+/// How long the group of a run that ended still proves its zombies ours.
+const ENDED_KEEP: Duration = Duration::from_secs(3);
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
@@ -222,12 +237,24 @@ pub fn watch() {
   }
 }
 
-/// A run ended: look soon, while what it left behind still runs.
-pub fn kick() {
+/// A run ended (group `pgid` left the registry): look soon, while what it
+/// left behind still runs, and let its group prove its zombies ours for a
+/// while ([`ENDED_KEEP`]).
+pub fn kick(pgid: i32) {
   if enabled() {
+    with_state(|s| {
+      if s.ended.len() < MAX_RECORDED {
+        s.ended.insert(pgid, std::time::Instant::now());
+      }
+    });
     WAKE.notify_one();
     ensure_running();
   }
+}
+
+/// Whether `pgid` is the group of one of our runs, live or ended lately.
+fn our_group(pgid: i32) -> bool {
+  pgid > 1 && (crate::group::is_registered(pgid) || with_state(|s| s.ended.contains_key(&pgid)))
 }
 
 /// The needle of every mark of this host.
@@ -266,6 +293,7 @@ fn marked_ours(pid: i32) -> bool {
 pub struct Stat {
   pub state: u8,
   pub ppid: i32,
+  pub pgid: i32,
   pub start: u64,
 }
 
@@ -284,8 +312,14 @@ fn parse_stat(s: &str) -> Option<Stat> {
   let mut f = rest.split_whitespace();
   let state = *f.next()?.as_bytes().first()?;
   let ppid = f.next()?.parse().ok()?;
-  let start = f.nth(19 - 2)?.parse().ok()?;
-  Some(Stat { state, ppid, start })
+  let pgid = f.next()?.parse().ok()?;
+  let start = f.nth(19 - 3)?.parse().ok()?;
+  Some(Stat {
+    state,
+    ppid,
+    pgid,
+    start,
+  })
 }
 
 fn alive(st: &Stat) -> bool {
@@ -378,30 +412,43 @@ fn look(deferred: &mut bool) -> usize {
   let in_flight = SPAWNING.load(Ordering::SeqCst) > 0;
   let (known, foreign): (HashSet<i32>, HashSet<i32>) =
     with_state(|s| (s.recorded.keys().copied().collect(), s.foreign.clone()));
+  let host_pgid = unsafe { libc::getpgrp() };
   let mut n = 0;
   let mut new_foreign = HashSet::new();
+  let mut by_group = Vec::new();
   for &pid in &kids {
-    if known.contains(&pid) {
-      continue;
-    }
-    if foreign.contains(&pid) {
-      new_foreign.insert(pid);
-      continue;
-    }
-    if crate::group::is_registered(pid) {
+    if known.contains(&pid) || crate::group::is_registered(pid) {
       continue;
     }
     if in_flight {
       *deferred = true;
       continue;
     }
-    if record(pid) {
-      n += 1;
-    } else if stat(pid).is_some_and(|s| alive(&s)) {
-      // a live child without our mark (Node's, or one that dropped the
-      // mark): not looked at again while it stays
-      new_foreign.insert(pid);
+    let Some(st) = stat(pid) else { continue };
+    if alive(&st) {
+      if foreign.contains(&pid) {
+        new_foreign.insert(pid);
+      } else if record(pid) {
+        n += 1;
+      } else {
+        // a live child without our mark (Node's, or one that dropped the
+        // mark): its environment is not read again while it stays
+        new_foreign.insert(pid);
+      }
+    } else if st.state == b'Z' && st.pgid != pid && st.pgid != host_pgid && our_group(st.pgid) {
+      // a zombie never seen alive, but a member (not the leader) of one of
+      // our runs' groups: Node's children lead their own group or share the
+      // host's; our direct children lead a registered group
+      by_group.push((pid, st.start));
     }
+  }
+  if !by_group.is_empty() {
+    // reaped by the same checks as the recorded ones
+    with_state(|s| {
+      for (pid, start) in by_group {
+        s.recorded.insert(pid, start);
+      }
+    });
   }
   // the descendants of what is recorded: so that a grandchild that dies
   // after its parent (and comes to us as a zombie) was seen alive
@@ -479,13 +526,29 @@ fn reap(out: &mut Pass) {
 }
 
 fn has_work() -> bool {
-  (enabled() && crate::group::live_count() > 0) || recorded_count() > 0
+  let now = std::time::Instant::now();
+  let (recorded, ended) = with_state(|s| {
+    s.ended.retain(|_, t| now.duration_since(*t) < ENDED_KEEP);
+    (s.recorded.len(), s.ended.len())
+  });
+  recorded > 0 || (enabled() && (ended > 0 || crate::group::live_count() > 0))
 }
 
-struct Running;
+/// Owned by the running task: clears RUNNING when the task is dropped
+/// without finishing (its runtime shut down, as a test's does), and then
+/// goes on in a thread if there is still work.
+struct Running {
+  thread_fallback: bool,
+}
+
 impl Drop for Running {
   fn drop(&mut self) {
     RUNNING.store(false, Ordering::SeqCst);
+    if self.thread_fallback && has_work() && !RUNNING.swap(true, Ordering::SeqCst) {
+      spawn_thread(Running {
+        thread_fallback: false,
+      });
+    }
   }
 }
 
@@ -493,11 +556,12 @@ fn ensure_running() {
   if RUNNING.swap(true, Ordering::SeqCst) {
     return;
   }
-  // made here and moved in: a task dropped unpolled (a runtime shutting
-  // down) still clears RUNNING
-  let running = Running;
+  // made here and moved in: a task dropped unpolled still clears RUNNING
   match tokio::runtime::Handle::try_current() {
     Ok(h) => {
+      let running = Running {
+        thread_fallback: true,
+      };
       h.spawn(async move {
         let running = running;
         loop {
@@ -518,29 +582,34 @@ fn ensure_running() {
         }
       });
     }
-    Err(_) => {
-      let spawned = std::thread::Builder::new()
-        .name("exec-reaper".into())
-        .spawn(move || {
-          let running = running;
-          loop {
-            std::thread::sleep(INTERVAL);
-            for _ in 0..50 {
-              if !pass().deferred {
-                break;
-              }
-              std::thread::sleep(Duration::from_millis(2));
-            }
-            if !keep_going() {
-              std::mem::forget(running);
-              return;
-            }
-          }
-        });
-      // on failure the closure, and so `running`, is dropped: RUNNING clears
-      drop(spawned);
-    }
+    Err(_) => spawn_thread(Running {
+      thread_fallback: false,
+    }),
   }
+}
+
+/// The loop in a thread of its own, for callers outside a tokio runtime.
+fn spawn_thread(running: Running) {
+  let spawned = std::thread::Builder::new()
+    .name("exec-reaper".into())
+    .spawn(move || {
+      let running = running;
+      loop {
+        std::thread::sleep(INTERVAL);
+        for _ in 0..50 {
+          if !pass().deferred {
+            break;
+          }
+          std::thread::sleep(Duration::from_millis(2));
+        }
+        if !keep_going() {
+          std::mem::forget(running);
+          return;
+        }
+      }
+    });
+  // on failure the closure, and so `running`, is dropped: RUNNING clears
+  drop(spawned);
 }
 
 /// Decide whether the task goes on; when it stops, RUNNING is false.
@@ -566,6 +635,7 @@ mod tests {
       Some(Stat {
         state: b'S',
         ppid: 45,
+        pgid: 123,
         start: 98765
       })
     );

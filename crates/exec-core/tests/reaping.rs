@@ -2,6 +2,7 @@
 //! binary (so its own process): being a subreaper changes the process for
 //! every test in it.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -99,6 +100,15 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
     .spawn()
     .unwrap();
   let pid = child.id() as i32;
+  // and one that leads its own group, as a `detached` child_process child
+  let mut leader = Command::new("sh")
+    .arg("-c")
+    .arg("exit 9")
+    .env_remove(tree::MARK_VAR)
+    .process_group(0)
+    .spawn()
+    .unwrap();
+  let leader_pid = leader.id() as i32;
   // runs with orphans keep the reaper busy meanwhile
   for _ in 0..3 {
     let (code, _) = bash("(sleep 0.05 >/dev/null 2>&1 &) ; true", false).await;
@@ -109,11 +119,26 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
     reaper::pass();
   }
   assert_eq!(reaper::stat(pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(reaper::stat(leader_pid).map(|s| s.state), Some(b'Z'));
   assert_eq!(
     child.wait().unwrap().code(),
     Some(7),
     "its owner gets the exit"
   );
+  assert_eq!(leader.wait().unwrap().code(), Some(9));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_that_exits_unseen_in_the_run_group_is_reaped() {
+  assert!(reaper::set_subreaper(true).unwrap());
+  // it exits at once, before any look or sweep could read its mark: its
+  // group (the run's) proves it ours
+  for _ in 0..5 {
+    let (code, out) = bash("(true & echo $!) & wait", false).await;
+    assert_eq!(code, 0);
+    let pid: i32 = out.trim().parse().unwrap();
+    assert!(wait_no_entry(pid, 5000).await, "pid {pid} reaped");
+  }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
