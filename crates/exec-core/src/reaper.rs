@@ -487,8 +487,8 @@ fn reap(out: &mut Pass) {
       continue;
     }
     if st.ppid != me {
-      if !enabled && st.ppid == 1 {
-        forget.push(pid); // no longer a reaper: it went to init
+      if !enabled {
+        forget.push(pid); // no longer a reaper: it will never come to us
       }
       continue;
     }

@@ -190,3 +190,33 @@ async fn many_orphans_at_once() {
     assert!(wait_no_entry(pid, 5000).await, "pid {pid} reaped");
   }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_is_light() {
+  assert!(reaper::set_subreaper(true).unwrap());
+  // 20 live children that are not ours (each is looked at: stat, and its
+  // environment once)
+  let mut kids: Vec<_> = (0..20)
+    .map(|_| {
+      Command::new("sleep")
+        .arg("30")
+        .env_remove(tree::MARK_VAR)
+        .spawn()
+        .unwrap()
+    })
+    .collect();
+  reaper::pass();
+  let n = 200;
+  let t0 = Instant::now();
+  for _ in 0..n {
+    reaper::pass();
+  }
+  let per = t0.elapsed() / n;
+  let threads = std::fs::read_dir("/proc/self/task").unwrap().count();
+  println!("one look with {threads} threads and 20 foreign children: {per:?}");
+  assert!(per < Duration::from_millis(20), "{per:?}");
+  for k in &mut kids {
+    k.kill().unwrap();
+    k.wait().unwrap();
+  }
+}
