@@ -4,8 +4,10 @@
 // This file makes its process a child subreaper. vitest's `forks` pool runs
 // each test file in its own child process, so no other file inherits it (the
 // attribute is not inherited across fork either); afterAll turns it off anyway.
-import { spawn } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
@@ -152,5 +154,58 @@ describe('reaping orphans of runs (subreaper)', () => {
     while (reaperStatus().watching && Date.now() < end) await sleep(50)
     expect(reaperStatus().watching).toBe(false)
     expect(reaperStatus().pending).toBe(0)
+  })
+})
+
+// Node as PID 1 (a container without --init), in a new pid namespace: the
+// orphans of runs are reaped with no call at all; a plain child_process
+// grandchild's orphan is not (the documented trade-off).
+const canUnshare = spawnSync('unshare', ['-Urpf', '--mount-proc', 'true']).status === 0
+
+describe.skipIf(!canUnshare)('host is PID 1', () => {
+  it('orphans of runs are reaped, Node still gets its exits, foreign orphans are left', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-native-pid1-'))
+    const script = join(dir, 'pid1.cjs')
+    writeFileSync(
+      script,
+      `
+const { spawnCall, reaperStatus } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))})
+const { spawn } = require('node:child_process')
+const fs = require('node:fs')
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const call = async (s) => { let o = ''; await spawnCall('bash', ['-c', s], {}, (d) => { o += d }); return Number(o.trim()) }
+const nodeExit = (code, ms) => new Promise((r) => spawn('sh', ['-c', 'sleep ' + ms / 1000 + '; exit ' + code]).on('exit', r))
+const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', 'utf8'); return s[s.lastIndexOf(')') + 2] } catch { return 'gone' } }
+;(async () => {
+  const codes = Promise.all([nodeExit(3, 0), nodeExit(4, 300)])
+  const ours = [
+    await call('(sleep 0.2 >/dev/null 2>&1 </dev/null & echo $!) & wait'),
+    await call('setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!'),
+    // a zombie when its parent (which never reaps it) dies: never seen alive
+    await call('(true & echo $!; exec sleep 0.05) & wait'),
+  ]
+  const foreign = await new Promise((r) => {
+    let o = ''
+    const c = spawn('bash', ['-c', '(true & echo $!) & wait'])
+    c.stdout.on('data', (d) => { o += d })
+    c.on('exit', () => r(Number(o.trim())))
+  })
+  const exits = await codes
+  await sleep(1500)
+  console.log(JSON.stringify({ pid: process.pid, exits, ours: ours.map(state), foreign: state(foreign), status: reaperStatus() }))
+  process.exit(0)
+})()
+`,
+    )
+    const r = spawnSync('unshare', ['-Urpf', '--mount-proc', process.execPath, script], { encoding: 'utf8', timeout: 30_000 })
+    expect(r.stderr).toBe('')
+    const out = JSON.parse(r.stdout)
+    expect(out.pid).toBe(1)
+    expect(out.status.pid1).toBe(true)
+    expect(out.status.subreaper).toBe(false)
+    expect(out.exits).toEqual([3, 4])
+    expect(out.ours).toEqual(['gone', 'gone', 'gone'])
+    expect(out.foreign).toBe('Z')
+    expect(out.status.reaped).toBeGreaterThanOrEqual(3)
   })
 })

@@ -131,13 +131,16 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_that_exits_unseen_in_the_run_group_is_reaped() {
   assert!(reaper::set_subreaper(true).unwrap());
-  // it exits at once, before any look or sweep could read its mark: its
-  // group (the run's) proves it ours
+  // `true` exits at once; its parent execs sleep, which never reaps it, so
+  // it comes to us as a zombie when the sleep ends: never seen alive, its
+  // mark never read; its group (the run's) proves it ours
   for _ in 0..5 {
-    let (code, out) = bash("(true & echo $!) & wait", false).await;
+    let before = reaper::reaped_count();
+    let (code, out) = bash("(true & echo $!; exec sleep 0.05) & wait", false).await;
     assert_eq!(code, 0);
     let pid: i32 = out.trim().parse().unwrap();
     assert!(wait_no_entry(pid, 5000).await, "pid {pid} reaped");
+    assert!(reaper::reaped_count() > before, "reaped here");
   }
 }
 
