@@ -300,15 +300,18 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       group::unregister(pgid);
     }
     // the drain: read until EOF, but no longer than `drain` after the exit
-    let stop = self.stop.clone();
-    let drain = policy.drain;
-    let stopper = tokio::spawn(async move {
-      tokio::time::sleep(drain).await;
-      stop.cancel();
-    });
-    let (stdout, stdout_bytes) = self.out_task.await.expect("stdout pump panicked");
-    let (stderr, stderr_bytes) = self.err_task.await.expect("stderr pump panicked");
-    stopper.abort();
+    // (a timer in this future, not a task: no spawn per run)
+    let pumps = async { (self.out_task.await, self.err_task.await) };
+    tokio::pin!(pumps);
+    let (out, err) = tokio::select! {
+      r = &mut pumps => r,
+      _ = tokio::time::sleep(policy.drain) => {
+        self.stop.cancel();
+        pumps.await
+      }
+    };
+    let (stdout, stdout_bytes) = out.expect("stdout pump panicked");
+    let (stderr, stderr_bytes) = err.expect("stderr pump panicked");
     if let Some(t) = self.input_task.take() {
       t.abort();
     }
