@@ -48,7 +48,7 @@ impl Limits {
   ) -> Result<ChildPlan, ExecError> {
     let mut rlimits = Vec::new();
     if let Some(s) = self.cpu_seconds {
-      rlimits.push((libc::RLIMIT_CPU, s.max(1), s.max(1) + 1));
+      rlimits.push((libc::RLIMIT_CPU, s.max(1), s.max(1).saturating_add(1)));
     }
     if let Some(b) = self.file_size_bytes {
       rlimits.push((libc::RLIMIT_FSIZE, b, b));
