@@ -625,8 +625,7 @@ export interface ProcessStartSpec {
   /**
    * Opt-in resource limits of the process's whole tree; a tree over a limit
    * is stopped and its `exited` event and `wait`/`terminate` result carry
-   * `errorCode: 'ELIMIT'`. PTY processes get them right after the spawn
-   * (prlimit), pipes before exec.
+   * `errorCode: 'ELIMIT'`. Set in the child before exec (pipes and PTYs).
    */
   limits?: ResourceLimits
   /**

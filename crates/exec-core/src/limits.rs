@@ -232,31 +232,6 @@ impl LimitGuard {
     Ok(Some(plan))
   }
 
-  /// For a child that was started by someone else's fork (portable-pty):
-  /// the same limits, applied from outside right after the spawn with
-  /// `prlimit` and a write to the cgroup. Whatever the child does before
-  /// this (a few microseconds of its start) is not limited.
-  pub fn apply_to_running(&self, pid: i32) -> Result<(), ExecError> {
-    let fail = |what: String| ExecError::new(ErrorCode::ESPAWN, what);
-    if let Some(cg) = &self.cgroup {
-      if !cg.add(pid) {
-        return Err(fail("cannot move the child into its pids cgroup".into()));
-      }
-    }
-    let plan = self.limits.child_plan(self.cgroup.as_ref())?;
-    for &(res, soft, hard) in &plan.rlimits {
-      let lim = libc::rlimit64 {
-        rlim_cur: soft,
-        rlim_max: hard,
-      };
-      if unsafe { libc::prlimit64(pid, res, &lim, std::ptr::null_mut()) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(fail(format!("cannot set the limits of the child: {e}")));
-      }
-    }
-    Ok(())
-  }
-
   /// Resolves with the limit error when the tree passes a watched limit
   /// (memory, process count; checked every [`WATCH_INTERVAL`]); never
   /// resolves when nothing is watched. Cancel-safe.
