@@ -100,6 +100,43 @@ impl Limits {
     }
   }
 
+  /// What a program that gave up said about a limit, judging by its error
+  /// output (`stderr`), under these limits: EMFILE under `open_files`,
+  /// EAGAIN (a failed fork) under `max_processes`, EFBIG under
+  /// `file_size_bytes`. For a program that died before it was ready, where
+  /// no signal or watchdog explains the death.
+  pub fn explain_output(&self, stderr: &str) -> Option<ExecError> {
+    let said = |text: &str, errno: i32| {
+      stderr.contains(text) || {
+        // ld.so and some tools print the bare number: `Error 24`
+        let tag = format!("Error {errno}");
+        stderr.match_indices(&tag).any(|(i, _)| {
+          !stderr[i + tag.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit())
+        })
+      }
+    };
+    let limit = |what: String| Some(ExecError::new(ErrorCode::ELIMIT, what));
+    if let Some(n) = self.open_files {
+      if said("Too many open files", libc::EMFILE) {
+        return limit(format!("open files limit of {n} exceeded"));
+      }
+    }
+    if let Some(n) = self.max_processes {
+      if said("Resource temporarily unavailable", libc::EAGAIN) {
+        return limit(format!("process limit of {n} exceeded"));
+      }
+    }
+    if let Some(b) = self.file_size_bytes {
+      if said("File too large", libc::EFBIG) {
+        return limit(format!("file size limit of {} exceeded", human_bytes(b)));
+      }
+    }
+    None
+  }
+
   /// One look at the tree marked `mark`: an error if a watched limit is passed.
   pub fn check_tree(&self, mark: &str) -> Option<ExecError> {
     let pids = crate::tree::running_marked(mark);
@@ -366,5 +403,31 @@ mod tests {
     assert!(l.explain_signal(Some("SIGTERM"), 143).is_none());
     // bash reports its child's SIGXCPU death as 152
     assert!(l.explain_signal(None, 152).is_some());
+  }
+
+  #[test]
+  fn explains_output() {
+    let l = Limits {
+      open_files: Some(3),
+      max_processes: Some(4),
+      ..Default::default()
+    };
+    let ld = "bash: error while loading shared libraries: libtinfo.so.6: cannot open shared object file: Error 24";
+    assert_eq!(
+      l.explain_output(ld).unwrap().message(),
+      "exec: open files limit of 3 exceeded (ELIMIT)"
+    );
+    assert!(l.explain_output("x: Error 240").is_none());
+    assert_eq!(
+      l.explain_output("bash: fork: retry: Resource temporarily unavailable")
+        .unwrap()
+        .message(),
+      "exec: process limit of 4 exceeded (ELIMIT)"
+    );
+    // a limit that is not set explains nothing
+    assert!(l.explain_output("head: File too large").is_none());
+    assert!(Limits::default()
+      .explain_output("Too many open files")
+      .is_none());
   }
 }
