@@ -48,12 +48,16 @@ impl Limits {
   ) -> Result<ChildPlan, ExecError> {
     let mut rlimits = Vec::new();
     if let Some(s) = self.cpu_seconds {
-      rlimits.push((libc::RLIMIT_CPU, s.max(1), s.max(1).saturating_add(1)));
+      let hard = s.max(1).saturating_add(1);
+      check_hard(libc::RLIMIT_CPU, "cpuSeconds", s, hard)?;
+      rlimits.push((libc::RLIMIT_CPU, s.max(1), hard));
     }
     if let Some(b) = self.file_size_bytes {
+      check_hard(libc::RLIMIT_FSIZE, "fileSizeBytes", b, b)?;
       rlimits.push((libc::RLIMIT_FSIZE, b, b));
     }
     if let Some(n) = self.open_files {
+      check_hard(libc::RLIMIT_NOFILE, "openFiles", n, n)?;
       rlimits.push((libc::RLIMIT_NOFILE, n, n));
     }
     let cgroup_procs = match cgroup {
@@ -70,7 +74,9 @@ impl Limits {
     };
     if let (None, Some(max)) = (&cgroup_procs, self.max_processes) {
       // no cgroup: RLIMIT_NPROC counts every process of the user (not root)
-      let n = crate::cgroup::user_process_count() + max;
+      // (never above the hard limit, which only root could raise: the
+      // watchdog still counts)
+      let n = (crate::cgroup::user_process_count() + max).min(host_limit(libc::RLIMIT_NPROC).1);
       rlimits.push((libc::RLIMIT_NPROC, n, n));
     }
     Ok(ChildPlan {
@@ -160,6 +166,45 @@ impl Limits {
     }
     None
   }
+}
+
+/// This process's `(soft, hard)` limit of `res`.
+fn host_limit(res: libc::__rlimit_resource_t) -> (u64, u64) {
+  let mut lim = libc::rlimit64 {
+    rlim_cur: libc::RLIM64_INFINITY,
+    rlim_max: libc::RLIM64_INFINITY,
+  };
+  unsafe { libc::getrlimit64(res, &mut lim) };
+  (lim.rlim_cur, lim.rlim_max)
+}
+
+/// A limit the child could not set (setrlimit fails with EPERM, which would
+/// surface as a puzzling spawn error): above the host's hard limit without
+/// root, or more open files than the kernel allows (`fs.nr_open`).
+fn check_hard(
+  res: libc::__rlimit_resource_t,
+  name: &str,
+  value: u64,
+  hard: u64,
+) -> Result<(), ExecError> {
+  let too_high = |max: u64, whose: &str| {
+    Err(ExecError::invalid(format!(
+      "limits.{name} of {value} is above {whose} ({max})"
+    )))
+  };
+  let (_, host_hard) = host_limit(res);
+  if hard > host_hard && unsafe { libc::geteuid() } != 0 {
+    return too_high(host_hard, "the hard limit of this host");
+  }
+  if res == libc::RLIMIT_NOFILE {
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+      .ok()
+      .and_then(|s| s.trim().parse::<u64>().ok());
+    if let Some(max) = nr_open.filter(|m| hard > *m) {
+      return too_high(max, "the kernel's maximum fs.nr_open");
+    }
+  }
+  Ok(())
 }
 
 /// What runs in the child between fork and exec.
@@ -403,6 +448,30 @@ mod tests {
     assert!(l.explain_signal(Some("SIGTERM"), 143).is_none());
     // bash reports its child's SIGXCPU death as 152
     assert!(l.explain_signal(None, 152).is_some());
+  }
+
+  #[test]
+  fn limits_above_the_hard_limit_are_einval() {
+    let l = Limits {
+      open_files: Some(u64::MAX - 1),
+      ..Default::default()
+    };
+    let e = l.child_plan(None).err().unwrap();
+    assert_eq!(e.code, ErrorCode::EINVAL);
+    assert!(
+      e.what
+        .starts_with("limits.openFiles of 18446744073709551614 is above "),
+      "{}",
+      e.what
+    );
+    // the host's own hard limit is fine
+    let (_, hard) = host_limit(libc::RLIMIT_NOFILE);
+    let l = Limits {
+      open_files: Some(hard.min(4096)),
+      cpu_seconds: Some(u64::MAX),
+      ..Default::default()
+    };
+    assert!(l.child_plan(None).is_ok());
   }
 
   #[test]

@@ -439,6 +439,20 @@ async fn bad_limits_and_lists_are_invalid_params() {
     )
     .await;
   assert_eq!(r["error"]["code"], protocol::INVALID_PARAMS, "{r}");
+  // a value the child could not set is refused before spawning
+  let r = c
+    .call(
+      19,
+      "process/start",
+      json!({ "argv": ["true"], "limits": { "openFiles": 1e12 } }),
+    )
+    .await;
+  assert_eq!(r["error"]["code"], protocol::INVALID_PARAMS, "{r}");
+  let m = r["error"]["message"].as_str().unwrap();
+  assert!(
+    m.starts_with("exec: limits.openFiles of 1000000000000 is above "),
+    "{m}"
+  );
   // nothing was started; null means none
   let r = c
     .call(

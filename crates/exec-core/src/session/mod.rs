@@ -277,7 +277,8 @@ impl Worker {
   /// ready: it is killed and the error returned, so that a session does not
   /// start only to die at the next look of the watchdog.
   pub async fn over_limit_at_start(&mut self, shown: &str) -> Option<ExecError> {
-    let e = self.guard.check()?;
+    // the watchdog may have been first (and killed it already)
+    let e = self.limit_error(None).or_else(|| self.guard.check())?;
     self.guard.kill_tree(self.pid);
     self.kill().await;
     Some(could_not_start(shown, &e))
