@@ -432,14 +432,17 @@ where
   R: AsyncRead + AsRawFd + Unpin + Send,
   S: OutputSink,
 {
-  let mut buf = vec![0u8; READ_BUF];
+  // not zeroed: `read_buf` fills the spare capacity (callgrind: zeroing two
+  // 128 KiB buffers was 60% of the host's instructions per `/bin/true` run)
+  let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
   let mut total = 0u64;
   let mut grown = false;
   loop {
     let tick = sink.next_tick();
+    buf.clear();
     tokio::select! {
       biased;
-      r = reader.read(&mut buf) => match r {
+      r = reader.read_buf(&mut buf) => match r {
         Ok(0) => break,
         Ok(n) => {
           total += n as u64;
@@ -478,14 +481,18 @@ fn grow_pipe(fd: i32) {
 }
 
 /// Read what is in the pipe right now (non-blocking), bounded.
-fn final_drain<S: OutputSink>(fd: i32, buf: &mut [u8], sink: &mut S) -> u64 {
+fn final_drain<S: OutputSink>(fd: i32, buf: &mut Vec<u8>, sink: &mut S) -> u64 {
   let mut got = 0usize;
   while got < FINAL_DRAIN_MAX {
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    buf.clear();
+    let room = buf.capacity();
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), room) };
     if n <= 0 {
       break;
     }
     let n = n as usize;
+    // SAFETY: read() initialised the first n bytes (n <= capacity)
+    unsafe { buf.set_len(n) };
     sink.write(&buf[..n]);
     got += n;
   }
