@@ -109,7 +109,9 @@ export declare class PythonSession {
   /**
    * Start the interpreter (and run `initCode`). Rejects with `err.code`:
    * ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
-   * start), EINVAL (`initCode` raised; bad options as a TypeError).
+   * start), ELIMIT (a `limits` entry stopped it or `initCode`:
+   * `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
+   * EINVAL (`initCode` raised; bad options as a TypeError).
    */
   static start(options?: PythonSessionOptions): Promise<PythonSession>
   /**
@@ -145,7 +147,8 @@ export declare class PythonSession {
 export declare class ShellSession {
   /**
    * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
-   * ENOTDIR, EACCES, ESPAWN, EINVAL (not bash, or `initScript` ended the shell).
+   * ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
+   * `initScript`), EINVAL (not bash, or `initScript` ended the shell).
    */
   static start(options?: ShellSessionOptions): Promise<ShellSession>
   /**
@@ -625,8 +628,7 @@ export interface ProcessStartSpec {
   /**
    * Opt-in resource limits of the process's whole tree; a tree over a limit
    * is stopped and its `exited` event and `wait`/`terminate` result carry
-   * `errorCode: 'ELIMIT'`. PTY processes get them right after the spawn
-   * (prlimit), pipes before exec.
+   * `errorCode: 'ELIMIT'`. Set in the child before exec (pipes and PTYs).
    */
   limits?: ResourceLimits
   /**
@@ -660,7 +662,7 @@ export interface PythonException {
 /**
  * The result of `PythonSession.execute`. It resolves for every outcome of the
  * cell; it rejects only when the session is closed (ECANCELED) or a lost
- * interpreter cannot be restarted (ENOENT, ESPAWN, EINVAL for `initCode`).
+ * interpreter cannot be restarted (ENOENT, ESPAWN, ELIMIT, EINVAL for `initCode`).
  */
 export interface PythonExecuteResult {
   /**

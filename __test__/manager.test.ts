@@ -1,3 +1,7 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
 import { describe, expect, it } from 'vitest'
 
 import { ProcessManager } from '../index.js'
@@ -115,6 +119,30 @@ describe('ProcessManager over a PTY', () => {
         .join('')
       expect(text).toContain('2999\r\n3000\r\nLAST\r\n')
       expect(events.every((e) => e.type !== 'output' || e.stream === 'pty')).toBe(true)
+    }
+  })
+
+  it('the child does not inherit the SIGXFSZ and SIGPIPE that Node ignores', async () => {
+    const ignored = (status: string) => BigInt(`0x${/SigIgn:\s*([0-9a-f]+)/.exec(status)![1]}`)
+    const bit = (sig: number) => 1n << BigInt(sig - 1)
+    // the premise: Node ignores both (SIGPIPE 13, SIGXFSZ 25)
+    const mine = ignored(readFileSync('/proc/self/status', 'utf8'))
+    expect(mine & bit(13)).toBe(bit(13))
+    expect(mine & bit(25)).toBe(bit(25))
+    const m = new ProcessManager()
+    const dir = mkdtempSync(join(tmpdir(), 'exec-pty-'))
+    try {
+      const script = `grep SigIgn /proc/self/status; (ulimit -f 1; head -c 100000 /dev/zero > ${dir}/f); echo rc=$?`
+      const { processId } = await m.start({ argv: ['bash', '-c', script], io: { type: 'pty', rows: 24, cols: 80 } })
+      expect((await m.wait(processId, { timeoutMs: 10000 })).exitCode).toBe(0)
+      const text = m.snapshot(processId).terminal.toString()
+      const child = ignored(text)
+      expect(child & (bit(13) | bit(25))).toBe(0n)
+      // head dies of SIGXFSZ (128+25) instead of seeing EFBIG
+      expect(text).toContain('rc=153')
+    } finally {
+      await m.close()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 

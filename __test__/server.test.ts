@@ -1,7 +1,10 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { request } from 'node:http'
 import type { Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
@@ -320,6 +323,125 @@ describe('exec-native serve over stdio', () => {
     const typo = startServer(['--lisen', 'x'])
     expect(await typo.exited).toBe(2)
     expect(typo.stderr()).toContain("unknown option '--lisen'")
+  })
+})
+
+describe('exec-native serve: limits, env lists, dieWithParent', () => {
+  const HOG = 'x = bytearray(400 * 1024 * 1024); import time; time.sleep(20)'
+
+  for (const io of [undefined, { type: 'pty', rows: 24, cols: 80 }]) {
+    const kind = io ? 'pty' : 'pipe'
+    it(`a tree over its memory limit exits with ELIMIT (${kind})`, { timeout: 30000 }, async () => {
+      const { client } = stdioClient()
+      const start = await client.call('process/start', {
+        processId: 'hog',
+        argv: ['python3', '-c', HOG],
+        io,
+        limits: { memoryBytes: 128 * 1024 * 1024 },
+      })
+      expect(start.result).toEqual({ processId: 'hog', pid: expect.any(Number) })
+      const wait = await client.call('process/wait', { processId: 'hog', timeoutMs: 20000 })
+      expect(wait.result).toEqual({
+        running: false,
+        exitCode: 137,
+        signal: 'SIGKILL',
+        error: 'exec: memory limit of 128 MiB exceeded (ELIMIT)',
+        errorCode: 'ELIMIT',
+      })
+      await client.until((n) => n.some((m) => m.method === 'process/exited'))
+      const exited = client.notes.find((m) => m.method === 'process/exited')!
+      expect(exited.params).toMatchObject({ errorCode: 'ELIMIT', error: wait.result.error })
+      expect(await gone(start.result.pid)).toBe(true)
+    })
+
+    it(`a write past fileSizeBytes is SIGXFSZ with ELIMIT (${kind})`, { timeout: 30000 }, async () => {
+      const { client } = stdioClient()
+      const dir = mkdtempSync(join(tmpdir(), 'exec-srv-'))
+      try {
+        await client.call('process/start', {
+          processId: 'big',
+          argv: ['sh', '-c', `exec head -c 10000000 /dev/zero > ${dir}/big`],
+          io,
+          limits: { fileSizeBytes: 1024 * 1024 },
+        })
+        const wait = await client.call('process/wait', { processId: 'big', timeoutMs: 20000 })
+        expect(wait.result).toEqual({
+          running: false,
+          exitCode: 153,
+          signal: 'SIGXFSZ',
+          error: 'exec: file size limit of 1 MiB exceeded (ELIMIT)',
+          errorCode: 'ELIMIT',
+        })
+        expect(statSync(join(dir, 'big')).size).toBe(1024 * 1024)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  }
+
+  it('rejects bad limits and lists with EINVAL, starting nothing', async () => {
+    const { client } = stdioClient()
+    const bad = async (extra: object) => (await client.call('process/start', { argv: ['true'], ...extra })).error
+    expect(await bad({ limits: { memoryBytes: 0 } })).toEqual({
+      code: -32602,
+      data: { errorCode: 'EINVAL' },
+      message: 'exec: invalid params: limits.memoryBytes must be at least 1, got 0 (EINVAL)',
+    })
+    expect((await bad({ limits: { cpuSeconds: -1 } })).message).toBe(
+      'exec: invalid params: limits.cpuSeconds must not be negative, got -1 (EINVAL)',
+    )
+    expect((await bad({ limits: { maxProcesses: '5' } })).message).toBe(
+      'exec: invalid params: limits.maxProcesses must be a number, got a string (EINVAL)',
+    )
+    expect((await bad({ limits: 5 })).message).toBe('exec: invalid params: limits must be an object, got a number (EINVAL)')
+    expect((await bad({ limits: { memoryMB: 5 } })).message).toMatch(/^exec: invalid params: unknown limit `memoryMB`/)
+    expect((await bad({ envAllowlist: 'PATH' })).message).toBe(
+      'exec: invalid params: envAllowlist must be an array of strings (EINVAL)',
+    )
+    expect((await bad({ envDenylist: [1] })).message).toBe(
+      'exec: invalid params: envDenylist must be an array of strings (EINVAL)',
+    )
+    expect(await bad({ dieWithParent: 1 })).toMatchObject({ code: -32602, data: { errorCode: 'EINVAL' } })
+    expect((await client.call('process/list')).result.processes).toEqual([])
+  })
+
+  it('envDenylist and envAllowlist filter the server environment; openFiles applies', async () => {
+    const child = spawn(process.execPath, [SERVE], {
+      stdio: 'pipe',
+      env: { ...process.env, EXEC_SRV_SECRET_TOKEN: 'secret', EXEC_SRV_KEEP: 'kept' },
+    })
+    children.push(child)
+    const client = new Client((text) => child.stdin.write(`${text}\n`))
+    createInterface({ input: child.stdout }).on('line', (l) => client.receive(l))
+    const script = 'ulimit -n; echo "t=${EXEC_SRV_SECRET_TOKEN-unset} k=${EXEC_SRV_KEEP-unset} h=${HOME-unset} e=$EXTRA"'
+    const run = async (processId: string, extra: object) => {
+      await client.call('process/start', { processId, argv: ['sh', '-c', script], ...extra })
+      await client.call('process/wait', { processId, timeoutMs: 10000 })
+      return unb64((await client.call('process/snapshot', { processId })).result.stdout)
+    }
+    expect(await run('none', {})).toMatch(/t=secret k=kept h=\S+ e=\n$/)
+    expect(await run('deny', { envDenylist: ['*_TOKEN'], limits: { openFiles: 77 } })).toMatch(
+      /^77\nt=unset k=kept h=(?!unset)\S+ e=\n$/,
+    )
+    expect(await run('allow', { envAllowlist: ['PATH', 'EXEC_SRV_K*'], env: { EXTRA: 'given' } })).toMatch(
+      /t=unset k=kept h=unset e=given\n$/,
+    )
+  })
+
+  it('dieWithParent: the process dies with a SIGKILLed server, without it it stays', { timeout: 30000 }, async () => {
+    const { client, child, exited } = stdioClient()
+    const on = (await client.call('process/start', { argv: ['sleep', '60'], dieWithParent: true })).result.pid
+    const off = (await client.call('process/start', { argv: ['sleep', '60'] })).result.pid
+    expect(alive(on) && alive(off)).toBe(true)
+    child.kill('SIGKILL')
+    await exited
+    try {
+      expect(await gone(on)).toBe(true)
+      await new Promise((r) => setTimeout(r, 300))
+      expect(alive(off)).toBe(true)
+    } finally {
+      process.kill(-off, 'SIGKILL')
+    }
   })
 })
 

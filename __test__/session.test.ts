@@ -470,6 +470,63 @@ describe('ShellSession', () => {
   })
 })
 
+describe('sessions whose interpreter a limit stops at startup', () => {
+  const MIB = 1024 * 1024
+
+  it('PythonSession: a memory limit below the interpreter is ELIMIT naming it', async () => {
+    await expect(PythonSession.start({ limits: { memoryBytes: MIB } })).rejects.toMatchObject({
+      code: 'ELIMIT',
+      message: 'exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)',
+    })
+  })
+
+  it('ShellSession: a memory limit below bash is ELIMIT naming it', async () => {
+    await expect(ShellSession.start({ limits: { memoryBytes: MIB } })).rejects.toMatchObject({
+      code: 'ELIMIT',
+      message: 'exec: bash could not start: memory limit of 1 MiB exceeded (ELIMIT)',
+    })
+  })
+
+  it('openFiles: 3 is ELIMIT with what the program said (python and bash)', async () => {
+    for (const start of [
+      () => PythonSession.start({ limits: { openFiles: 3 } }),
+      () => ShellSession.start({ limits: { openFiles: 3 } }),
+    ]) {
+      const e = await start().then(
+        () => null,
+        (err: any) => err,
+      )
+      expect(e?.code).toBe('ELIMIT')
+      expect(e?.message).toMatch(/^exec: (python3|bash) could not start: open files limit of 3 exceeded: .+ \(ELIMIT\)$/s)
+    }
+  })
+
+  it('initCode that passes the memory limit is ELIMIT', async () => {
+    await expect(
+      PythonSession.start({
+        limits: { memoryBytes: 128 * MIB },
+        initCode: 'x = bytearray(400 * 1024 * 1024)\nimport time\ntime.sleep(10)',
+      }),
+    ).rejects.toMatchObject({
+      code: 'ELIMIT',
+      message: 'exec: initCode did not complete: memory limit of 128 MiB exceeded (ELIMIT)',
+    })
+  })
+
+  it('real startup failures keep their codes under limits', async () => {
+    await expect(PythonSession.start({ python: 'false', limits: { openFiles: 256 } })).rejects.toMatchObject({
+      code: 'ESPAWN',
+      message: expect.stringMatching(/^exec: false exited during startup \(exit code 1\)/),
+    })
+    await expect(PythonSession.start({ python: 'no-such-python-xyz', limits: { openFiles: 3 } })).rejects.toMatchObject({
+      code: 'ENOENT',
+    })
+    // a limit the interpreter fits in starts normally
+    const s = await python({ limits: { memoryBytes: 512 * MIB, openFiles: 256 } })
+    expect((await s.execute('1 + 1')).resultValue).toBe('2')
+  })
+})
+
 describe('no leftovers', () => {
   it('every process group is released after close', async () => {
     const s = await PythonSession.start()

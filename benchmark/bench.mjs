@@ -493,6 +493,17 @@ async function caseEventLoop() {
       key: 'many2',
       op: () => mon('many2').during(async () => { const rs = await Promise.all(Array.from({ length: par }, () => execFileP('bash', ['-c', 'echo hi']))); check(rs.every((r) => r.stdout === 'hi\n'), 'many') }),
     },
+    {
+      // the floor: the host runs nothing, another process starts the same bash
+      // processes; what the loop loses here is the CPU the 2 cores give away
+      name: `control: idle host, ${par} bash started by another process`,
+      key: 'many3',
+      op: () => mon('many3').during(() => new Promise((res, rej) => {
+        const c = spawn('sh', ['-c', `for i in $(seq ${par}); do bash -c 'echo hi' >/dev/null & done; wait`])
+        c.on('error', rej)
+        c.on('close', res)
+      })),
+    },
   ]
   const sm = await interleave(many, { rounds: 5, perRound: 1 })
   const rows = [...big.map((c) => [c, sb]), ...many.map((c) => [c, sm])].map(([c, s]) => ({

@@ -16,6 +16,7 @@ use crate::args::{self, ArgResult};
 use crate::error::reject_type_error;
 use crate::host;
 use crate::options::CapturedExecutionResult;
+use crate::text::JsText;
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_KILL_GRACE_MS: u64 = 500;
@@ -153,7 +154,10 @@ impl Captured {
           "output is not valid UTF-8 (shown lossily; use encoding: 'buffer' for the raw bytes)",
         ));
       }
-      (Either::A(lossy(out)), Either::A(lossy(err)))
+      (
+        Either::A(JsText::new(lossy(out))),
+        Either::A(JsText::new(lossy(err))),
+      )
     };
     CapturedExecutionResult {
       stdout,
@@ -258,19 +262,20 @@ pub fn execute_and_capture<'env>(
 
   let fut = async move {
     let launch = match prepared {
-      Err(e) => return Ok(Captured::failed(e)),
+      Err(e) => return Ok(Captured::failed(e).into_js(raw)),
       Ok(l) => l,
     };
     let mut spec = launch.spec;
     let policy = common.apply_to(&mut spec);
     let captured = capture(spec, policy, cap, cancel).await;
     drop(launch.temp);
-    Ok(captured)
+    // decoded here, off the JS thread
+    Ok(captured.into_js(raw))
   };
-  env.spawn_future_with_callback(fut, move |env, captured: Captured| {
+  env.spawn_future_with_callback(fut, move |env, result: CapturedExecutionResult| {
     if let Some(b) = binding {
       b.detach(env);
     }
-    Ok(captured.into_js(raw))
+    Ok(result)
   })
 }

@@ -60,8 +60,7 @@ pub struct ProcessStartSpec {
   pub io: Option<Unknown<'static>>,
   /// Opt-in resource limits of the process's whole tree; a tree over a limit
   /// is stopped and its `exited` event and `wait`/`terminate` result carry
-  /// `errorCode: 'ELIMIT'`. PTY processes get them right after the spawn
-  /// (prlimit), pipes before exec.
+  /// `errorCode: 'ELIMIT'`. Set in the child before exec (pipes and PTYs).
   pub limits: Option<crate::options::ResourceLimits>,
   /// Only host variables matching one of these patterns reach the process
   /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.

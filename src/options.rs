@@ -7,6 +7,8 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::text::JsText;
+
 /// Options of `executeAndCapture`.
 #[napi(object, object_to_js = false)]
 pub struct ExecuteOptions {
@@ -60,9 +62,9 @@ pub struct ExecuteOptions {
 pub struct CapturedExecutionResult {
   /// Captured stdout: head + `[Output truncated] N bytes omitted` + tail when over the cap.
   #[napi(ts_type = "string | Buffer")]
-  pub stdout: Either<String, Buffer>,
+  pub stdout: Either<JsText, Buffer>,
   #[napi(ts_type = "string | Buffer")]
-  pub stderr: Either<String, Buffer>,
+  pub stderr: Either<JsText, Buffer>,
   /// The exit code; 128+N when signal N ended the child; 124 on timeout; -1 if it never ran.
   pub exit_code: i32,
   /// Milliseconds from spawn to settle.

@@ -122,7 +122,7 @@ pub struct PythonException {
 
 /// The result of `PythonSession.execute`. It resolves for every outcome of the
 /// cell; it rejects only when the session is closed (ECANCELED) or a lost
-/// interpreter cannot be restarted (ENOENT, ESPAWN, EINVAL for `initCode`).
+/// interpreter cannot be restarted (ENOENT, ESPAWN, ELIMIT, EINVAL for `initCode`).
 #[napi(object, object_from_js = false)]
 pub struct PythonExecuteResult {
   /// `ok`; `error` (the cell raised); `interrupted` (`interrupt()`, a
@@ -303,7 +303,9 @@ pub struct PythonSession {
 impl PythonSession {
   /// Start the interpreter (and run `initCode`). Rejects with `err.code`:
   /// ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
-  /// start), EINVAL (`initCode` raised; bad options as a TypeError).
+  /// start), ELIMIT (a `limits` entry stopped it or `initCode`:
+  /// `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
+  /// EINVAL (`initCode` raised; bad options as a TypeError).
   #[napi(
     ts_args_type = "options?: PythonSessionOptions",
     ts_return_type = "Promise<PythonSession>"
@@ -435,7 +437,8 @@ pub struct ShellSession {
 #[napi]
 impl ShellSession {
   /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
-  /// ENOTDIR, EACCES, ESPAWN, EINVAL (not bash, or `initScript` ended the shell).
+  /// ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
+  /// `initScript`), EINVAL (not bash, or `initScript` ended the shell).
   #[napi(
     ts_args_type = "options?: ShellSessionOptions",
     ts_return_type = "Promise<ShellSession>"

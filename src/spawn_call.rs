@@ -27,7 +27,8 @@ pub(crate) fn callback(v: Option<Unknown>, name: &str) -> ArgResult<Option<Strin
   if v.get_type().ok() != Some(napi::ValueType::Function) {
     return Err(type_error(format!("{name} must be a function")));
   }
-  let f: Function<String, Unknown> = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+  let f: Function<crate::text::JsText, Unknown> =
+    unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
   let tsfn = f
     .build_threadsafe_function()
     .weak::<true>()

@@ -14,10 +14,12 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::text::JsText;
+
 /// A callback taking one string, weak (does not keep Node alive by itself: the
 /// pending promise does), errors not passed as a first argument.
 pub type StringCallback =
-  ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true, 0>;
+  ThreadsafeFunction<JsText, Unknown<'static>, JsText, Status, false, true, 0>;
 
 /// Pending text above which the pump waits for JavaScript before reading more.
 const HIGH_WATER: usize = 4 * 1024 * 1024;
@@ -51,11 +53,13 @@ pub struct CallbackSink {
   interval: Duration,
   /// Calls made (for tests and coalescing checks).
   pub calls: u64,
+  _stream: Option<crate::text::StreamGuard>,
 }
 
 impl CallbackSink {
   pub fn new(callback: Option<StringCallback>, interval: Duration) -> Self {
     CallbackSink {
+      _stream: callback.is_some().then(crate::text::StreamGuard::new),
       callback: callback.map(Arc::new),
       decoder: Utf8Decoder::new(),
       pending: String::new(),
@@ -78,7 +82,11 @@ impl CallbackSink {
     if self.pending.is_empty() {
       return;
     }
-    let text = std::mem::take(&mut self.pending);
+    // converted here, on the runtime's thread, so that the JS thread only copies
+    let text = JsText::new(std::mem::replace(
+      &mut self.pending,
+      crate::text::recycled_string(),
+    ));
     let flight = self.in_flight.clone();
     flight.busy.store(true, Ordering::Release);
     self.last_sent = Some(Instant::now());
@@ -113,8 +121,7 @@ impl OutputSink for CallbackSink {
     if self.callback.is_none() {
       return;
     }
-    let text = self.decoder.decode(data);
-    self.pending.push_str(&text);
+    self.decoder.decode_into(data, &mut self.pending);
     self.maybe_send();
   }
 

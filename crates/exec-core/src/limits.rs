@@ -48,12 +48,16 @@ impl Limits {
   ) -> Result<ChildPlan, ExecError> {
     let mut rlimits = Vec::new();
     if let Some(s) = self.cpu_seconds {
-      rlimits.push((libc::RLIMIT_CPU, s.max(1), s.max(1) + 1));
+      let hard = s.max(1).saturating_add(1);
+      check_hard(libc::RLIMIT_CPU, "cpuSeconds", s, hard)?;
+      rlimits.push((libc::RLIMIT_CPU, s.max(1), hard));
     }
     if let Some(b) = self.file_size_bytes {
+      check_hard(libc::RLIMIT_FSIZE, "fileSizeBytes", b, b)?;
       rlimits.push((libc::RLIMIT_FSIZE, b, b));
     }
     if let Some(n) = self.open_files {
+      check_hard(libc::RLIMIT_NOFILE, "openFiles", n, n)?;
       rlimits.push((libc::RLIMIT_NOFILE, n, n));
     }
     let cgroup_procs = match cgroup {
@@ -70,7 +74,9 @@ impl Limits {
     };
     if let (None, Some(max)) = (&cgroup_procs, self.max_processes) {
       // no cgroup: RLIMIT_NPROC counts every process of the user (not root)
-      let n = crate::cgroup::user_process_count() + max;
+      // (never above the hard limit, which only root could raise: the
+      // watchdog still counts)
+      let n = (crate::cgroup::user_process_count() + max).min(host_limit(libc::RLIMIT_NPROC).1);
       rlimits.push((libc::RLIMIT_NPROC, n, n));
     }
     Ok(ChildPlan {
@@ -100,6 +106,43 @@ impl Limits {
     }
   }
 
+  /// What a program that gave up said about a limit, judging by its error
+  /// output (`stderr`), under these limits: EMFILE under `open_files`,
+  /// EAGAIN (a failed fork) under `max_processes`, EFBIG under
+  /// `file_size_bytes`. For a program that died before it was ready, where
+  /// no signal or watchdog explains the death.
+  pub fn explain_output(&self, stderr: &str) -> Option<ExecError> {
+    let said = |text: &str, errno: i32| {
+      stderr.contains(text) || {
+        // ld.so and some tools print the bare number: `Error 24`
+        let tag = format!("Error {errno}");
+        stderr.match_indices(&tag).any(|(i, _)| {
+          !stderr[i + tag.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit())
+        })
+      }
+    };
+    let limit = |what: String| Some(ExecError::new(ErrorCode::ELIMIT, what));
+    if let Some(n) = self.open_files {
+      if said("Too many open files", libc::EMFILE) {
+        return limit(format!("open files limit of {n} exceeded"));
+      }
+    }
+    if let Some(n) = self.max_processes {
+      if said("Resource temporarily unavailable", libc::EAGAIN) {
+        return limit(format!("process limit of {n} exceeded"));
+      }
+    }
+    if let Some(b) = self.file_size_bytes {
+      if said("File too large", libc::EFBIG) {
+        return limit(format!("file size limit of {} exceeded", human_bytes(b)));
+      }
+    }
+    None
+  }
+
   /// One look at the tree marked `mark`: an error if a watched limit is passed.
   pub fn check_tree(&self, mark: &str) -> Option<ExecError> {
     let pids = crate::tree::running_marked(mark);
@@ -123,6 +166,45 @@ impl Limits {
     }
     None
   }
+}
+
+/// This process's `(soft, hard)` limit of `res`.
+fn host_limit(res: libc::__rlimit_resource_t) -> (u64, u64) {
+  let mut lim = libc::rlimit64 {
+    rlim_cur: libc::RLIM64_INFINITY,
+    rlim_max: libc::RLIM64_INFINITY,
+  };
+  unsafe { libc::getrlimit64(res, &mut lim) };
+  (lim.rlim_cur, lim.rlim_max)
+}
+
+/// A limit the child could not set (setrlimit fails with EPERM, which would
+/// surface as a puzzling spawn error): above the host's hard limit without
+/// root, or more open files than the kernel allows (`fs.nr_open`).
+fn check_hard(
+  res: libc::__rlimit_resource_t,
+  name: &str,
+  value: u64,
+  hard: u64,
+) -> Result<(), ExecError> {
+  let too_high = |max: u64, whose: &str| {
+    Err(ExecError::invalid(format!(
+      "limits.{name} of {value} is above {whose} ({max})"
+    )))
+  };
+  let (_, host_hard) = host_limit(res);
+  if hard > host_hard && unsafe { libc::geteuid() } != 0 {
+    return too_high(host_hard, "the hard limit of this host");
+  }
+  if res == libc::RLIMIT_NOFILE {
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+      .ok()
+      .and_then(|s| s.trim().parse::<u64>().ok());
+    if let Some(max) = nr_open.filter(|m| hard > *m) {
+      return too_high(max, "the kernel's maximum fs.nr_open");
+    }
+  }
+  Ok(())
 }
 
 /// What runs in the child between fork and exec.
@@ -230,31 +312,6 @@ impl LimitGuard {
       plan.pdeathsig_parent = Some(std::process::id() as i32);
     }
     Ok(Some(plan))
-  }
-
-  /// For a child that was started by someone else's fork (portable-pty):
-  /// the same limits, applied from outside right after the spawn with
-  /// `prlimit` and a write to the cgroup. Whatever the child does before
-  /// this (a few microseconds of its start) is not limited.
-  pub fn apply_to_running(&self, pid: i32) -> Result<(), ExecError> {
-    let fail = |what: String| ExecError::new(ErrorCode::ESPAWN, what);
-    if let Some(cg) = &self.cgroup {
-      if !cg.add(pid) {
-        return Err(fail("cannot move the child into its pids cgroup".into()));
-      }
-    }
-    let plan = self.limits.child_plan(self.cgroup.as_ref())?;
-    for &(res, soft, hard) in &plan.rlimits {
-      let lim = libc::rlimit64 {
-        rlim_cur: soft,
-        rlim_max: hard,
-      };
-      if unsafe { libc::prlimit64(pid, res, &lim, std::ptr::null_mut()) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(fail(format!("cannot set the limits of the child: {e}")));
-      }
-    }
-    Ok(())
   }
 
   /// Resolves with the limit error when the tree passes a watched limit
@@ -392,5 +449,55 @@ mod tests {
     assert!(l.explain_signal(Some("SIGTERM"), 143).is_none());
     // bash reports its child's SIGXCPU death as 152
     assert!(l.explain_signal(None, 152).is_some());
+  }
+
+  #[test]
+  fn limits_above_the_hard_limit_are_einval() {
+    let l = Limits {
+      open_files: Some(u64::MAX - 1),
+      ..Default::default()
+    };
+    let e = l.child_plan(None).err().unwrap();
+    assert_eq!(e.code, ErrorCode::EINVAL);
+    assert!(
+      e.what
+        .starts_with("limits.openFiles of 18446744073709551614 is above "),
+      "{}",
+      e.what
+    );
+    // the host's own hard limit is fine
+    let (_, hard) = host_limit(libc::RLIMIT_NOFILE);
+    let l = Limits {
+      open_files: Some(hard.min(4096)),
+      cpu_seconds: Some(u64::MAX),
+      ..Default::default()
+    };
+    assert!(l.child_plan(None).is_ok());
+  }
+
+  #[test]
+  fn explains_output() {
+    let l = Limits {
+      open_files: Some(3),
+      max_processes: Some(4),
+      ..Default::default()
+    };
+    let ld = "bash: error while loading shared libraries: libtinfo.so.6: cannot open shared object file: Error 24";
+    assert_eq!(
+      l.explain_output(ld).unwrap().message(),
+      "exec: open files limit of 3 exceeded (ELIMIT)"
+    );
+    assert!(l.explain_output("x: Error 240").is_none());
+    assert_eq!(
+      l.explain_output("bash: fork: retry: Resource temporarily unavailable")
+        .unwrap()
+        .message(),
+      "exec: process limit of 4 exceeded (ELIMIT)"
+    );
+    // a limit that is not set explains nothing
+    assert!(l.explain_output("head: File too large").is_none());
+    assert!(Limits::default()
+      .explain_output("Too many open files")
+      .is_none());
   }
 }

@@ -80,6 +80,13 @@ impl Utf8Decoder {
 
   /// Decode `chunk`; an incomplete character at its end is kept for the next call.
   pub fn decode(&mut self, chunk: &[u8]) -> String {
+    let mut text = String::new();
+    self.decode_into(chunk, &mut text);
+    text
+  }
+
+  /// [`Utf8Decoder::decode`], appending to `out` (no string of its own).
+  pub fn decode_into(&mut self, chunk: &[u8], out: &mut String) {
     let owned;
     let data: &[u8] = if self.carry.is_empty() {
       chunk
@@ -90,9 +97,16 @@ impl Utf8Decoder {
     };
     let keep = incomplete_suffix_len(data);
     let (now, later) = data.split_at(data.len() - keep);
-    let text = self.lossy(now);
-    self.carry = later.to_vec();
-    text
+    match std::str::from_utf8(now) {
+      Ok(s) => out.push_str(s),
+      Err(_) => {
+        self.saw_invalid = true;
+        out.push_str(&String::from_utf8_lossy(now));
+      }
+    }
+    if !later.is_empty() {
+      self.carry.extend_from_slice(later);
+    }
   }
 
   /// Flush what is carried (an incomplete character at the very end becomes U+FFFD).

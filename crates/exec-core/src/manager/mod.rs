@@ -4,7 +4,8 @@
 //! with a per-process `seq` to an optional bounded channel.
 //!
 //! Pipe processes reuse [`Execution`] (posix_spawn, own process group); PTY
-//! processes use `portable-pty` (session leader with a controlling terminal).
+//! processes get a terminal opened by `portable-pty` (session leader with it as
+//! controlling terminal; limits applied before exec, as for pipes).
 
 mod pty;
 mod state;
@@ -541,21 +542,23 @@ impl ProcessManager {
         let env = spec.env.build();
         let mark = crate::tree::new_mark(cfg.owner);
         let mut guard = crate::limits::LimitGuard::new(&spec.limits, &mark);
+        // the limits are set in the child before exec, as for pipes (a PTY
+        // child is forked anyway); dieWithParent does not apply (see StartSpec)
+        let plan = guard.child_plan(false)?;
         // until the child is registered, it is not taken for an orphan (reaper)
         let spawning = crate::reaper::spawning();
-        let spawned = pty::spawn(&spec.argv, &cwd, env, &mark, rows, cols)?;
+        let spawned = pty::spawn(
+          &resolved,
+          &spec.argv,
+          &cwd,
+          env,
+          &mark,
+          pty::size(rows, cols),
+          plan,
+        )?;
         let pid = spawned.pid;
         group::register(pid as i32, cfg.owner);
         drop(spawning);
-        // portable-pty forks on its own: the limits are set from outside,
-        // right after the spawn (see LimitGuard::apply_to_running)
-        if let Err(e) = guard.apply_to_running(pid as i32) {
-          guard.kill_tree(pid as i32);
-          // reaped in the background (a detached task)
-          drop(tokio::task::spawn_blocking(move || reap(pid)));
-          group::terminate_tree_later(pid as i32, mark, cfg.owner, cfg.close_grace);
-          return Err(e);
-        }
         let p = make(Some(spawned.master));
         p.pid.store(pid, Ordering::Release);
         let _ = p.mark.set(mark.clone());

@@ -1,18 +1,22 @@
-//! Pseudo-terminals through `portable-pty`: it opens the pair and spawns the
-//! child as a session leader with the slave as its controlling terminal. The
-//! master is then driven here without blocking threads: a duplicate of its fd,
+//! Pseudo-terminals: `portable-pty` opens the pair; the child is spawned here
+//! as a session leader with the slave as its controlling terminal (its own
+//! pre-exec step, see [`spawn`]). The master is then driven here without blocking threads: a duplicate of its fd,
 //! non-blocking, registered with tokio, read until EIO (all slaves closed) so
 //! that everything the child wrote before exiting is delivered.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::{Command, Stdio};
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize};
+use portable_pty::{MasterPty, PtySize};
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ExecError};
+use crate::limits::ChildPlan;
 
 pub(crate) struct SpawnedPty {
   pub pid: u32,
@@ -29,50 +33,68 @@ pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
   }
 }
 
+/// Start `program` (already resolved; `argv[0]` is what it sees) as a session
+/// leader with a new terminal of `size` as its controlling tty. portable-pty
+/// opens the pair; the child is forked here, so that it starts with default
+/// signal dispositions (Node ignores SIGPIPE and SIGXFSZ, and an ignored
+/// signal stays ignored across exec) and with `plan` (resource limits)
+/// applied before exec, like a pipe child.
 pub(crate) fn spawn(
+  program: &Path,
   argv: &[String],
   cwd: &Path,
-  env: Vec<(OsString, OsString)>,
+  mut env: Vec<(OsString, OsString)>,
   mark: &str,
-  rows: u16,
-  cols: u16,
+  size: PtySize,
+  plan: Option<ChildPlan>,
 ) -> Result<SpawnedPty, ExecError> {
   let system = portable_pty::native_pty_system();
   let pair = system
-    .openpty(size(rows, cols))
+    .openpty(size)
     .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot open a pty: {e}")))?;
-  let mut cmd = CommandBuilder::new(&argv[0]);
-  cmd.args(&argv[1..]);
-  cmd.cwd(cwd);
-  cmd.env_clear();
-  let mut has_term = false;
-  for (k, v) in env {
-    has_term |= k == "TERM";
-    cmd.env(k, v);
-  }
-  if !has_term {
-    cmd.env("TERM", "xterm-256color");
+  let name = pair
+    .master
+    .tty_name()
+    .ok_or_else(|| ExecError::new(ErrorCode::EIO, "the pty has no name"))?;
+  let slave = open_slave(&name).map_err(|e| {
+    ExecError::new(
+      ErrorCode::EIO,
+      format!("cannot open {}: {e}", name.display()),
+    )
+  })?;
+  if !env.iter().any(|(k, _)| k == "TERM") {
+    env.push(("TERM".into(), "xterm-256color".into()));
   }
   // every descendant inherits the mark, so it can be found if it leaves the
   // session (see crate::tree)
-  cmd.env(crate::tree::MARK_VAR, mark);
-  let child = pair.slave.spawn_command(cmd).map_err(|e| {
-    let msg = e.to_string();
-    match e.downcast_ref::<io::Error>() {
-      Some(io) => ExecError::from_spawn(&argv[0], io),
-      None => ExecError::new(
-        ErrorCode::ESPAWN,
-        format!(
-          "failed to spawn {}: {}",
-          argv[0],
-          msg.lines().next().unwrap_or("")
-        ),
-      ),
-    }
-  })?;
-  let pid = child.process_id().unwrap_or(0);
-  // our copy of the slave must go, or the master never sees EOF
+  env.push((crate::tree::MARK_VAR.into(), mark.into()));
+  let stdio = || {
+    slave
+      .try_clone()
+      .map(Stdio::from)
+      .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot duplicate the pty: {e}")))
+  };
+  let mut cmd = Command::new(program);
+  cmd
+    .arg0(&argv[0])
+    .args(&argv[1..])
+    .current_dir(cwd)
+    .env_clear()
+    .envs(env)
+    .stdin(stdio()?)
+    .stdout(stdio()?)
+    .stderr(stdio()?);
+  // SAFETY: child_setup only makes async-signal-safe calls
+  unsafe {
+    cmd.pre_exec(move || child_setup(plan.as_ref()));
+  }
+  let spawned = cmd.spawn();
+  // our copies of the slave must go, or the master never sees EOF
+  drop(cmd);
+  drop(slave);
   drop(pair.slave);
+  let child = spawned.map_err(|e| ExecError::from_spawn(&argv[0], &e))?;
+  let pid = child.id();
   // the child is reaped with waitpid by the manager; dropping the handle
   // neither waits nor kills
   drop(child);
@@ -90,6 +112,64 @@ pub(crate) fn spawn(
     master: pair.master,
     io,
   })
+}
+
+fn open_slave(name: &Path) -> io::Result<OwnedFd> {
+  let path = CString::new(name.as_os_str().as_bytes())
+    .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+  let fd = unsafe {
+    libc::open(
+      path.as_ptr(),
+      libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+    )
+  };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// In the child, between fork and exec (stdio is already the slave). What
+/// portable-pty does (default dispositions, empty mask, setsid, the
+/// controlling tty, no leaked descriptors), with SIGPIPE, SIGXFSZ and SIGXCPU
+/// reset too, then the limits. Async-signal-safe.
+fn child_setup(plan: Option<&ChildPlan>) -> io::Result<()> {
+  unsafe {
+    for sig in [
+      libc::SIGCHLD,
+      libc::SIGHUP,
+      libc::SIGINT,
+      libc::SIGQUIT,
+      libc::SIGTERM,
+      libc::SIGALRM,
+      libc::SIGPIPE,
+      libc::SIGXFSZ,
+      libc::SIGXCPU,
+    ] {
+      libc::signal(sig, libc::SIG_DFL);
+    }
+    let mut empty: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    if libc::setsid() == -1 {
+      return Err(io::Error::last_os_error());
+    }
+    if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+      return Err(io::Error::last_os_error());
+    }
+    // descriptors the host left without FD_CLOEXEC do not reach the program
+    // (Linux 5.11+; older kernels keep them, as pipe children do)
+    libc::syscall(
+      libc::SYS_close_range,
+      3 as libc::c_uint,
+      libc::c_uint::MAX,
+      libc::CLOSE_RANGE_CLOEXEC,
+    );
+  }
+  match plan {
+    Some(p) => p.apply(),
+    None => Ok(()),
+  }
 }
 
 fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {

@@ -437,3 +437,109 @@ async fn drop_kills_processes() {
   }
   assert!(!group::group_alive(pid));
 }
+
+fn pty(argv: &[&str]) -> StartSpec {
+  spec(argv, ProcessIo::Pty { rows: 24, cols: 80 })
+}
+
+/// Ignore SIGXFSZ and SIGPIPE in this test process, as Node does (an ignored
+/// disposition survives fork and exec).
+fn ignore_like_node() {
+  unsafe {
+    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+  }
+}
+
+#[tokio::test]
+async fn pty_child_starts_with_default_signal_dispositions() {
+  ignore_like_node();
+  let m = ProcessManager::new(ManagerConfig::default());
+  let dir = tempfile::tempdir().unwrap();
+  let script = format!(
+    "grep SigIgn /proc/self/status; (ulimit -f 1; head -c 100000 /dev/zero > {}/f); echo rc=$?",
+    dir.path().display()
+  );
+  let s = m.start(pty(&["bash", "-c", &script]), None).unwrap();
+  let w = m.wait(&s.process_id, LONG).await.unwrap();
+  assert_eq!(w.exit.unwrap().exit_code, 0);
+  let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();
+  let ign = t
+    .lines()
+    .find_map(|l| l.strip_prefix("SigIgn:"))
+    .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+    .unwrap_or_else(|| panic!("{t}"));
+  // bit N-1 is signal N
+  assert_eq!(ign & (1 << (libc::SIGXFSZ - 1)), 0, "SIGXFSZ ignored: {t}");
+  assert_eq!(ign & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE ignored: {t}");
+  // head is killed by SIGXFSZ (128+25) instead of seeing EFBIG
+  assert!(t.contains("rc=153"), "{t}");
+  assert_eq!(std::fs::metadata(dir.path().join("f")).unwrap().len(), 1024);
+}
+
+#[tokio::test]
+async fn pty_limits_hold_before_exec() {
+  ignore_like_node();
+  let m = ProcessManager::new(ManagerConfig::default());
+  let dir = tempfile::tempdir().unwrap();
+  let mut s = pty(&[
+    "sh",
+    "-c",
+    &format!(
+      "exec head -c 10000000 /dev/zero > {}/big",
+      dir.path().display()
+    ),
+  ]);
+  s.limits.file_size_bytes = Some(1 << 20);
+  let s = m.start(s, None).unwrap();
+  let x = m.wait(&s.process_id, LONG).await.unwrap().exit.unwrap();
+  assert_eq!(x.signal.as_deref(), Some("SIGXFSZ"));
+  assert_eq!(
+    x.error.unwrap().message(),
+    "exec: file size limit of 1 MiB exceeded (ELIMIT)"
+  );
+  assert_eq!(
+    std::fs::metadata(dir.path().join("big")).unwrap().len(),
+    1 << 20
+  );
+  // the program's very first view of its limits
+  let mut s = pty(&["sh", "-c", "ulimit -n; ulimit -t"]);
+  s.limits.open_files = Some(33);
+  s.limits.cpu_seconds = Some(7);
+  let s = m.start(s, None).unwrap();
+  m.wait(&s.process_id, LONG).await.unwrap();
+  let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();
+  assert_eq!(t, "33\r\n7\r\n");
+}
+
+#[tokio::test]
+async fn pty_spawn_errors_and_leaked_fds() {
+  let m = ProcessManager::new(ManagerConfig::default());
+  let e = m.start(pty(&["no-such-program-xyz"]), None).unwrap_err();
+  assert_eq!(e.code, ErrorCode::ENOENT);
+  let dir = tempfile::tempdir().unwrap();
+  let e = m
+    .start(pty(&[dir.path().to_str().unwrap()]), None)
+    .unwrap_err();
+  assert!(
+    matches!(e.code, ErrorCode::EACCES | ErrorCode::ESPAWN),
+    "{e:?}"
+  );
+  // a descriptor of the host without FD_CLOEXEC does not reach the child
+  let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+  assert!(fd > 2);
+  let s = m
+    .start(
+      pty(&[
+        "sh",
+        "-c",
+        &format!("[ -e /proc/self/fd/{fd} ] && echo leaked || echo closed"),
+      ]),
+      None,
+    )
+    .unwrap();
+  m.wait(&s.process_id, LONG).await.unwrap();
+  unsafe { libc::close(fd) };
+  let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();
+  assert_eq!(t, "closed\r\n");
+}

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, ExecError};
+use crate::limits::Limits;
 use crate::manager::{
   EventKind, ExitInfo, ProcessEvent, ProcessIo, ProcessManager, ReadResult, StartSpec,
   TerminateMode, WaitResult,
@@ -100,6 +101,11 @@ fn exit_fields(v: &mut Value, exit: &Option<ExitInfo>) {
     .as_ref()
     .and_then(|e| e.signal.clone())
     .map_or(Value::Null, Value::String);
+  // only when a resource limit stopped the process (ELIMIT)
+  if let Some(e) = exit.as_ref().and_then(|e| e.error.as_ref()) {
+    v["error"] = json!(e.message());
+    v["errorCode"] = json!(e.code.as_str());
+  }
 }
 
 /// A `process/*` notification for an event.
@@ -139,6 +145,91 @@ struct StartParams {
   arg0: Option<String>,
   io: Option<IoParams>,
   events: Option<bool>,
+  limits: Option<Value>,
+  env_allowlist: Option<Value>,
+  env_denylist: Option<Value>,
+  die_with_parent: Option<bool>,
+}
+
+/// The JSON type of `v`, for error messages.
+fn kind(v: &Value) -> &'static str {
+  match v {
+    Value::Null => "null",
+    Value::Bool(_) => "a boolean",
+    Value::Number(_) => "a number",
+    Value::String(_) => "a string",
+    Value::Array(_) => "an array",
+    Value::Object(_) => "an object",
+  }
+}
+
+/// `limits: { memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes,
+/// openFiles }`, validated as the Node API does: numbers of at least 1
+/// (fractions are cut), `null` for none.
+fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
+  let mut l = Limits::default();
+  let obj = match v {
+    None => return Ok(l),
+    Some(Value::Object(o)) => o,
+    Some(other) => {
+      return Err(RpcError::invalid_params(format!(
+        "limits must be an object, got {}",
+        kind(&other)
+      )))
+    }
+  };
+  for (key, val) in obj {
+    let slot = match key.as_str() {
+      "memoryBytes" => &mut l.memory_bytes,
+      "cpuSeconds" => &mut l.cpu_seconds,
+      "maxProcesses" => &mut l.max_processes,
+      "fileSizeBytes" => &mut l.file_size_bytes,
+      "openFiles" => &mut l.open_files,
+      _ => {
+        return Err(RpcError::invalid_params(format!(
+          "unknown limit `{key}`, expected memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes or openFiles"
+        )))
+      }
+    };
+    if val.is_null() {
+      continue;
+    }
+    let Some(n) = val.as_f64() else {
+      return Err(RpcError::invalid_params(format!(
+        "limits.{key} must be a number, got {}",
+        kind(&val)
+      )));
+    };
+    if n < 0.0 {
+      return Err(RpcError::invalid_params(format!(
+        "limits.{key} must not be negative, got {n}"
+      )));
+    }
+    if n < 1.0 {
+      return Err(RpcError::invalid_params(format!(
+        "limits.{key} must be at least 1, got {n}"
+      )));
+    }
+    *slot = Some(n as u64);
+  }
+  Ok(l)
+}
+
+/// `envAllowlist` / `envDenylist`: an array of `*` patterns, `null` for none.
+fn patterns_param(v: Option<Value>, key: &str) -> Result<Option<Vec<String>>, RpcError> {
+  let bad = || RpcError::invalid_params(format!("{key} must be an array of strings"));
+  match v {
+    None | Some(Value::Null) => Ok(None),
+    Some(Value::Array(items)) => items
+      .into_iter()
+      .map(|i| match i {
+        Value::String(s) => Ok(s),
+        _ => Err(bad()),
+      })
+      .collect::<Result<Vec<_>, _>>()
+      .map(Some),
+    Some(_) => Err(bad()),
+  }
 }
 
 #[derive(Deserialize)]
@@ -254,6 +345,9 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       None => env.remove.push(k),
     }
   }
+  env.allow = patterns_param(p.env_allowlist, "envAllowlist")?;
+  env.deny = patterns_param(p.env_denylist, "envDenylist")?.unwrap_or_default();
+  let limits = limits_param(p.limits)?;
   let io = match p.io {
     None => ProcessIo::Pipe { stdin_open: false },
     Some(IoParams::Pipe { stdin }) => ProcessIo::Pipe {
@@ -269,8 +363,8 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       env,
       arg0: p.arg0,
       io,
-      limits: Default::default(),
-      die_with_parent: false,
+      limits,
+      die_with_parent: p.die_with_parent.unwrap_or(false),
     },
     p.events.unwrap_or(true),
   ))

@@ -276,6 +276,40 @@ impl Worker {
     self.guard.explain(sig.as_deref(), code)
   }
 
+  /// A tree already over a watched limit (memory, processes) when it became
+  /// ready: it is killed and the error returned, so that a session does not
+  /// start only to die at the next look of the watchdog.
+  pub async fn over_limit_at_start(&mut self, shown: &str) -> Option<ExecError> {
+    // the watchdog may have been first (and killed it already)
+    let e = self.limit_error(None).or_else(|| self.guard.check())?;
+    self.guard.kill_tree(self.pid);
+    self.kill().await;
+    Some(could_not_start(shown, &e))
+  }
+
+  /// The error of a worker that ended before it was ready. ELIMIT naming the
+  /// limit when one is the cause (the watchdog's finding, SIGXCPU/SIGXFSZ,
+  /// or what the program said: EMFILE, EAGAIN or EFBIG under the matching
+  /// limit); ESPAWN otherwise.
+  pub fn startup_error(&self, shown: &str, st: ExitStatus, stderr: &HeadTailBuffer) -> ExecError {
+    let (code, _) = crate::run::decode_status(st);
+    let (text, _) = rendered_text(stderr);
+    let text = text.trim();
+    if let Some(e) = self.limit_error(Some(st)) {
+      return could_not_start(shown, &e);
+    }
+    if let Some(e) = self.guard.limits().explain_output(text) {
+      return ExecError::new(
+        ErrorCode::ELIMIT,
+        format!("{shown} could not start: {}: {text}", e.what),
+      );
+    }
+    ExecError::new(
+      ErrorCode::ESPAWN,
+      format!("{shown} exited during startup (exit code {code}): {text}"),
+    )
+  }
+
   /// Send a request on the control channel.
   pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
     self.ctl.write_all(bytes).await
@@ -750,6 +784,14 @@ pub(crate) fn closed_error() -> ExecError {
 pub(crate) fn rendered_text(buf: &HeadTailBuffer) -> (String, bool) {
   let r = buf.render();
   (String::from_utf8_lossy(&r.bytes).into_owned(), r.truncated)
+}
+
+/// `python3 could not start: memory limit of 1 MiB exceeded` (ELIMIT).
+fn could_not_start(shown: &str, e: &ExecError) -> ExecError {
+  ExecError::new(
+    ErrorCode::ELIMIT,
+    format!("{shown} could not start: {}", e.what),
+  )
 }
 
 /// `exit code`, `signal` of a worker that ended.

@@ -203,19 +203,7 @@ impl PythonSession {
             break;
           }
         }
-        Event::Exited(st) => {
-          let (code, _) = exit_info(Some(st));
-          let (text, _) = rendered_text(&err);
-          return Err(ExecError::new(
-            ErrorCode::ESPAWN,
-            format!(
-              "{} exited during startup (exit code {}): {}",
-              self.shown(),
-              code.unwrap_or(-1),
-              text.trim()
-            ),
-          ));
-        }
+        Event::Exited(st) => return Err(w.startup_error(self.shown(), st, &err)),
         Event::Deadline => {
           w.kill().await;
           return Err(ExecError::new(
@@ -232,6 +220,9 @@ impl PythonSession {
           return Err(closed_error());
         }
       }
+    }
+    if let Some(e) = w.over_limit_at_start(self.shown()).await {
+      return Err(e);
     }
     if let Some(init) = self.opts.init_code.clone() {
       let id = slot.next_id;
@@ -254,7 +245,13 @@ impl PythonSession {
         }
         (Outcome::Canceled, _, _) => return Err(closed_error()),
         _ => {
-          w.kill().await;
+          let st = w.kill().await;
+          if let Some(e) = w.limit_error(st) {
+            return Err(ExecError::new(
+              ErrorCode::ELIMIT,
+              format!("initCode did not complete: {}", e.what),
+            ));
+          }
           let (text, _) = rendered_text(&err.buf);
           return Err(ExecError::invalid(format!(
             "initCode did not complete (the interpreter died or timed out): {}",

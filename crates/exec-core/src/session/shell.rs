@@ -203,15 +203,16 @@ impl ShellSession {
     let deadline = Instant::now() + self.opts.startup_timeout;
     let mut out = HeadTailBuffer::new(4096);
     let mut err = HeadTailBuffer::new(4096);
-    let sent = w.send(BOOTSTRAP.as_bytes()).await;
+    // a shell that died before it read the bootstrap (EPIPE) is followed to
+    // its exit too, so that its stderr says why
+    let deadline = match w.send(BOOTSTRAP.as_bytes()).await {
+      Ok(()) => deadline,
+      Err(_) => deadline.min(Instant::now() + Duration::from_secs(2)),
+    };
     loop {
-      let ev = if sent.is_ok() {
-        w.next_event(&mut out, &mut err, Some(deadline), &self.closing)
-          .await
-      } else {
-        let st = w.wait_exit(Duration::from_secs(2)).await;
-        st.map_or(Event::Deadline, Event::Exited)
-      };
+      let ev = w
+        .next_event(&mut out, &mut err, Some(deadline), &self.closing)
+        .await;
       match ev {
         Event::Message(m) => {
           let text = String::from_utf8_lossy(&m).into_owned();
@@ -231,18 +232,7 @@ impl ShellSession {
           }
           break;
         }
-        Event::Exited(st) => {
-          let (code, _) = exit_info(Some(st));
-          let (text, _) = rendered_text(&err);
-          return Err(ExecError::new(
-            ErrorCode::ESPAWN,
-            format!(
-              "{shown} exited during startup (exit code {}): {}",
-              code.unwrap_or(-1),
-              text.trim()
-            ),
-          ));
-        }
+        Event::Exited(st) => return Err(w.startup_error(&shown, st, &err)),
         Event::Deadline => {
           w.kill().await;
           return Err(ExecError::new(
@@ -258,6 +248,9 @@ impl ShellSession {
           return Err(closed_error());
         }
       }
+    }
+    if let Some(e) = w.over_limit_at_start(&shown).await {
+      return Err(e);
     }
     if let Some(init) = self.opts.init_script.clone() {
       let id = slot.next_id;
@@ -277,6 +270,12 @@ impl ShellSession {
             _ => None,
           };
           let st = w.kill().await.or(st);
+          if let Some(e) = w.limit_error(st) {
+            return Err(ExecError::new(
+              ErrorCode::ELIMIT,
+              format!("initScript did not complete: {}", e.what),
+            ));
+          }
           let (code, _) = exit_info(st);
           let (text, _) = rendered_text(&err.buf);
           return Err(ExecError::invalid(format!(

@@ -372,3 +372,94 @@ fn quoting() {
     "$'a\\'b\\\\c\\nd\\x09e'"
   );
 }
+
+fn limited(f: impl FnOnce(&mut crate::limits::Limits)) -> crate::limits::Limits {
+  let mut l = crate::limits::Limits::default();
+  f(&mut l);
+  l
+}
+
+async fn py_start_error(python: &str, limits: crate::limits::Limits) -> ExecError {
+  PythonSession::start(PythonOptions {
+    python: python.into(),
+    limits,
+    ..Default::default()
+  })
+  .await
+  .err()
+  .expect("the start fails")
+}
+
+async fn sh_start_error(limits: crate::limits::Limits) -> ExecError {
+  ShellSession::start(ShellOptions {
+    limits,
+    ..Default::default()
+  })
+  .await
+  .err()
+  .expect("the start fails")
+}
+
+#[tokio::test]
+async fn interpreters_stopped_by_a_limit_at_startup_say_which() {
+  let mem = limited(|l| l.memory_bytes = Some(1 << 20));
+  let e = py_start_error("python3", mem.clone()).await;
+  assert_eq!(
+    e.message(),
+    "exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)"
+  );
+  let e = sh_start_error(mem).await;
+  assert_eq!(
+    e.message(),
+    "exec: bash could not start: memory limit of 1 MiB exceeded (ELIMIT)"
+  );
+  // the dynamic loader (or the program) meets EMFILE; it is not killed
+  let fds = limited(|l| l.open_files = Some(3));
+  for e in [
+    py_start_error("python3", fds.clone()).await,
+    sh_start_error(fds).await,
+  ] {
+    assert_eq!(e.code, ErrorCode::ELIMIT, "{}", e.message());
+    assert!(
+      e.what
+        .contains(" could not start: open files limit of 3 exceeded: "),
+      "{}",
+      e.message()
+    );
+  }
+}
+
+#[tokio::test]
+async fn real_startup_failures_stay_espawn_under_limits() {
+  // an "interpreter" that exits at once, with limits it does not hit
+  let e = py_start_error(
+    "false",
+    limited(|l| {
+      l.open_files = Some(256);
+      l.memory_bytes = Some(1 << 30);
+    }),
+  )
+  .await;
+  assert_eq!(e.code, ErrorCode::ESPAWN, "{}", e.message());
+  assert!(e
+    .what
+    .starts_with("false exited during startup (exit code 1)"));
+  let e = py_start_error("no-such-python-xyz", limited(|l| l.open_files = Some(3))).await;
+  assert_eq!(e.code, ErrorCode::ENOENT);
+}
+
+#[tokio::test]
+async fn init_code_over_a_limit_is_elimit() {
+  let e = PythonSession::start(PythonOptions {
+    limits: limited(|l| l.memory_bytes = Some(128 << 20)),
+    init_code: Some("x = bytearray(400 * 1024 * 1024)\nimport time\ntime.sleep(10)".into()),
+    ..Default::default()
+  })
+  .await
+  .err()
+  .expect("the start fails");
+  assert_eq!(
+    e.message(),
+    "exec: initCode did not complete: memory limit of 128 MiB exceeded (ELIMIT)"
+  );
+}

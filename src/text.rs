@@ -1,0 +1,263 @@
+//! Text for JavaScript, prepared off the JS thread.
+//!
+//! A big string made with `napi_create_string_utf8` costs the JS thread a
+//! decode and a fresh large-object allocation whose pages fault in one by one
+//! (`perf record` of a 512 MiB stream: page faults were the main thread's top
+//! cost). Here the worker thread does the work instead: ASCII text (the common
+//! case) is kept as Latin-1 bytes, other text is encoded to UTF-16, and a big
+//! string is handed to V8 as an *external* string that points at our buffer
+//! (`node_api_create_external_string_*`, Node 20.4+, looked up at run time;
+//! V8 frees the buffer through the finalizer). Small strings, and Node
+//! versions without the call, get a plain copy.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+
+/// A string ready to be handed to JavaScript with a plain copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsText {
+  Latin1(Vec<u8>),
+  Utf16(Vec<u16>),
+}
+
+impl JsText {
+  /// Convert (cost: one pass over ASCII text; an encode for other text).
+  pub fn new(s: String) -> Self {
+    if s.is_ascii() {
+      JsText::Latin1(s.into_bytes())
+    } else {
+      JsText::Utf16(s.encode_utf16().collect())
+    }
+  }
+
+  /// Length in UTF-16 code units (what `string.length` says in JavaScript).
+  pub fn js_len(&self) -> usize {
+    match self {
+      JsText::Latin1(b) => b.len(),
+      JsText::Utf16(u) => u.len(),
+    }
+  }
+}
+
+impl From<String> for JsText {
+  fn from(s: String) -> Self {
+    JsText::new(s)
+  }
+}
+
+impl TypeName for JsText {
+  fn type_name() -> &'static str {
+    "String"
+  }
+
+  fn value_type() -> ValueType {
+    ValueType::String
+  }
+}
+
+/// Below this many units a copy is cheaper than an external string's bookkeeping.
+const EXTERNAL_MIN: usize = 64 * 1024;
+
+type Finalize = unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void);
+type CreateExternal<T> = unsafe extern "C" fn(
+  sys::napi_env,
+  *const T,
+  isize,
+  Option<Finalize>,
+  *mut c_void,
+  *mut sys::napi_value,
+  *mut bool,
+) -> sys::napi_status;
+
+struct ExternalApi {
+  latin1: Option<CreateExternal<u8>>,
+  utf16: Option<CreateExternal<u16>>,
+}
+
+fn external_api() -> &'static ExternalApi {
+  static API: OnceLock<ExternalApi> = OnceLock::new();
+  API.get_or_init(|| {
+    let find = |name: &std::ffi::CStr| unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    let latin1 = find(c"node_api_create_external_string_latin1");
+    let utf16 = find(c"node_api_create_external_string_utf16");
+    // SAFETY: the signatures are those of node_api.h (Node 20.4+)
+    unsafe {
+      ExternalApi {
+        latin1: (!latin1.is_null())
+          .then(|| std::mem::transmute::<*mut c_void, CreateExternal<u8>>(latin1)),
+        utf16: (!utf16.is_null())
+          .then(|| std::mem::transmute::<*mut c_void, CreateExternal<u16>>(utf16)),
+      }
+    }
+  })
+}
+
+/// Bytes of external strings V8 let go of since the last adjustment.
+///
+/// V8 does not count a Node-API external string's buffer as external memory,
+/// so without `napi_adjust_external_memory` no garbage collection is ever
+/// triggered by them (measured: a 1 GiB stream grew the RSS by 1 GiB). The
+/// finalizer may run inside a garbage collection, where calling into V8 is not
+/// allowed: it only adds to this counter, settled at the next creation.
+static FREED: AtomicI64 = AtomicI64::new(0);
+
+unsafe extern "C" fn free_latin1(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+  // V8 is done with the characters (or copied them): the buffer goes back
+  let buf = *unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
+  FREED.fetch_add(buf.len() as i64, Ordering::Relaxed);
+  recycle(buf);
+}
+
+unsafe extern "C" fn free_utf16(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+  let buf = unsafe { Box::from_raw(hint.cast::<Vec<u16>>()) };
+  FREED.fetch_add(2 * buf.len() as i64, Ordering::Relaxed);
+}
+
+/// Big Latin-1 buffers V8 gave back while a stream runs. Freeing a 4 MiB
+/// buffer unmaps it, which the finalizer would do on the JS thread inside a
+/// garbage collection; instead the stream's pump thread takes them back, fills
+/// one again (its pages are mapped already: `perf` showed page faults as the
+/// pump's top cost) and frees the rest. With no stream running (a captured
+/// result, or after the stream) the finalizer frees as usual, so nothing is
+/// retained by an idle host.
+static RETURNED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Streams running now (see [`StreamGuard`]).
+static STREAMS: AtomicUsize = AtomicUsize::new(0);
+/// Only buffers at least this big are worth taking back.
+const REUSE_MIN_CAPACITY: usize = 1024 * 1024;
+
+fn recycle(mut buf: Vec<u8>) {
+  if buf.capacity() < REUSE_MIN_CAPACITY || STREAMS.load(Ordering::Acquire) == 0 {
+    return;
+  }
+  buf.clear();
+  if let Ok(mut back) = RETURNED.lock() {
+    back.push(buf);
+  }
+}
+
+/// Counts a running stream while alive.
+pub struct StreamGuard(());
+
+impl StreamGuard {
+  pub fn new() -> Self {
+    STREAMS.fetch_add(1, Ordering::AcqRel);
+    StreamGuard(())
+  }
+}
+
+impl Drop for StreamGuard {
+  fn drop(&mut self) {
+    if STREAMS.fetch_sub(1, Ordering::AcqRel) == 1 {
+      // the last stream is done: free what came back, here and not on the JS thread
+      drop(take_returned());
+    }
+  }
+}
+
+fn take_returned() -> Vec<Vec<u8>> {
+  RETURNED
+    .lock()
+    .map(|mut b| std::mem::take(&mut *b))
+    .unwrap_or_default()
+}
+
+/// An empty string for the next chunk: a buffer V8 gave back when there is
+/// one (the others are freed here, off the JS thread).
+pub fn recycled_string() -> String {
+  let mut back = take_returned();
+  let buf = back.pop().unwrap_or_default();
+  drop(back);
+  // SAFETY: the buffer is empty
+  unsafe { String::from_utf8_unchecked(buf) }
+}
+
+/// Hand `data` to V8 without a copy; gives it back when `create` is missing.
+unsafe fn external<T>(
+  env: sys::napi_env,
+  data: Vec<T>,
+  create: Option<CreateExternal<T>>,
+  free: Finalize,
+) -> std::result::Result<Result<sys::napi_value>, Vec<T>> {
+  let Some(create) = create else {
+    return Err(data);
+  };
+  if data.len() < EXTERNAL_MIN {
+    return Err(data);
+  }
+  let len = data.len();
+  let boxed = Box::into_raw(Box::new(data));
+  let chars = unsafe { (*boxed).as_ptr() };
+  let mut out = ptr::null_mut();
+  let mut copied = false;
+  let status = unsafe {
+    create(
+      env,
+      chars,
+      len as isize,
+      Some(free),
+      boxed.cast(),
+      &mut out,
+      &mut copied,
+    )
+  };
+  if status != sys::Status::napi_ok {
+    // no finalizer ran: the buffer is still ours
+    drop(unsafe { Box::from_raw(boxed) });
+    return Ok(Err(Error::new(
+      Status::from(status),
+      format!("exec: cannot create a string of {len} units (EIO)"),
+    )));
+  }
+  // tell V8 what it holds now, so that it collects what it no longer needs
+  let held = (len * std::mem::size_of::<T>()) as i64 - FREED.swap(0, Ordering::Relaxed);
+  let mut total = 0i64;
+  unsafe { sys::napi_adjust_external_memory(env, held, &mut total) };
+  Ok(Ok(out))
+}
+
+impl ToNapiValue for JsText {
+  unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+    let api = external_api();
+    let len = val.js_len();
+    let mut out = ptr::null_mut();
+    let status = match val {
+      JsText::Latin1(b) => match unsafe { external(env, b, api.latin1, free_latin1) } {
+        Ok(r) => return r,
+        Err(b) => unsafe {
+          sys::napi_create_string_latin1(env, b.as_ptr().cast(), b.len() as isize, &mut out)
+        },
+      },
+      JsText::Utf16(u) => match unsafe { external(env, u, api.utf16, free_utf16) } {
+        Ok(r) => return r,
+        Err(u) => unsafe {
+          sys::napi_create_string_utf16(env, u.as_ptr(), u.len() as isize, &mut out)
+        },
+      },
+    };
+    check_status!(
+      status,
+      "exec: cannot create a string of {} units (EIO)",
+      len
+    )?;
+    Ok(out)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn ascii_goes_as_latin1_and_the_rest_as_utf16() {
+    assert_eq!(JsText::new("abc".into()), JsText::Latin1(b"abc".to_vec()));
+    let t = JsText::new("é😀".into());
+    assert_eq!(t, JsText::Utf16(vec![0xe9, 0xd83d, 0xde00]));
+    assert_eq!(t.js_len(), 3);
+  }
+}
