@@ -90,6 +90,9 @@ describe('reaping orphans of runs (subreaper)', () => {
     const pid = Number(r.stdout.trim())
     expect(pid).toBeGreaterThan(0)
     expect(await noEntry(pid)).toBe(true)
+    // counted just after its waitpid, a moment after the /proc entry went
+    const end = Date.now() + 2000
+    while (reaperStatus().reaped <= before && Date.now() < end) await sleep(5)
     expect(reaperStatus().reaped).toBeGreaterThan(before)
   })
 

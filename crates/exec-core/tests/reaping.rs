@@ -41,6 +41,16 @@ async fn bash(script: &str, cleanup: bool) -> (i32, String) {
   (f.outcome.exit_code, out)
 }
 
+/// Wait until the reaper's count exceeds `before` (it counts just after its
+/// waitpid, so a moment after the /proc entry went).
+async fn counted_above(before: u64) -> bool {
+  let end = Instant::now() + Duration::from_secs(2);
+  while reaper::reaped_count() <= before && Instant::now() < end {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  }
+  reaper::reaped_count() > before
+}
+
 /// Wait (on the runtime, so that the reaper task runs) until `pid` has no
 /// /proc entry at all: not running, not a zombie.
 async fn wait_no_entry(pid: i32, ms: u64) -> bool {
@@ -85,7 +95,7 @@ async fn setsid_orphan_killed_by_the_sweep_is_reaped() {
   assert_eq!(code, 0);
   let pid: i32 = out.trim().parse().unwrap();
   assert!(wait_no_entry(pid, 5000).await, "killed and reaped");
-  assert!(reaper::reaped_count() > before);
+  assert!(counted_above(before).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +150,7 @@ async fn an_orphan_that_exits_unseen_in_the_run_group_is_reaped() {
     assert_eq!(code, 0);
     let pid: i32 = out.trim().parse().unwrap();
     assert!(wait_no_entry(pid, 5000).await, "pid {pid} reaped");
-    assert!(reaper::reaped_count() > before, "reaped here");
+    assert!(counted_above(before).await, "reaped here");
   }
 }
 
