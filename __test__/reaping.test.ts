@@ -163,6 +163,7 @@ describe('reaping orphans of runs (subreaper)', () => {
 // Node as PID 1 (a container without --init), in a new pid namespace: the
 // orphans of runs are reaped with no call at all; a plain child_process
 // grandchild's orphan is not (the documented trade-off).
+const UNSEEN = `(sh -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.005; done' & echo $!; exec sleep 0.1) & wait`
 const canUnshare = spawnSync('unshare', ['-Urpf', '--mount-proc', 'true']).status === 0
 
 describe.skipIf(!canUnshare)('host is PID 1', () => {
@@ -185,7 +186,8 @@ const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', '
     await call('(sleep 0.2 >/dev/null 2>&1 </dev/null & echo $!) & wait'),
     await call('setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!'),
     // a zombie when its parent (which never reaps it) dies: never seen alive
-    await call('(true & echo $!; exec sleep 0.05) & wait'),
+    // (it exits once the parent has exec'd sleep; the shell would reap it)
+    await call(${JSON.stringify(UNSEEN)}),
   ]
   const foreign = await new Promise((r) => {
     let o = ''

@@ -14,6 +14,11 @@ use exec_core::run::{run, ProcessSpec, RunPolicy};
 use exec_core::tree;
 use exec_core::CancellationToken;
 
+/// A child that exits once its parent has become `sleep` (which never reaps
+/// it; the shell would if the child died before the exec), then the sleep
+/// ends and the zombie is reparented.
+const UNSEEN: &str = r#"(sh -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.005; done' & echo $!; exec sleep 0.1) & wait"#;
+
 fn me() -> i32 {
   std::process::id() as i32
 }
@@ -141,12 +146,12 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_that_exits_unseen_in_the_run_group_is_reaped() {
   assert!(reaper::set_subreaper(true).unwrap());
-  // `true` exits at once; its parent execs sleep, which never reaps it, so
-  // it comes to us as a zombie when the sleep ends: never seen alive, its
-  // mark never read; its group (the run's) proves it ours
+  // the child exits as soon as its parent has exec'd sleep, which never
+  // reaps it, so it comes to us as a zombie when the sleep ends: never seen
+  // alive, its mark never read; its group (the run's) proves it ours
   for _ in 0..5 {
     let before = reaper::reaped_count();
-    let (code, out) = bash("(true & echo $!; exec sleep 0.05) & wait", false).await;
+    let (code, out) = bash(UNSEEN, false).await;
     assert_eq!(code, 0);
     let pid: i32 = out.trim().parse().unwrap();
     assert!(wait_no_entry(pid, 5000).await, "pid {pid} reaped");
