@@ -422,7 +422,7 @@ mod tests {
     // over, since an environ read in the middle of an exec comes back empty
     // (this made the test fail 3 times in 20 runs)
     let comm = format!("/proc/{}/comm", full[0]);
-    while std::fs::read_to_string(&comm).map_or(false, |c| c.trim() != "sleep")
+    while std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() != "sleep")
       && t0.elapsed() < Duration::from_secs(3)
     {
       std::thread::sleep(Duration::from_millis(1));
