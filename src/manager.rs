@@ -363,13 +363,6 @@ fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
   tx
 }
 
-fn opt_num(obj: Option<&Object>, key: &str) -> ArgResult<Option<f64>> {
-  match obj {
-    Some(o) => args::opt_non_negative(o, key, false),
-    None => Ok(None),
-  }
-}
-
 fn u16_prop(obj: &Object, key: &str) -> ArgResult<u16> {
   let v =
     args::prop(obj, key)?.ok_or_else(|| type_error(format!("io.{key} is required for a pty")))?;
@@ -498,13 +491,13 @@ impl ProcessManager {
         owner: host::owner(),
         ..Default::default()
       };
-      if let Some(n) = opt_num(obj.as_ref(), "retainedOutputBytes")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "retainedOutputBytes")? {
         c.retained_output_bytes = n as usize;
       }
-      if let Some(n) = opt_num(obj.as_ref(), "maxProcesses")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "maxProcesses")? {
         c.max_processes = n as usize;
       }
-      if let Some(n) = opt_num(obj.as_ref(), "exitedRetentionMs")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "exitedRetentionMs")? {
         c.exited_retention = Duration::from_micros((n * 1000.0) as u64);
       }
       Ok(c)
@@ -609,12 +602,7 @@ impl ProcessManager {
     let parsed = (|| {
       let id = process_id(&id)?;
       let obj = args::options(options, "options")?;
-      let mode = match obj
-        .as_ref()
-        .map(|o| args::opt_string(o, "mode"))
-        .transpose()?
-        .flatten()
-      {
+      let mode = match args::opt_string_in(obj.as_ref(), "mode")? {
         None => "graceful".to_owned(),
         Some(m) => m,
       };
@@ -653,8 +641,8 @@ impl ProcessManager {
     let parsed = (|| {
       let id = process_id(&id)?;
       let obj = args::options(options, "options")?;
-      let t =
-        opt_num(obj.as_ref(), "timeoutMs")?.map(|n| Duration::from_micros((n * 1000.0) as u64));
+      let t = args::opt_number_in(obj.as_ref(), "timeoutMs")?
+        .map(|n| Duration::from_micros((n * 1000.0) as u64));
       Ok((id, t))
     })();
     let (id, t) = match parsed {
@@ -681,7 +669,7 @@ impl ProcessManager {
     let parsed = (|| {
       let id = process_id(&id)?;
       let obj = args::options(options, "options")?;
-      let after = opt_num(obj.as_ref(), "afterSeq")?.unwrap_or(0.0) as u64;
+      let after = args::opt_number_in(obj.as_ref(), "afterSeq")?.unwrap_or(0.0) as u64;
       let max = args::opt_usize(obj.as_ref(), "maxBytes", 1024 * 1024)?;
       let wait = args::opt_ms(obj.as_ref(), "waitMs", 0)?;
       Ok((id, after, max, wait))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use exec_core::session::{self as core, ExecuteOptions, SessionStatus};
-use exec_core::{ErrorCode, ExecError};
+use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
@@ -216,42 +216,18 @@ struct Common {
 }
 
 fn common(opts: Option<&Object>) -> ArgResult<Common> {
-  let cwd = match opts
-    .map(|o| args::opt_string(o, "cwd"))
-    .transpose()?
-    .flatten()
-  {
+  let cwd = match args::opt_string_in(opts, "cwd")? {
     Some(c) => PathBuf::from(c),
-    None => std::env::current_dir().map_err(|e| {
-      ExecError::new(
-        ErrorCode::ENOENT,
-        format!("the host's working directory is gone: {e}"),
-      )
-    })?,
+    None => args::host_cwd()?,
   };
-  let mut env = args::env_spec(opts)?;
-  args::env_lists(opts, &mut env)?;
   Ok(Common {
     cwd,
-    env,
+    env: args::env_with_lists(opts)?,
     limits: args::limits(opts)?,
-    die_with_parent: opts
-      .map(|o| args::opt_bool(o, "dieWithParent"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false),
+    die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
     grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
     startup: args::opt_ms(opts, "startupTimeout", DEFAULT_STARTUP_MS)?,
   })
-}
-
-fn opt_str(opts: Option<&Object>, key: &str) -> ArgResult<Option<String>> {
-  Ok(
-    opts
-      .map(|o| args::opt_string(o, key))
-      .transpose()?
-      .flatten(),
-  )
 }
 
 struct ExecArgs {
@@ -397,10 +373,10 @@ impl PythonSession {
   ) -> Result<PromiseRaw<'env, PythonSession>> {
     let make = |opts: Option<&Object>, c: Common| {
       Ok(core::PythonOptions {
-        python: opt_str(opts, "python")?.unwrap_or_else(|| "python3".into()),
+        python: args::opt_string_in(opts, "python")?.unwrap_or_else(|| "python3".into()),
         cwd: c.cwd,
         env: c.env,
-        init_code: opt_str(opts, "initCode")?,
+        init_code: args::opt_string_in(opts, "initCode")?,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
@@ -508,10 +484,10 @@ impl ShellSession {
   ) -> Result<PromiseRaw<'env, ShellSession>> {
     let make = |opts: Option<&Object>, c: Common| {
       Ok(core::ShellOptions {
-        shell: opt_str(opts, "shell")?.unwrap_or_else(|| "bash".into()),
+        shell: args::opt_string_in(opts, "shell")?.unwrap_or_else(|| "bash".into()),
         cwd: c.cwd,
         env: c.env,
-        init_script: opt_str(opts, "initScript")?,
+        init_script: args::opt_string_in(opts, "initScript")?,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
