@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use exec_core::{EnvSpec, ExecError};
+use exec_core::{EnvSpec, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi::ValueType;
 
@@ -119,6 +119,40 @@ pub fn opt_non_negative(obj: &Object, key: &str, allow_inf: bool) -> ArgResult<O
   Ok(Some(n))
 }
 
+/// [`opt_string`] of options that may be absent.
+pub fn opt_string_in(obj: Option<&Object>, key: &str) -> ArgResult<Option<String>> {
+  match obj {
+    Some(o) => opt_string(o, key),
+    None => Ok(None),
+  }
+}
+
+/// [`opt_bool`] of options that may be absent.
+pub fn opt_bool_in(obj: Option<&Object>, key: &str) -> ArgResult<Option<bool>> {
+  match obj {
+    Some(o) => opt_bool(o, key),
+    None => Ok(None),
+  }
+}
+
+/// A non-negative finite number of options that may be absent.
+pub fn opt_number_in(obj: Option<&Object>, key: &str) -> ArgResult<Option<f64>> {
+  match obj {
+    Some(o) => opt_non_negative(o, key, false),
+    None => Ok(None),
+  }
+}
+
+/// The host's working directory (ENOENT when it was removed).
+pub fn host_cwd() -> ArgResult<std::path::PathBuf> {
+  std::env::current_dir().map_err(|e| {
+    ExecError::new(
+      ErrorCode::ENOENT,
+      format!("the host's working directory is gone: {e}"),
+    )
+  })
+}
+
 /// A timeout in ms: 0 or Infinity mean none.
 pub fn opt_timeout(
   obj: Option<&Object>,
@@ -137,20 +171,14 @@ pub fn opt_timeout(
 }
 
 pub fn opt_ms(obj: Option<&Object>, key: &str, default_ms: u64) -> ArgResult<Duration> {
-  let ms = match obj {
-    Some(o) => opt_non_negative(o, key, false)?,
-    None => None,
-  };
+  let ms = opt_number_in(obj, key)?;
   Ok(Duration::from_micros(
     (ms.unwrap_or(default_ms as f64) * 1000.0) as u64,
   ))
 }
 
 pub fn opt_usize(obj: Option<&Object>, key: &str, default: usize) -> ArgResult<usize> {
-  let n = match obj {
-    Some(o) => opt_non_negative(o, key, false)?,
-    None => None,
-  };
+  let n = opt_number_in(obj, key)?;
   Ok(n.map(|n| n as usize).unwrap_or(default))
 }
 
@@ -225,6 +253,13 @@ fn string_list(obj: &Object, key: &str) -> ArgResult<Option<Vec<String>>> {
 }
 
 /// `envAllowlist` / `envDenylist` into `spec`.
+/// [`env_spec`] with [`env_lists`] applied.
+pub fn env_with_lists(obj: Option<&Object>) -> ArgResult<EnvSpec> {
+  let mut env = env_spec(obj)?;
+  env_lists(obj, &mut env)?;
+  Ok(env)
+}
+
 pub fn env_lists(obj: Option<&Object>, spec: &mut EnvSpec) -> ArgResult<()> {
   let Some(obj) = obj else { return Ok(()) };
   spec.allow = string_list(obj, "envAllowlist")?;

@@ -410,32 +410,17 @@ fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfi
     max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
   };
   let defaults = Defaults {
-    cwd: obj
-      .map(|o| args::opt_string(o, "cwd"))
-      .transpose()?
-      .flatten()
-      .map(PathBuf::from),
-    env: {
-      let mut env = args::env_spec(obj)?;
-      args::env_lists(obj, &mut env)?;
-      env
-    },
+    cwd: args::opt_string_in(obj, "cwd")?.map(PathBuf::from),
+    env: args::env_with_lists(obj)?,
     timeout: args::opt_timeout(obj, "timeout", DEFAULT_TIMEOUT_MS)?,
     limits,
     resource_limits: args::limits(obj)?,
-    die_with_parent: obj
-      .map(|o| args::opt_bool(o, "dieWithParent"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false),
+    die_with_parent: args::opt_bool_in(obj, "dieWithParent")?.unwrap_or(false),
   };
   let retention = args::opt_timeout(obj, "retention", DEFAULT_RETENTION_MS)?;
   let config = RunnerConfig {
     owner: host::owner(),
-    output_dir: obj
-      .map(|o| args::opt_string(o, "outputDir"))
-      .transpose()?
-      .flatten()
+    output_dir: args::opt_string_in(obj, "outputDir")?
       .map(PathBuf::from)
       .unwrap_or_else(std::env::temp_dir),
     retention,
@@ -445,20 +430,11 @@ fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfi
 }
 
 fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOptions> {
-  let cwd = match obj
-    .map(|o| args::opt_string(o, "cwd"))
-    .transpose()?
-    .flatten()
-  {
+  let cwd = match args::opt_string_in(obj, "cwd")? {
     Some(c) => PathBuf::from(c),
     None => match &d.cwd {
       Some(c) => c.clone(),
-      None => std::env::current_dir().map_err(|e| {
-        ExecError::new(
-          ErrorCode::ENOENT,
-          format!("the host's working directory is gone: {e}"),
-        )
-      })?,
+      None => args::host_cwd()?,
     },
   };
   let mut env = if has_env(obj)? {
@@ -486,10 +462,7 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
     Some(o) if args::prop(o, "limits")?.is_some() => args::limits(Some(o))?,
     _ => d.resource_limits.clone(),
   };
-  let die_with_parent = match obj {
-    Some(o) => args::opt_bool(o, "dieWithParent")?.unwrap_or(d.die_with_parent),
-    None => d.die_with_parent,
-  };
+  let die_with_parent = args::opt_bool_in(obj, "dieWithParent")?.unwrap_or(d.die_with_parent);
   let timeout = match obj {
     Some(o) if args::prop(o, "timeout")?.is_some() => args::opt_timeout(Some(o), "timeout", 0)?,
     _ => d.timeout,
@@ -498,15 +471,8 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
     max_lines: opt_limit(obj, "maxLines")?.unwrap_or(d.limits.max_lines),
     max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(d.limits.max_bytes),
   };
-  let output_dir = obj
-    .map(|o| args::opt_string(o, "outputDir"))
-    .transpose()?
-    .flatten()
-    .map(PathBuf::from);
-  let background = match obj {
-    Some(o) => args::opt_bool(o, "background")?.unwrap_or(false),
-    None => false,
-  };
+  let output_dir = args::opt_string_in(obj, "outputDir")?.map(PathBuf::from);
+  let background = args::opt_bool_in(obj, "background")?.unwrap_or(false);
   Ok(CoreOptions {
     cwd,
     env,

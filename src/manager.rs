@@ -363,13 +363,6 @@ fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
   tx
 }
 
-fn opt_num(obj: Option<&Object>, key: &str) -> ArgResult<Option<f64>> {
-  match obj {
-    Some(o) => args::opt_non_negative(o, key, false),
-    None => Ok(None),
-  }
-}
-
 fn u16_prop(obj: &Object, key: &str) -> ArgResult<u16> {
   let v =
     args::prop(obj, key)?.ok_or_else(|| type_error(format!("io.{key} is required for a pty")))?;
@@ -498,13 +491,13 @@ impl ProcessManager {
         owner: host::owner(),
         ..Default::default()
       };
-      if let Some(n) = opt_num(obj.as_ref(), "retainedOutputBytes")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "retainedOutputBytes")? {
         c.retained_output_bytes = n as usize;
       }
-      if let Some(n) = opt_num(obj.as_ref(), "maxProcesses")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "maxProcesses")? {
         c.max_processes = n as usize;
       }
-      if let Some(n) = opt_num(obj.as_ref(), "exitedRetentionMs")? {
+      if let Some(n) = args::opt_number_in(obj.as_ref(), "exitedRetentionMs")? {
         c.exited_retention = Duration::from_micros((n * 1000.0) as u64);
       }
       Ok(c)
@@ -606,19 +599,12 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessExit>> {
-    let parsed = (|| {
-      let id = process_id(&id)?;
-      let obj = args::options(options, "options")?;
-      let mode = match obj
-        .as_ref()
-        .map(|o| args::opt_string(o, "mode"))
-        .transpose()?
-        .flatten()
-      {
+    let read = |obj: Option<&Object>| {
+      let mode = match args::opt_string_in(obj, "mode")? {
         None => "graceful".to_owned(),
         Some(m) => m,
       };
-      let timeout = args::opt_ms(obj.as_ref(), "timeoutMs", 2000)?;
+      let timeout = args::opt_ms(obj, "timeoutMs", 2000)?;
       let mode = match mode.as_str() {
         "graceful" => TerminateMode::Graceful { timeout },
         "force" => TerminateMode::Force,
@@ -628,14 +614,11 @@ impl ProcessManager {
           )))
         }
       };
-      Ok((id, mode))
-    })();
-    let (id, mode) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
+      Ok(mode)
     };
-    let m = self.inner.clone();
-    settle(env, async move { m.terminate(&id, mode).await }, exit_js)
+    let op =
+      |m: core::ProcessManager, id: String, mode| async move { m.terminate(&id, mode).await };
+    self.id_call(env, &id, options, read, op, exit_js)
   }
 
   /// Wait for the exit; with `timeoutMs`, resolve with `running: true` when it
@@ -650,19 +633,12 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessExit>> {
-    let parsed = (|| {
-      let id = process_id(&id)?;
-      let obj = args::options(options, "options")?;
-      let t =
-        opt_num(obj.as_ref(), "timeoutMs")?.map(|n| Duration::from_micros((n * 1000.0) as u64));
-      Ok((id, t))
-    })();
-    let (id, t) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
+    let read = |obj: Option<&Object>| {
+      let t = args::opt_number_in(obj, "timeoutMs")?;
+      Ok(t.map(|n| Duration::from_micros((n * 1000.0) as u64)))
     };
-    let m = self.inner.clone();
-    settle(env, async move { m.wait(&id, t).await }, exit_js)
+    let op = |m: core::ProcessManager, id: String, t| async move { m.wait(&id, t).await };
+    self.id_call(env, &id, options, read, op, exit_js)
   }
 
   /// Output chunks after `afterSeq`, each exactly once and in order. With
@@ -678,43 +654,35 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessReadResult>> {
-    let parsed = (|| {
-      let id = process_id(&id)?;
-      let obj = args::options(options, "options")?;
-      let after = opt_num(obj.as_ref(), "afterSeq")?.unwrap_or(0.0) as u64;
-      let max = args::opt_usize(obj.as_ref(), "maxBytes", 1024 * 1024)?;
-      let wait = args::opt_ms(obj.as_ref(), "waitMs", 0)?;
-      Ok((id, after, max, wait))
-    })();
-    let (id, after, max, wait) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
+    let read = |obj: Option<&Object>| {
+      let after = args::opt_number_in(obj, "afterSeq")?.unwrap_or(0.0) as u64;
+      let max = args::opt_usize(obj, "maxBytes", 1024 * 1024)?;
+      let wait = args::opt_ms(obj, "waitMs", 0)?;
+      Ok((after, max, wait))
     };
-    let m = self.inner.clone();
-    settle(
-      env,
-      async move { m.read(&id, after, max, wait).await },
-      |r| {
-        let (exit_code, signal) = exit_parts(r.exit.clone());
-        ProcessReadResult {
-          chunks: r
-            .chunks
-            .into_iter()
-            .map(|c| ProcessOutputChunk {
-              seq: c.seq as f64,
-              stream: c.stream.as_str().to_owned(),
-              data: c.data.into(),
-            })
-            .collect(),
-          last_seq: r.last_seq as f64,
-          truncated: r.truncated,
-          running: r.exit.is_none(),
-          closed: r.closed,
-          exit_code,
-          signal,
-        }
-      },
-    )
+    let op = |m: core::ProcessManager, id: String, (after, max, wait)| async move {
+      m.read(&id, after, max, wait).await
+    };
+    self.id_call(env, &id, options, read, op, |r| {
+      let (exit_code, signal) = exit_parts(r.exit.clone());
+      ProcessReadResult {
+        chunks: r
+          .chunks
+          .into_iter()
+          .map(|c| ProcessOutputChunk {
+            seq: c.seq as f64,
+            stream: c.stream.as_str().to_owned(),
+            data: c.data.into(),
+          })
+          .collect(),
+        last_seq: r.last_seq as f64,
+        truncated: r.truncated,
+        running: r.exit.is_none(),
+        closed: r.closed,
+        exit_code,
+        signal,
+      }
+    })
   }
 
   /// Retained output (head + marker + tail when over the cap) and status.
@@ -772,5 +740,36 @@ impl ProcessManager {
       },
       |_| (),
     )
+  }
+}
+
+impl ProcessManager {
+  /// A `(processId, options?)` method: both are read on the JS thread (a
+  /// TypeError rejects), then `op` runs on the manager and `map` makes the
+  /// JS result.
+  fn id_call<'env, A, T, V, F>(
+    &self,
+    env: &'env Env,
+    id: &Unknown,
+    options: Option<Unknown>,
+    read: impl FnOnce(Option<&Object>) -> ArgResult<A>,
+    op: impl FnOnce(core::ProcessManager, String, A) -> F,
+    map: fn(T) -> V,
+  ) -> Result<PromiseRaw<'env, V>>
+  where
+    T: Send + 'static,
+    V: ToNapiValue + 'static,
+    F: std::future::Future<Output = std::result::Result<T, ExecError>> + Send + 'static,
+  {
+    let parsed = (|| {
+      let id = process_id(id)?;
+      let obj = args::options(options, "options")?;
+      Ok((id, read(obj.as_ref())?))
+    })();
+    let (id, a) = match parsed {
+      Ok(p) => p,
+      Err(e) => return reject_type_error(env, e),
+    };
+    settle(env, op(self.inner.clone(), id, a), map)
   }
 }

@@ -2,12 +2,13 @@
 //! classes. Conversion only; the work is in `exec_core::session`.
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use exec_core::session::{self as core, ExecuteOptions, SessionStatus};
-use exec_core::{ErrorCode, ExecError};
+use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
@@ -215,42 +216,18 @@ struct Common {
 }
 
 fn common(opts: Option<&Object>) -> ArgResult<Common> {
-  let cwd = match opts
-    .map(|o| args::opt_string(o, "cwd"))
-    .transpose()?
-    .flatten()
-  {
+  let cwd = match args::opt_string_in(opts, "cwd")? {
     Some(c) => PathBuf::from(c),
-    None => std::env::current_dir().map_err(|e| {
-      ExecError::new(
-        ErrorCode::ENOENT,
-        format!("the host's working directory is gone: {e}"),
-      )
-    })?,
+    None => args::host_cwd()?,
   };
-  let mut env = args::env_spec(opts)?;
-  args::env_lists(opts, &mut env)?;
   Ok(Common {
     cwd,
-    env,
+    env: args::env_with_lists(opts)?,
     limits: args::limits(opts)?,
-    die_with_parent: opts
-      .map(|o| args::opt_bool(o, "dieWithParent"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false),
+    die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
     grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
     startup: args::opt_ms(opts, "startupTimeout", DEFAULT_STARTUP_MS)?,
   })
-}
-
-fn opt_str(opts: Option<&Object>, key: &str) -> ArgResult<Option<String>> {
-  Ok(
-    opts
-      .map(|o| args::opt_string(o, key))
-      .transpose()?
-      .flatten(),
-  )
 }
 
 struct ExecArgs {
@@ -291,6 +268,86 @@ fn ms(d: Duration) -> f64 {
   d.as_secs_f64() * 1000.0
 }
 
+/// `start` of either class: the options are read on the JS thread (a
+/// TypeError rejects), `make` adds what only one kind has, the session starts
+/// off it and `wrap` makes the JS object.
+fn start_session<'env, O, S, F, C>(
+  env: &'env Env,
+  options: Option<Unknown<'env>>,
+  make: impl FnOnce(Option<&Object>, Common) -> ArgResult<O>,
+  start: impl FnOnce(O) -> F,
+  wrap: fn(Arc<S>) -> C,
+) -> Result<PromiseRaw<'env, C>>
+where
+  S: Send + 'static,
+  F: Future<Output = std::result::Result<S, ExecError>> + Send + 'static,
+  C: ToNapiValue + 'static,
+{
+  let parsed = (|| -> ArgResult<_> {
+    let opts = args::options(options, "options")?;
+    let c = common(opts.as_ref())?;
+    make(opts.as_ref(), c)
+  })();
+  let opts = match parsed {
+    Ok(o) => o,
+    Err(e) => return reject_type_error(env, e),
+  };
+  let run = start(opts);
+  let fut = async move { Ok(run.await) };
+  env.spawn_future_with_callback(fut, move |env, r| match r {
+    Ok(s) => Ok(wrap(Arc::new(s))),
+    Err(e) => Err(js_error(env, e)),
+  })
+}
+
+/// `execute` of either class: `run` joins the session's queue now (so calls
+/// run in the order they were made), `convert` makes the JS result.
+fn execute_in<'env, R, F, V>(
+  env: &'env Env,
+  code: &Unknown<'env>,
+  options: Option<Unknown<'env>>,
+  what: &str,
+  run: impl FnOnce(ExecArgs) -> F,
+  convert: fn(R) -> V,
+) -> Result<PromiseRaw<'env, V>>
+where
+  R: Send + 'static,
+  F: Future<Output = std::result::Result<R, ExecError>> + Send + 'static,
+  V: ToNapiValue + 'static,
+{
+  let a = match exec_args(code, options, what) {
+    Ok(a) => a,
+    Err(e) => return reject_type_error(env, e),
+  };
+  let run = run(a);
+  let fut = async move { Ok(run.await) };
+  env.spawn_future_with_callback(fut, move |env, r| match r {
+    Err(e) => Err(js_error(env, e)),
+    Ok(r) => Ok(convert(r)),
+  })
+}
+
+/// `reset` of either class.
+fn settle<'env, F>(env: &'env Env, run: F) -> Result<PromiseRaw<'env, ()>>
+where
+  F: Future<Output = std::result::Result<(), ExecError>> + Send + 'static,
+{
+  let fut = async move { Ok(run.await) };
+  env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+}
+
+/// `close` of either class: resolves when `close` is done.
+fn resolve_after<'env, F>(env: &'env Env, close: F) -> Result<PromiseRaw<'env, ()>>
+where
+  F: Future<Output = ()> + Send + 'static,
+{
+  let fut = async move {
+    close.await;
+    Ok(())
+  };
+  env.spawn_future_with_callback(fut, |_, _| Ok(()))
+}
+
 /// A persistent Python interpreter (a real `python3` process, never Python
 /// inside Node). Variables, imports, functions and classes survive from one
 /// `execute` to the next. Calls are queued and run in order.
@@ -314,29 +371,21 @@ impl PythonSession {
     env: &'env Env,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonSession>> {
-    let parsed = (|| -> ArgResult<_> {
-      let opts = args::options(options, "options")?;
-      let c = common(opts.as_ref())?;
+    let make = |opts: Option<&Object>, c: Common| {
       Ok(core::PythonOptions {
-        python: opt_str(opts.as_ref(), "python")?.unwrap_or_else(|| "python3".into()),
+        python: args::opt_string_in(opts, "python")?.unwrap_or_else(|| "python3".into()),
         cwd: c.cwd,
         env: c.env,
-        init_code: opt_str(opts.as_ref(), "initCode")?,
+        init_code: args::opt_string_in(opts, "initCode")?,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
       })
-    })();
-    let opts = match parsed {
-      Ok(o) => o,
-      Err(e) => return reject_type_error(env, e),
     };
-    let fut = async move { Ok(core::PythonSession::start(opts).await) };
-    env.spawn_future_with_callback(fut, |env, r| match r {
-      Ok(s) => Ok(PythonSession { inner: Arc::new(s) }),
-      Err(e) => Err(js_error(env, e)),
+    start_session(env, options, make, core::PythonSession::start, |inner| {
+      PythonSession { inner }
     })
   }
 
@@ -352,37 +401,29 @@ impl PythonSession {
     code: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
-    let a = match exec_args(&code, options, "code") {
-      Ok(a) => a,
-      Err(e) => return reject_type_error(env, e),
-    };
-    // joins the session's queue now, so calls run in the order they were made
-    let run = self.inner.execute(a.code, a.opts, a.out, a.err);
-    let fut = async move { Ok(run.await) };
-    env.spawn_future_with_callback(fut, |env, r| match r {
-      Err(e) => Err(js_error(env, e)),
-      Ok(r) => Ok(PythonExecuteResult {
-        status: status(r.status),
-        stdout: r.stdout,
-        stderr: r.stderr,
-        truncated: r.truncated,
-        result_value: nullable(r.result_value),
-        exception: r.exception.map_or(Either::B(Null), |e| {
-          Either::A(PythonException {
-            kind: e.kind,
-            message: e.message,
-            traceback: e.traceback,
-          })
-        }),
-        execution_count: r.execution_count,
-        execution_time: ms(r.execution_time),
-        exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
-        signal: nullable(r.signal),
-        state_lost: r.state_lost,
-        restarted: r.restarted,
-        error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
-        error: r.error.map(|e| e.message()),
+    let inner = &self.inner;
+    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    execute_in(env, &code, options, "code", run, |r| PythonExecuteResult {
+      status: status(r.status),
+      stdout: r.stdout,
+      stderr: r.stderr,
+      truncated: r.truncated,
+      result_value: nullable(r.result_value),
+      exception: r.exception.map_or(Either::B(Null), |e| {
+        Either::A(PythonException {
+          kind: e.kind,
+          message: e.message,
+          traceback: e.traceback,
+        })
       }),
+      execution_count: r.execution_count,
+      execution_time: ms(r.execution_time),
+      exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
+      signal: nullable(r.signal),
+      state_lost: r.state_lost,
+      restarted: r.restarted,
+      error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
+      error: r.error.map(|e| e.message()),
     })
   }
 
@@ -397,9 +438,7 @@ impl PythonSession {
   /// runs again). Waits for queued cells first.
   #[napi(ts_return_type = "Promise<void>")]
   pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let run = self.inner.reset();
-    let fut = async move { Ok(run.await) };
-    env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+    settle(env, self.inner.reset())
   }
 
   /// End the interpreter and every process it started. A running cell
@@ -407,11 +446,7 @@ impl PythonSession {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    let fut = async move {
-      inner.close().await;
-      Ok(())
-    };
-    env.spawn_future_with_callback(fut, |_, _| Ok(()))
+    resolve_after(env, async move { inner.close().await })
   }
 
   /// The interpreter's pid; 0 while none runs (after it died, after `close`).
@@ -447,29 +482,21 @@ impl ShellSession {
     env: &'env Env,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ShellSession>> {
-    let parsed = (|| -> ArgResult<_> {
-      let opts = args::options(options, "options")?;
-      let c = common(opts.as_ref())?;
+    let make = |opts: Option<&Object>, c: Common| {
       Ok(core::ShellOptions {
-        shell: opt_str(opts.as_ref(), "shell")?.unwrap_or_else(|| "bash".into()),
+        shell: args::opt_string_in(opts, "shell")?.unwrap_or_else(|| "bash".into()),
         cwd: c.cwd,
         env: c.env,
-        init_script: opt_str(opts.as_ref(), "initScript")?,
+        init_script: args::opt_string_in(opts, "initScript")?,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
       })
-    })();
-    let opts = match parsed {
-      Ok(o) => o,
-      Err(e) => return reject_type_error(env, e),
     };
-    let fut = async move { Ok(core::ShellSession::start(opts).await) };
-    env.spawn_future_with_callback(fut, |env, r| match r {
-      Ok(s) => Ok(ShellSession { inner: Arc::new(s) }),
-      Err(e) => Err(js_error(env, e)),
+    start_session(env, options, make, core::ShellSession::start, |inner| {
+      ShellSession { inner }
     })
   }
 
@@ -486,15 +513,10 @@ impl ShellSession {
     command: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ShellExecuteResult>> {
-    let a = match exec_args(&command, options, "command") {
-      Ok(a) => a,
-      Err(e) => return reject_type_error(env, e),
-    };
-    let run = self.inner.execute(a.code, a.opts, a.out, a.err);
-    let fut = async move { Ok(run.await) };
-    env.spawn_future_with_callback(fut, |env, r| match r {
-      Err(e) => Err(js_error(env, e)),
-      Ok(r) => Ok(ShellExecuteResult {
+    let inner = &self.inner;
+    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    execute_in(env, &command, options, "command", run, |r| {
+      ShellExecuteResult {
         status: status(r.status),
         stdout: r.stdout,
         stderr: r.stderr,
@@ -507,7 +529,7 @@ impl ShellSession {
         restarted: r.restarted,
         error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
         error: r.error.map(|e| e.message()),
-      }),
+      }
     })
   }
 
@@ -521,20 +543,14 @@ impl ShellSession {
   /// Replace the shell by a fresh one (initial cwd; `initScript` runs again).
   #[napi(ts_return_type = "Promise<void>")]
   pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let run = self.inner.reset();
-    let fut = async move { Ok(run.await) };
-    env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+    settle(env, self.inner.reset())
   }
 
   /// End the shell and every process of its group (background jobs included).
   #[napi(ts_return_type = "Promise<void>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    let fut = async move {
-      inner.close().await;
-      Ok(())
-    };
-    env.spawn_future_with_callback(fut, |_, _| Ok(()))
+    resolve_after(env, async move { inner.close().await })
   }
 
   /// The shell's pid; 0 while none runs.

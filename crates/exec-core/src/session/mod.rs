@@ -17,6 +17,7 @@
 //! without blocking) belongs to the execution that ends.
 
 pub mod python;
+mod shared;
 pub mod shell;
 
 use std::collections::VecDeque;

@@ -4,24 +4,21 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde::Deserialize;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
+use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
 use super::{
-  closed_error, exit_info, rendered_text, Capture, Control, Event, ExecuteOptions, SessionStatus,
-  Turn, Worker, WorkerSpec,
+  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker, WorkerSpec,
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
 use crate::run::{format_duration, OutputSink};
-use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+use crate::spawn::EnvSpec;
 
 /// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
 pub const DRIVER: &str = include_str!("../../../../python/driver.py");
@@ -119,52 +116,30 @@ struct Message {
   exception: Option<PythonException>,
 }
 
-enum Outcome {
-  Done(Message),
-  Died(Option<std::process::ExitStatus>),
-  Killed(Option<std::process::ExitStatus>),
-  Canceled,
-}
-
-struct Slot {
-  worker: Option<Worker>,
-  next_id: u64,
-  /// The last interpreter was lost (died, killed): the next start is a restart.
-  lost: bool,
-}
-
 /// A long-lived Python interpreter. Executions are queued (FIFO) and run one
 /// at a time; `interrupt` does not wait for the queue.
 pub struct PythonSession {
   opts: PythonOptions,
-  program: PathBuf,
-  slot: tokio::sync::Mutex<Slot>,
-  control: Control,
-  closing: CancellationToken,
-  pid: AtomicI32,
+  core: Core<()>,
 }
 
 impl PythonSession {
   /// Start the interpreter and run `init_code`. Must be called within a tokio
   /// runtime.
   pub async fn start(opts: PythonOptions) -> Result<PythonSession, ExecError> {
-    check_cwd(&opts.cwd)?;
-    opts.env.validate()?;
-    let program = resolve_program(&opts.python, opts.env.path_var().as_ref(), &opts.cwd)?;
-    let session = PythonSession {
-      opts,
-      program,
-      slot: tokio::sync::Mutex::new(Slot {
-        worker: None,
-        next_id: 1,
-        lost: false,
-      }),
-      control: Control::default(),
-      closing: CancellationToken::new(),
-      pid: AtomicI32::new(0),
+    let spec = WorkerSpec {
+      program: PathBuf::from(&opts.python),
+      args: vec!["-u".into(), "-c".into(), DRIVER.into()],
+      cwd: opts.cwd.clone(),
+      env: opts.env.clone(),
+      separator: b'\n',
+      limits: opts.limits.clone(),
+      die_with_parent: opts.die_with_parent,
     };
+    let core = Core::new(spec, opts.owner, opts.startup_timeout, ())?;
+    let session = PythonSession { opts, core };
     {
-      let mut slot = session.slot.lock().await;
+      let mut slot = session.core.slot.lock().await;
       session.boot(&mut slot).await?;
     }
     Ok(session)
@@ -172,97 +147,7 @@ impl PythonSession {
 
   /// The interpreter's pid (0 when none runs: before a restart, after close).
   pub fn pid(&self) -> i32 {
-    self.pid.load(Ordering::Relaxed)
-  }
-
-  fn shown(&self) -> &str {
-    &self.opts.python
-  }
-
-  async fn boot(&self, slot: &mut Slot) -> Result<(), ExecError> {
-    let spec = WorkerSpec {
-      program: self.program.clone(),
-      args: vec!["-u".into(), "-c".into(), DRIVER.into()],
-      cwd: self.opts.cwd.clone(),
-      env: self.opts.env.clone(),
-      separator: b'\n',
-      limits: self.opts.limits.clone(),
-      die_with_parent: self.opts.die_with_parent,
-    };
-    let mut w = Worker::spawn(&spec, self.opts.owner)?;
-    let deadline = Instant::now() + self.opts.startup_timeout;
-    let mut out = HeadTailBuffer::new(4096);
-    let mut err = HeadTailBuffer::new(4096);
-    loop {
-      match w
-        .next_event(&mut out, &mut err, Some(deadline), &self.closing)
-        .await
-      {
-        Event::Message(m) => {
-          if serde_json::from_slice::<Message>(&m).is_ok_and(|m| m.ev == "ready") {
-            break;
-          }
-        }
-        Event::Exited(st) => return Err(w.startup_error(self.shown(), st, &err)),
-        Event::Deadline => {
-          w.kill().await;
-          return Err(ExecError::new(
-            ErrorCode::ESPAWN,
-            format!(
-              "{} did not start within {}",
-              self.shown(),
-              format_duration(self.opts.startup_timeout)
-            ),
-          ));
-        }
-        Event::Canceled => {
-          w.kill().await;
-          return Err(closed_error());
-        }
-      }
-    }
-    if let Some(e) = w.over_limit_at_start(self.shown()).await {
-      return Err(e);
-    }
-    if let Some(init) = self.opts.init_code.clone() {
-      let id = slot.next_id;
-      slot.next_id += 1;
-      let mut out = Capture::new(4096, crate::run::Discard);
-      let mut err = Capture::new(4096, crate::run::Discard);
-      let timeout = Some(self.opts.startup_timeout);
-      match self
-        .run_request(&mut w, id, &init, true, &mut out, &mut err, timeout)
-        .await
-      {
-        (Outcome::Done(m), _, _) if m.status.as_deref() == Some("ok") => {}
-        (Outcome::Done(m), _, _) => {
-          w.kill().await;
-          let what = m
-            .exception
-            .map(|e| format!("{}: {}", e.kind, e.message))
-            .unwrap_or_default();
-          return Err(ExecError::invalid(format!("initCode failed: {what}")));
-        }
-        (Outcome::Canceled, _, _) => return Err(closed_error()),
-        _ => {
-          let st = w.kill().await;
-          if let Some(e) = w.limit_error(st) {
-            return Err(ExecError::new(
-              ErrorCode::ELIMIT,
-              format!("initCode did not complete: {}", e.what),
-            ));
-          }
-          let (text, _) = rendered_text(&err.buf);
-          return Err(ExecError::invalid(format!(
-            "initCode did not complete (the interpreter died or timed out): {}",
-            text.trim()
-          )));
-        }
-      }
-    }
-    self.pid.store(w.pid, Ordering::Relaxed);
-    slot.worker = Some(w);
-    Ok(())
+    self.core.pid()
   }
 
   /// Send one request and follow it to its end. Returns the outcome, whether
@@ -277,51 +162,42 @@ impl PythonSession {
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> (Outcome, bool, u32) {
+  ) -> (Outcome<Message>, bool, u32) {
     let request = serde_json::json!({ "op": "run", "id": id, "code": code, "init": init });
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
-    self.control.begin(w.pid);
-    let mut deadline = timeout.map(|t| Instant::now() + t);
+    // a failed send: the interpreter is gone, its exit is reported
+    let (deadline, _) = self.core.send_request(w, &line, timeout).await;
     let mut timed_out = false;
     let mut count = 0;
-    if w.send(&line).await.is_err() {
-      // the interpreter is gone: report how it ended
-      deadline = Some(Instant::now() + Duration::from_secs(2));
-    }
-    let outcome = loop {
-      match w.next_event(out, err, deadline, &self.closing).await {
-        Event::Message(m) => {
-          let Ok(m) = serde_json::from_slice::<Message>(&m) else {
-            continue;
-          };
-          if m.id != Some(id) {
-            continue;
-          }
-          match m.ev.as_str() {
-            "start" => {
-              count = m.count.unwrap_or(0);
-              self.control.started();
-            }
-            "done" => break Outcome::Done(m),
-            _ => {}
-          }
+    let on_message = |m: &[u8]| {
+      let m = serde_json::from_slice::<Message>(m).ok()?;
+      if m.id != Some(id) {
+        return None;
+      }
+      match m.ev.as_str() {
+        "start" => {
+          count = m.count.unwrap_or(0);
+          self.core.control.started();
+          None
         }
-        Event::Exited(st) => break Outcome::Died(Some(st)),
-        Event::Deadline if !timed_out => {
-          // interrupt first; the cell has `kill_grace` to stop
-          timed_out = true;
-          w.signal(Signal::SIGINT);
-          deadline = Some(Instant::now() + self.opts.kill_grace);
-        }
-        Event::Deadline => break Outcome::Killed(w.kill().await),
-        Event::Canceled => {
-          w.kill().await;
-          break Outcome::Canceled;
-        }
+        "done" => Some(m),
+        _ => None,
       }
     };
-    self.control.end();
+    let on_deadline = |w: &Worker| {
+      if timed_out {
+        return Escalate::Kill;
+      }
+      // interrupt first; the cell has `kill_grace` to stop
+      timed_out = true;
+      w.signal(Signal::SIGINT);
+      Escalate::Until(Instant::now() + self.opts.kill_grace)
+    };
+    let (outcome, _) = self
+      .core
+      .follow(w, out, err, deadline, on_message, on_deadline)
+      .await;
     (outcome, timed_out, count)
   }
 
@@ -335,7 +211,7 @@ impl PythonSession {
     err: E,
   ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
     // the place in the queue is taken now, in call order
-    let turn = self.control.join();
+    let turn = self.core.control.join();
     let this = self.clone();
     async move { this.execute_in_turn(turn, &code, &opts, out, err).await }
   }
@@ -348,17 +224,8 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> Result<CellResult, ExecError> {
-    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
-      return Err(closed_error());
-    }
-    let mut slot = self.slot.lock().await;
-    let mut restarted = false;
-    if slot.worker.is_none() {
-      self.boot(&mut slot).await?;
-      restarted = std::mem::take(&mut slot.lost);
-    }
-    let id = slot.next_id;
-    slot.next_id += 1;
+    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
+    let id = slot.take_id();
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
@@ -407,101 +274,102 @@ impl PythonSession {
       }
       Outcome::Died(st) | Outcome::Killed(st) => {
         let killed = matches!(outcome, Outcome::Killed(_));
-        // what the dead interpreter left running in its group goes too
-        let st = w.kill().await.or(st);
-        let limit = w.limit_error(st);
-        let (code, sig) = exit_info(st);
-        result.exit_code = code;
-        result.signal = sig;
+        let lost = self
+          .core
+          .lost(&mut slot, w, st, killed || timed_out, || {
+            ExecError::new(
+              ErrorCode::TIMEOUT,
+              format!("Python cell timeout after {timeout_label}; it ignored the interrupt, so the interpreter was killed and its state lost"),
+            )
+          })
+          .await;
+        result.exit_code = lost.exit_code;
+        result.signal = lost.signal;
         result.state_lost = true;
         result.execution_count = count;
-        if let Some(e) = limit {
-          // a resource limit stopped the interpreter's tree
-          result.status = SessionStatus::Died;
-          result.error = Some(e);
-        } else if killed || timed_out {
-          result.status = SessionStatus::Timeout;
-          result.error = Some(ExecError::new(
-            ErrorCode::TIMEOUT,
-            format!("Python cell timeout after {timeout_label}; it ignored the interrupt, so the interpreter was killed and its state lost"),
-          ));
-        } else {
-          result.status = SessionStatus::Died;
-        }
-        self.pid.store(0, Ordering::Relaxed);
-        slot.lost = true;
-        drop(w);
+        result.status = lost.status;
+        result.error = lost.error;
       }
       Outcome::Canceled => {
         result.status = SessionStatus::Died;
         result.state_lost = true;
         result.error = Some(closed_error());
-        self.pid.store(0, Ordering::Relaxed);
+        self.core.gone();
         drop(w);
       }
     }
-    drop(slot);
-    drop(turn);
-    out.finish().await;
-    err.finish().await;
-    let (stdout, t1) = rendered_text(&out.buf);
-    let (stderr, t2) = rendered_text(&err.buf);
-    result.stdout = stdout;
-    result.stderr = stderr;
-    result.truncated = t1 || t2;
-    result.stdout_bytes = out.buf.total();
-    result.stderr_bytes = err.buf.total();
+    let s = Core::finish(slot, turn, out, err).await;
+    result.stdout = s.stdout;
+    result.stderr = s.stderr;
+    result.truncated = s.truncated;
+    result.stdout_bytes = s.stdout_bytes;
+    result.stderr_bytes = s.stderr_bytes;
     Ok(result)
   }
 
   /// Interrupt the running cell (SIGINT: `KeyboardInterrupt` in the cell).
   /// False when no cell runs.
   pub fn interrupt(&self) -> bool {
-    self.control.interrupt()
+    self.core.control.interrupt()
   }
 
   /// A fresh interpreter (runs `init_code` again). Waits for queued cells.
   pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.control.join();
+    let turn = self.core.control.join();
     let this = self.clone();
-    async move { this.reset_in_turn(turn).await }
-  }
-
-  async fn reset_in_turn(&self, mut turn: Turn) -> Result<(), ExecError> {
-    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
-      return Err(closed_error());
-    }
-    let mut slot = self.slot.lock().await;
-    if let Some(w) = slot.worker.take() {
-      w.shutdown(Duration::ZERO).await;
-    }
-    self.pid.store(0, Ordering::Relaxed);
-    slot.lost = false;
-    self.boot(&mut slot).await
+    async move { this.core.reset(turn, &*this, |_| {}).await }
   }
 
   /// End the interpreter and everything it started. A running cell ends with
   /// `died`; queued and later calls fail with ECANCELED.
   pub async fn close(&self) {
-    self.closing.cancel();
-    let mut slot = self.slot.lock().await;
-    if let Some(w) = slot.worker.take() {
-      w.shutdown(Duration::from_millis(500)).await;
-    }
-    self.pid.store(0, Ordering::Relaxed);
+    self.core.close().await
   }
 
   pub fn is_closed(&self) -> bool {
-    self.closing.is_cancelled()
+    self.core.closing.is_cancelled()
   }
 }
 
-impl Drop for PythonSession {
-  fn drop(&mut self) {
-    let pid = self.pid.load(Ordering::Relaxed);
-    if pid > 0 {
-      group::signal_group(pid, Signal::SIGKILL);
+impl Boot<()> for PythonSession {
+  /// Start an interpreter and run `init_code` in it.
+  async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
+    let ready = |m: &[u8]| serde_json::from_slice::<Message>(m).is_ok_and(|m| m.ev == "ready");
+    let mut w = self
+      .core
+      .spawn_ready(None, |m| ready(m).then_some(Ok(())))
+      .await?;
+    if let Some(init) = self.opts.init_code.clone() {
+      let id = slot.take_id();
+      let mut out = Capture::new(4096, crate::run::Discard);
+      let mut err = Capture::new(4096, crate::run::Discard);
+      let timeout = Some(self.opts.startup_timeout);
+      match self
+        .run_request(&mut w, id, &init, true, &mut out, &mut err, timeout)
+        .await
+      {
+        (Outcome::Done(m), _, _) if m.status.as_deref() == Some("ok") => {}
+        (Outcome::Done(m), _, _) => {
+          w.kill().await;
+          let what = m
+            .exception
+            .map(|e| format!("{}: {}", e.kind, e.message))
+            .unwrap_or_default();
+          return Err(ExecError::invalid(format!("initCode failed: {what}")));
+        }
+        (Outcome::Canceled, _, _) => return Err(closed_error()),
+        _ => {
+          init_ended(&mut w, None, "initCode").await?;
+          let (text, _) = rendered_text(&err.buf);
+          return Err(ExecError::invalid(format!(
+            "initCode did not complete (the interpreter died or timed out): {}",
+            text.trim()
+          )));
+        }
+      }
     }
+    self.core.install(slot, w);
+    Ok(())
   }
 }
 

@@ -14,23 +14,20 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
+use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
 use super::{
-  closed_error, exit_info, rendered_text, Capture, Control, Event, ExecuteOptions, SessionStatus,
-  Turn, Worker, WorkerSpec,
+  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker,
+  WorkerSpec,
 };
-use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
 use crate::run::{format_duration, Discard, OutputSink};
-use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+use crate::spawn::EnvSpec;
 
 /// Sent once after bash starts. `PROMPT_COMMAND` is made read-only so that a
 /// command cannot switch completion reporting off by accident.
@@ -110,29 +107,11 @@ pub struct CommandResult {
   pub error: Option<ExecError>,
 }
 
-enum Outcome {
-  /// `$?`, `$PWD`.
-  Done(i32, String),
-  Died(Option<std::process::ExitStatus>),
-  Killed(Option<std::process::ExitStatus>),
-  Canceled,
-}
-
-struct Slot {
-  worker: Option<Worker>,
-  next_id: u64,
-  lost: bool,
-  cwd: String,
-}
-
 /// A long-lived bash. Commands are queued (FIFO) and run one at a time.
 pub struct ShellSession {
   opts: ShellOptions,
-  program: PathBuf,
-  slot: tokio::sync::Mutex<Slot>,
-  control: Control,
-  closing: CancellationToken,
-  pid: AtomicI32,
+  /// The state is the shell's cwd.
+  core: Core<String>,
 }
 
 /// `$'...'` quoting: every byte of `s` reaches bash unchanged.
@@ -155,24 +134,25 @@ pub fn ansi_c_quote(s: &str) -> String {
 impl ShellSession {
   /// Start bash and run `init_script`. Must be called within a tokio runtime.
   pub async fn start(opts: ShellOptions) -> Result<ShellSession, ExecError> {
-    check_cwd(&opts.cwd)?;
-    opts.env.validate()?;
-    let program = resolve_program(&opts.shell, opts.env.path_var().as_ref(), &opts.cwd)?;
-    let session = ShellSession {
-      slot: tokio::sync::Mutex::new(Slot {
-        worker: None,
-        next_id: 1,
-        lost: false,
-        cwd: opts.cwd.display().to_string(),
-      }),
-      opts,
-      program,
-      control: Control::default(),
-      closing: CancellationToken::new(),
-      pid: AtomicI32::new(0),
+    let spec = WorkerSpec {
+      program: PathBuf::from(&opts.shell),
+      args: vec![
+        "--norc".into(),
+        "--noprofile".into(),
+        "--noediting".into(),
+        "-i".into(),
+      ],
+      cwd: opts.cwd.clone(),
+      env: opts.env.clone(),
+      separator: 0,
+      limits: opts.limits.clone(),
+      die_with_parent: opts.die_with_parent,
     };
+    let cwd = opts.cwd.display().to_string();
+    let core = Core::new(spec, opts.owner, opts.startup_timeout, cwd)?;
+    let session = ShellSession { opts, core };
     {
-      let mut slot = session.slot.lock().await;
+      let mut slot = session.core.slot.lock().await;
       session.boot(&mut slot).await?;
     }
     Ok(session)
@@ -180,119 +160,7 @@ impl ShellSession {
 
   /// The shell's pid (0 when none runs).
   pub fn pid(&self) -> i32 {
-    self.pid.load(Ordering::Relaxed)
-  }
-
-  async fn boot(&self, slot: &mut Slot) -> Result<(), ExecError> {
-    let shown = self.opts.shell.clone();
-    let spec = WorkerSpec {
-      program: self.program.clone(),
-      args: vec![
-        "--norc".into(),
-        "--noprofile".into(),
-        "--noediting".into(),
-        "-i".into(),
-      ],
-      cwd: self.opts.cwd.clone(),
-      env: self.opts.env.clone(),
-      separator: 0,
-      limits: self.opts.limits.clone(),
-      die_with_parent: self.opts.die_with_parent,
-    };
-    let mut w = Worker::spawn(&spec, self.opts.owner)?;
-    let deadline = Instant::now() + self.opts.startup_timeout;
-    let mut out = HeadTailBuffer::new(4096);
-    let mut err = HeadTailBuffer::new(4096);
-    // a shell that died before it read the bootstrap (EPIPE) is followed to
-    // its exit too, so that its stderr says why
-    let deadline = match w.send(BOOTSTRAP.as_bytes()).await {
-      Ok(()) => deadline,
-      Err(_) => deadline.min(Instant::now() + Duration::from_secs(2)),
-    };
-    loop {
-      let ev = w
-        .next_event(&mut out, &mut err, Some(deadline), &self.closing)
-        .await;
-      match ev {
-        Event::Message(m) => {
-          let text = String::from_utf8_lossy(&m).into_owned();
-          let mut parts = text.splitn(4, ' ');
-          if parts.next() != Some("R") {
-            continue;
-          }
-          let _pid = parts.next();
-          if parts.next().unwrap_or("").is_empty() {
-            w.kill().await;
-            return Err(ExecError::invalid(format!(
-              "{shown} is not bash (BASH_VERSION is not set)"
-            )));
-          }
-          if let Some(cwd) = parts.next() {
-            slot.cwd = cwd.to_owned();
-          }
-          break;
-        }
-        Event::Exited(st) => return Err(w.startup_error(&shown, st, &err)),
-        Event::Deadline => {
-          w.kill().await;
-          return Err(ExecError::new(
-            ErrorCode::ESPAWN,
-            format!(
-              "{shown} did not start within {}",
-              format_duration(self.opts.startup_timeout)
-            ),
-          ));
-        }
-        Event::Canceled => {
-          w.kill().await;
-          return Err(closed_error());
-        }
-      }
-    }
-    if let Some(e) = w.over_limit_at_start(&shown).await {
-      return Err(e);
-    }
-    if let Some(init) = self.opts.init_script.clone() {
-      let id = slot.next_id;
-      slot.next_id += 1;
-      let mut out = Capture::new(4096, Discard);
-      let mut err = Capture::new(4096, Discard);
-      let timeout = Some(self.opts.startup_timeout);
-      match self
-        .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
-        .await
-      {
-        Ok((Outcome::Done(_, cwd), false, _)) => slot.cwd = cwd,
-        Ok((Outcome::Canceled, _, _)) => return Err(closed_error()),
-        Ok((outcome, _, _)) => {
-          let st = match outcome {
-            Outcome::Died(st) | Outcome::Killed(st) => st,
-            _ => None,
-          };
-          let st = w.kill().await.or(st);
-          if let Some(e) = w.limit_error(st) {
-            return Err(ExecError::new(
-              ErrorCode::ELIMIT,
-              format!("initScript did not complete: {}", e.what),
-            ));
-          }
-          let (code, _) = exit_info(st);
-          let (text, _) = rendered_text(&err.buf);
-          return Err(ExecError::invalid(format!(
-            "initScript did not complete (exit code {}): {}",
-            code.unwrap_or(-1),
-            text.trim()
-          )));
-        }
-        Err(e) => {
-          w.kill().await;
-          return Err(e);
-        }
-      }
-    }
-    self.pid.store(w.pid, Ordering::Relaxed);
-    slot.worker = Some(w);
-    Ok(())
+    self.core.pid()
   }
 
   async fn run_request<O: OutputSink, E: OutputSink>(
@@ -303,7 +171,7 @@ impl ShellSession {
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> Result<(Outcome, bool, bool), ExecError> {
+  ) -> Result<(Outcome<(i32, String)>, bool, bool), ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
@@ -311,60 +179,52 @@ impl ShellSession {
       "__exec_id={id}; \\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
       ansi_c_quote(command)
     );
-    self.control.begin(w.pid);
-    let mut deadline = timeout.map(|t| Instant::now() + t);
-    // 0: running, 1: interrupted by the timeout, 2..: killing the command's processes
-    let mut phase = 0u32;
+    let (deadline, sent) = self.core.send_request(w, line.as_bytes(), timeout).await;
+    // 0: running, 1: interrupted by the timeout, 2..: killing the command's
+    // processes; u32::MAX: the line could not be sent
+    let mut phase = if sent { 0u32 } else { u32::MAX };
     let mut kill_until = None;
-    if w.send(line.as_bytes()).await.is_err() {
-      deadline = Some(Instant::now() + Duration::from_secs(2));
-      phase = u32::MAX;
-    }
-    let outcome = loop {
-      match w.next_event(out, err, deadline, &self.closing).await {
-        Event::Message(m) => {
-          let text = String::from_utf8_lossy(&m).into_owned();
-          let mut parts = text.splitn(4, ' ');
-          let kind = parts.next().unwrap_or("");
-          if parts.next().and_then(|s| s.parse::<u64>().ok()) != Some(id) {
-            continue;
-          }
-          match kind {
-            "S" => self.control.started(),
-            "D" => {
-              let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
-              let cwd = parts.next().unwrap_or("").to_owned();
-              break Outcome::Done(status, cwd);
-            }
-            _ => {}
-          }
+    // `$?`, `$PWD`
+    let on_message = |m: &[u8]| {
+      let text = String::from_utf8_lossy(m).into_owned();
+      let mut parts = text.splitn(4, ' ');
+      let kind = parts.next().unwrap_or("");
+      if parts.next().and_then(|s| s.parse::<u64>().ok()) != Some(id) {
+        return None;
+      }
+      match kind {
+        "S" => self.core.control.started(),
+        "D" => {
+          let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
+          let cwd = parts.next().unwrap_or("").to_owned();
+          return Some((status, cwd));
         }
-        Event::Exited(st) => break Outcome::Died(Some(st)),
-        Event::Deadline => match phase {
-          u32::MAX => break Outcome::Killed(w.kill().await),
-          0 => {
-            phase = 1;
-            w.signal(Signal::SIGINT);
-            deadline = Some(Instant::now() + self.opts.kill_grace);
-          }
-          _ => {
-            // SIGINT was not enough: kill the command's processes, keep the shell
-            let until = *kill_until.get_or_insert_with(|| Instant::now() + KILL_OTHERS_FOR);
-            if Instant::now() >= until {
-              break Outcome::Killed(w.kill().await);
-            }
-            phase += 1;
-            w.kill_others();
-            deadline = Some(Instant::now() + KILL_OTHERS_EVERY);
-          }
-        },
-        Event::Canceled => {
-          w.kill().await;
-          break Outcome::Canceled;
+        _ => {}
+      }
+      None
+    };
+    let on_deadline = |w: &Worker| match phase {
+      u32::MAX => Escalate::Kill,
+      0 => {
+        phase = 1;
+        w.signal(Signal::SIGINT);
+        Escalate::Until(Instant::now() + self.opts.kill_grace)
+      }
+      _ => {
+        // SIGINT was not enough: kill the command's processes, keep the shell
+        let until = *kill_until.get_or_insert_with(|| Instant::now() + KILL_OTHERS_FOR);
+        if Instant::now() >= until {
+          return Escalate::Kill;
         }
+        phase += 1;
+        w.kill_others();
+        Escalate::Until(Instant::now() + KILL_OTHERS_EVERY)
       }
     };
-    let interrupted = self.control.end();
+    let (outcome, interrupted) = self
+      .core
+      .follow(w, out, err, deadline, on_message, on_deadline)
+      .await;
     Ok((outcome, phase > 0 && phase != u32::MAX, interrupted))
   }
 
@@ -379,7 +239,7 @@ impl ShellSession {
     err: E,
   ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
     // the place in the queue is taken now, in call order
-    let turn = self.control.join();
+    let turn = self.core.control.join();
     let this = self.clone();
     async move { this.execute_in_turn(turn, &command, &opts, out, err).await }
   }
@@ -395,17 +255,8 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
-    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
-      return Err(closed_error());
-    }
-    let mut slot = self.slot.lock().await;
-    let mut restarted = false;
-    if slot.worker.is_none() {
-      self.boot(&mut slot).await?;
-      restarted = std::mem::take(&mut slot.lost);
-    }
-    let id = slot.next_id;
-    slot.next_id += 1;
+    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
+    let id = slot.take_id();
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
@@ -423,7 +274,7 @@ impl ShellSession {
       stdout_bytes: 0,
       stderr_bytes: 0,
       exit_code: 0,
-      cwd: slot.cwd.clone(),
+      cwd: slot.state.clone(),
       execution_time,
       signal: None,
       state_lost: false,
@@ -431,8 +282,8 @@ impl ShellSession {
       error: None,
     };
     match outcome {
-      Outcome::Done(code, cwd) => {
-        slot.cwd = cwd.clone();
+      Outcome::Done((code, cwd)) => {
+        slot.state = cwd.clone();
         result.cwd = cwd;
         result.exit_code = code;
         result.status = if timed_out {
@@ -458,102 +309,128 @@ impl ShellSession {
       }
       Outcome::Died(st) | Outcome::Killed(st) => {
         let killed = matches!(outcome, Outcome::Killed(_));
-        let st = w.kill().await.or(st);
-        let limit = w.limit_error(st);
-        let (code, sig) = exit_info(st);
-        result.exit_code = code.unwrap_or(-1);
-        result.signal = sig;
+        let lost = self
+          .core
+          .lost(&mut slot, w, st, killed || timed_out, || {
+            ExecError::new(
+              ErrorCode::TIMEOUT,
+              format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
+            )
+          })
+          .await;
+        result.exit_code = lost.exit_code.unwrap_or(-1);
+        result.signal = lost.signal;
         result.state_lost = true;
-        if let Some(e) = limit {
-          // a resource limit stopped the shell's tree
-          result.status = SessionStatus::Died;
-          result.error = Some(e);
-        } else if killed || timed_out {
-          result.status = SessionStatus::Timeout;
+        if lost.status == SessionStatus::Timeout {
           result.exit_code = 124;
-          result.error = Some(ExecError::new(
-            ErrorCode::TIMEOUT,
-            format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
-          ));
-        } else {
-          result.status = SessionStatus::Died;
         }
-        self.pid.store(0, Ordering::Relaxed);
-        slot.lost = true;
-        slot.cwd = self.opts.cwd.display().to_string();
-        drop(w);
+        result.status = lost.status;
+        result.error = lost.error;
+        slot.state = self.opts.cwd.display().to_string();
       }
       Outcome::Canceled => {
         result.status = SessionStatus::Died;
         result.exit_code = -1;
         result.state_lost = true;
         result.error = Some(closed_error());
-        self.pid.store(0, Ordering::Relaxed);
+        self.core.gone();
         drop(w);
       }
     }
-    drop(slot);
-    drop(turn);
-    out.finish().await;
-    err.finish().await;
-    let (stdout, t1) = rendered_text(&out.buf);
-    let (stderr, t2) = rendered_text(&err.buf);
-    result.stdout = stdout;
-    result.stderr = stderr;
-    result.truncated = t1 || t2;
-    result.stdout_bytes = out.buf.total();
-    result.stderr_bytes = err.buf.total();
+    let s = Core::finish(slot, turn, out, err).await;
+    result.stdout = s.stdout;
+    result.stderr = s.stderr;
+    result.truncated = s.truncated;
+    result.stdout_bytes = s.stdout_bytes;
+    result.stderr_bytes = s.stderr_bytes;
     Ok(result)
   }
 
   /// Interrupt the running command (SIGINT to the session's group, as Ctrl+C
   /// at a prompt). False when no command runs.
   pub fn interrupt(&self) -> bool {
-    self.control.interrupt()
+    self.core.control.interrupt()
   }
 
   /// A fresh shell (runs `init_script` again). Waits for queued commands.
   pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.control.join();
+    let turn = self.core.control.join();
     let this = self.clone();
-    async move { this.reset_in_turn(turn).await }
-  }
-
-  async fn reset_in_turn(&self, mut turn: Turn) -> Result<(), ExecError> {
-    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
-      return Err(closed_error());
+    async move {
+      let cwd = this.opts.cwd.display().to_string();
+      this.core.reset(turn, &*this, |s| *s = cwd).await
     }
-    let mut slot = self.slot.lock().await;
-    if let Some(w) = slot.worker.take() {
-      w.shutdown(Duration::ZERO).await;
-    }
-    self.pid.store(0, Ordering::Relaxed);
-    slot.lost = false;
-    slot.cwd = self.opts.cwd.display().to_string();
-    self.boot(&mut slot).await
   }
 
   /// End the shell and every process of its group. A running command ends
   /// with `died`; queued and later calls fail with ECANCELED.
   pub async fn close(&self) {
-    self.closing.cancel();
-    let mut slot = self.slot.lock().await;
-    if let Some(w) = slot.worker.take() {
-      w.shutdown(Duration::from_millis(500)).await;
-    }
-    self.pid.store(0, Ordering::Relaxed);
+    self.core.close().await
   }
 
   pub fn is_closed(&self) -> bool {
-    self.closing.is_cancelled()
+    self.core.closing.is_cancelled()
   }
 }
 
-impl Drop for ShellSession {
-  fn drop(&mut self) {
-    let pid = self.pid.load(Ordering::Relaxed);
-    if pid > 0 {
-      group::signal_group(pid, Signal::SIGKILL);
+impl Boot<String> for ShellSession {
+  /// Start bash, send it the bootstrap and run `init_script`.
+  async fn boot(&self, slot: &mut Slot<String>) -> Result<(), ExecError> {
+    let shown = &self.core.shown;
+    let cwd = &mut slot.state;
+    let on_message = |m: &[u8]| {
+      let text = String::from_utf8_lossy(m).into_owned();
+      let mut parts = text.splitn(4, ' ');
+      if parts.next() != Some("R") {
+        return None;
+      }
+      let _pid = parts.next();
+      if parts.next().unwrap_or("").is_empty() {
+        return Some(Err(ExecError::invalid(format!(
+          "{shown} is not bash (BASH_VERSION is not set)"
+        ))));
+      }
+      if let Some(c) = parts.next() {
+        *cwd = c.to_owned();
+      }
+      Some(Ok(()))
+    };
+    let mut w = self
+      .core
+      .spawn_ready(Some(BOOTSTRAP.as_bytes()), on_message)
+      .await?;
+    if let Some(init) = self.opts.init_script.clone() {
+      let id = slot.take_id();
+      let mut out = Capture::new(4096, Discard);
+      let mut err = Capture::new(4096, Discard);
+      let timeout = Some(self.opts.startup_timeout);
+      match self
+        .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
+        .await
+      {
+        Ok((Outcome::Done((_, cwd)), false, _)) => slot.state = cwd,
+        Ok((Outcome::Canceled, _, _)) => return Err(closed_error()),
+        Ok((outcome, _, _)) => {
+          let st = match outcome {
+            Outcome::Died(st) | Outcome::Killed(st) => st,
+            _ => None,
+          };
+          let st = init_ended(&mut w, st, "initScript").await?;
+          let (code, _) = exit_info(st);
+          let (text, _) = rendered_text(&err.buf);
+          return Err(ExecError::invalid(format!(
+            "initScript did not complete (exit code {}): {}",
+            code.unwrap_or(-1),
+            text.trim()
+          )));
+        }
+        Err(e) => {
+          w.kill().await;
+          return Err(e);
+        }
+      }
     }
+    self.core.install(slot, w);
+    Ok(())
   }
 }

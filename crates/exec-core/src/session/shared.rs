@@ -1,0 +1,379 @@
+//! What the Python and the shell session share: the worker slot and the
+//! queue, starting a worker up to its ready message, following one request to
+//! its end, how a lost worker is reported, reset and close. The languages
+//! bring their messages, their timeout escalation and their `boot` (the
+//! worker's start plus its init code).
+
+use std::future::Future;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::{Mutex, MutexGuard};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+  closed_error, exit_info, rendered_text, Capture, Control, Event, SessionStatus, Turn, Worker,
+  WorkerSpec,
+};
+use crate::error::{ErrorCode, ExecError};
+use crate::group;
+use crate::run::{format_duration, OutputSink};
+use crate::spawn::{check_cwd, resolve_program};
+
+/// How a request ended.
+pub(crate) enum Outcome<T> {
+  /// The worker's completion message.
+  Done(T),
+  Died(Option<ExitStatus>),
+  Killed(Option<ExitStatus>),
+  Canceled,
+}
+
+/// What to do when a request's deadline passes.
+pub(crate) enum Escalate {
+  /// Wait again, until then.
+  Until(Instant),
+  /// Kill the worker (the request ends `Killed`).
+  Kill,
+}
+
+/// The worker of a session and what goes with it; `S` is the language's own
+/// state (the shell's cwd).
+pub(crate) struct Slot<S> {
+  pub worker: Option<Worker>,
+  pub next_id: u64,
+  /// The last worker was lost (died, killed): the next start is a restart.
+  pub lost: bool,
+  pub state: S,
+}
+
+impl<S> Slot<S> {
+  /// The id of the next request.
+  pub fn take_id(&mut self) -> u64 {
+    let id = self.next_id;
+    self.next_id += 1;
+    id
+  }
+}
+
+/// Starts a session's worker (and runs its init code) into the slot.
+pub(crate) trait Boot<S> {
+  fn boot(&self, slot: &mut Slot<S>) -> impl Future<Output = Result<(), ExecError>> + Send;
+}
+
+/// The captured streams of one execution.
+pub(crate) struct Streams {
+  pub stdout: String,
+  pub stderr: String,
+  pub truncated: bool,
+  pub stdout_bytes: u64,
+  pub stderr_bytes: u64,
+}
+
+/// A worker that was lost during an execution.
+pub(crate) struct Lost {
+  pub status: SessionStatus,
+  pub error: Option<ExecError>,
+  pub exit_code: Option<i32>,
+  pub signal: Option<String>,
+}
+
+/// The language-independent part of a session.
+pub(crate) struct Core<S> {
+  /// The program as it was named (in messages).
+  pub shown: String,
+  spec: WorkerSpec,
+  owner: u64,
+  startup_timeout: Duration,
+  pub slot: Mutex<Slot<S>>,
+  pub control: Control,
+  pub closing: CancellationToken,
+  pid: AtomicI32,
+}
+
+impl<S: Send> Core<S> {
+  /// Check the options; `spec.program` is the program as named, looked up
+  /// here in the PATH of `spec.env`.
+  pub fn new(
+    mut spec: WorkerSpec,
+    owner: u64,
+    startup_timeout: Duration,
+    state: S,
+  ) -> Result<Core<S>, ExecError> {
+    check_cwd(&spec.cwd)?;
+    spec.env.validate()?;
+    let shown = spec.program.to_string_lossy().into_owned();
+    spec.program = resolve_program(&shown, spec.env.path_var().as_ref(), &spec.cwd)?;
+    Ok(Core {
+      shown,
+      spec,
+      owner,
+      startup_timeout,
+      slot: Mutex::new(Slot {
+        worker: None,
+        next_id: 1,
+        lost: false,
+        state,
+      }),
+      control: Control::default(),
+      closing: CancellationToken::new(),
+      pid: AtomicI32::new(0),
+    })
+  }
+
+  /// The worker's pid (0 when none runs).
+  pub fn pid(&self) -> i32 {
+    self.pid.load(Ordering::Relaxed)
+  }
+
+  /// The worker is ready: it serves the next requests.
+  pub fn install(&self, slot: &mut Slot<S>, w: Worker) {
+    self.pid.store(w.pid, Ordering::Relaxed);
+    slot.worker = Some(w);
+  }
+
+  /// No worker runs.
+  pub fn gone(&self) {
+    self.pid.store(0, Ordering::Relaxed);
+  }
+
+  /// Spawn the worker, send it `bootstrap` (if any) and wait for its ready
+  /// message: `on_message` says `None` (not yet), `Some(Ok)` (ready) or
+  /// `Some(Err)` (the worker is killed, the error returned).
+  pub async fn spawn_ready(
+    &self,
+    bootstrap: Option<&[u8]>,
+    mut on_message: impl FnMut(&[u8]) -> Option<Result<(), ExecError>>,
+  ) -> Result<Worker, ExecError> {
+    let shown = &self.shown;
+    let mut w = Worker::spawn(&self.spec, self.owner)?;
+    let mut deadline = Instant::now() + self.startup_timeout;
+    let mut out = crate::buffer::HeadTailBuffer::new(4096);
+    let mut err = crate::buffer::HeadTailBuffer::new(4096);
+    if let Some(bytes) = bootstrap {
+      // a worker that died before it read the bootstrap (EPIPE) is followed
+      // to its exit too, so that its stderr says why
+      if w.send(bytes).await.is_err() {
+        deadline = deadline.min(Instant::now() + Duration::from_secs(2));
+      }
+    }
+    loop {
+      match w
+        .next_event(&mut out, &mut err, Some(deadline), &self.closing)
+        .await
+      {
+        Event::Message(m) => match on_message(&m) {
+          None => {}
+          Some(Ok(())) => break,
+          Some(Err(e)) => {
+            w.kill().await;
+            return Err(e);
+          }
+        },
+        Event::Exited(st) => return Err(w.startup_error(shown, st, &err)),
+        Event::Deadline => {
+          w.kill().await;
+          return Err(ExecError::new(
+            ErrorCode::ESPAWN,
+            format!(
+              "{shown} did not start within {}",
+              format_duration(self.startup_timeout)
+            ),
+          ));
+        }
+        Event::Canceled => {
+          w.kill().await;
+          return Err(closed_error());
+        }
+      }
+    }
+    if let Some(e) = w.over_limit_at_start(shown).await {
+      return Err(e);
+    }
+    Ok(w)
+  }
+
+  /// Send one request line. Returns the request's deadline, and whether the
+  /// line was sent (a worker that is gone has 2 s to report how it ended).
+  pub async fn send_request(
+    &self,
+    w: &mut Worker,
+    line: &[u8],
+    timeout: Option<Duration>,
+  ) -> (Option<Instant>, bool) {
+    self.control.begin(w.pid);
+    let deadline = timeout.map(|t| Instant::now() + t);
+    if w.send(line).await.is_err() {
+      return (Some(Instant::now() + Duration::from_secs(2)), false);
+    }
+    (deadline, true)
+  }
+
+  /// Follow a sent request to its end: `on_message` turns the completion
+  /// message into `Some`, `on_deadline` escalates. Returns the outcome and
+  /// whether `interrupt()` hit the request.
+  pub async fn follow<T, O: OutputSink, E: OutputSink>(
+    &self,
+    w: &mut Worker,
+    out: &mut O,
+    err: &mut E,
+    mut deadline: Option<Instant>,
+    mut on_message: impl FnMut(&[u8]) -> Option<T>,
+    mut on_deadline: impl FnMut(&Worker) -> Escalate,
+  ) -> (Outcome<T>, bool) {
+    let outcome = loop {
+      match w.next_event(out, err, deadline, &self.closing).await {
+        Event::Message(m) => {
+          if let Some(done) = on_message(&m) {
+            break Outcome::Done(done);
+          }
+        }
+        Event::Exited(st) => break Outcome::Died(Some(st)),
+        Event::Deadline => match on_deadline(w) {
+          Escalate::Until(at) => deadline = Some(at),
+          Escalate::Kill => break Outcome::Killed(w.kill().await),
+        },
+        Event::Canceled => {
+          w.kill().await;
+          break Outcome::Canceled;
+        }
+      }
+    };
+    (outcome, self.control.end())
+  }
+
+  /// Wait for the turn and take the slot, with a worker in it (started anew
+  /// when the last one was lost: then `restarted` is true).
+  pub async fn enter(
+    &self,
+    turn: &mut Turn,
+    boot: &impl Boot<S>,
+  ) -> Result<(MutexGuard<'_, Slot<S>>, bool), ExecError> {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
+      return Err(closed_error());
+    }
+    let mut slot = self.slot.lock().await;
+    let mut restarted = false;
+    if slot.worker.is_none() {
+      boot.boot(&mut slot).await?;
+      restarted = std::mem::take(&mut slot.lost);
+    }
+    Ok((slot, restarted))
+  }
+
+  /// The worker died or was killed during an execution: what it left in its
+  /// group goes too, and the next execution starts a new one. `timed_out`:
+  /// the timeout killed it (then `timeout_error` is the error, unless a
+  /// resource limit was the cause).
+  pub async fn lost(
+    &self,
+    slot: &mut Slot<S>,
+    mut w: Worker,
+    st: Option<ExitStatus>,
+    timed_out: bool,
+    timeout_error: impl FnOnce() -> ExecError,
+  ) -> Lost {
+    let st = w.kill().await.or(st);
+    let limit = w.limit_error(st);
+    let (exit_code, signal) = exit_info(st);
+    let (status, error) = if let Some(e) = limit {
+      // a resource limit stopped the worker's tree
+      (SessionStatus::Died, Some(e))
+    } else if timed_out {
+      (SessionStatus::Timeout, Some(timeout_error()))
+    } else {
+      (SessionStatus::Died, None)
+    };
+    self.gone();
+    slot.lost = true;
+    Lost {
+      status,
+      error,
+      exit_code,
+      signal,
+    }
+  }
+
+  /// Hand the slot and the queue on, then finish the streams.
+  pub async fn finish<O: OutputSink, E: OutputSink>(
+    slot: MutexGuard<'_, Slot<S>>,
+    turn: Turn,
+    mut out: Capture<O>,
+    mut err: Capture<E>,
+  ) -> Streams {
+    drop(slot);
+    drop(turn);
+    out.finish().await;
+    err.finish().await;
+    let (stdout, t1) = rendered_text(&out.buf);
+    let (stderr, t2) = rendered_text(&err.buf);
+    Streams {
+      stdout,
+      stderr,
+      truncated: t1 || t2,
+      stdout_bytes: out.buf.total(),
+      stderr_bytes: err.buf.total(),
+    }
+  }
+
+  /// A fresh worker after every earlier turn: `clear` resets the language's
+  /// state first.
+  pub async fn reset(
+    &self,
+    mut turn: Turn,
+    boot: &impl Boot<S>,
+    clear: impl FnOnce(&mut S),
+  ) -> Result<(), ExecError> {
+    if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
+      return Err(closed_error());
+    }
+    let mut slot = self.slot.lock().await;
+    if let Some(w) = slot.worker.take() {
+      w.shutdown(Duration::ZERO).await;
+    }
+    self.gone();
+    slot.lost = false;
+    clear(&mut slot.state);
+    boot.boot(&mut slot).await
+  }
+
+  /// End the worker and everything it started; queued and later calls fail
+  /// with ECANCELED.
+  pub async fn close(&self) {
+    self.closing.cancel();
+    let mut slot = self.slot.lock().await;
+    if let Some(w) = slot.worker.take() {
+      w.shutdown(Duration::from_millis(500)).await;
+    }
+    self.gone();
+  }
+}
+
+/// The init code ended the worker (or timed out): what is left is killed;
+/// ELIMIT when a resource limit was the cause, else the exit status.
+pub(crate) async fn init_ended(
+  w: &mut Worker,
+  st: Option<ExitStatus>,
+  what: &str,
+) -> Result<Option<ExitStatus>, ExecError> {
+  let st = w.kill().await.or(st);
+  match w.limit_error(st) {
+    Some(e) => Err(ExecError::new(
+      ErrorCode::ELIMIT,
+      format!("{what} did not complete: {}", e.what),
+    )),
+    None => Ok(st),
+  }
+}
+
+impl<S> Drop for Core<S> {
+  fn drop(&mut self) {
+    let pid = self.pid.load(Ordering::Relaxed);
+    if pid > 0 {
+      group::signal_group(pid, Signal::SIGKILL);
+    }
+  }
+}
