@@ -45,6 +45,17 @@ pub fn string(v: &Unknown, name: &str) -> ArgResult<String> {
   unsafe { v.cast::<String>() }.map_err(|e| type_error(format!("{name}: {e}")))
 }
 
+/// A boolean argument.
+pub fn boolean(v: &Unknown, name: &str) -> ArgResult<bool> {
+  if kind(v) != ValueType::Boolean {
+    return Err(type_error(format!(
+      "{name} must be a boolean, got {}",
+      kind_name(v)
+    )));
+  }
+  unsafe { v.cast::<bool>() }.map_err(|e| type_error(format!("{name}: {e}")))
+}
+
 /// An options object, or `None` when undefined/null.
 pub fn options<'a>(v: Option<Unknown<'a>>, name: &str) -> ArgResult<Option<Object<'a>>> {
   match v {
@@ -231,28 +242,29 @@ pub fn env_spec(obj: Option<&Object>) -> ArgResult<EnvSpec> {
 }
 
 fn string_list(obj: &Object, key: &str) -> ArgResult<Option<Vec<String>>> {
-  let Some(v) = prop(obj, key)? else {
-    return Ok(None);
-  };
-  if !v.is_array().unwrap_or(false) {
-    return Err(type_error(format!(
-      "options.{key} must be an array of strings"
-    )));
-  }
-  let arr: Array = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
-  let mut out = Vec::with_capacity(arr.len() as usize);
-  for i in 0..arr.len() {
-    let item: Unknown = arr
-      .get(i)
-      .ok()
-      .flatten()
-      .ok_or_else(|| type_error(format!("options.{key} must be an array of strings")))?;
-    out.push(string(&item, &format!("options.{key}[{i}]"))?);
-  }
-  Ok(Some(out))
+  prop(obj, key)?
+    .map(|v| string_array(&v, &format!("options.{key}")))
+    .transpose()
 }
 
-/// `envAllowlist` / `envDenylist` into `spec`.
+/// An array of strings named `name` in errors (`<name>[i]` for an item).
+pub fn string_array(v: &Unknown, name: &str) -> ArgResult<Vec<String>> {
+  if !v.is_array().unwrap_or(false) {
+    return Err(type_error(format!("{name} must be an array of strings")));
+  }
+  let arr: Array = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+  (0..arr.len())
+    .map(|i| {
+      let item: Unknown = arr
+        .get(i)
+        .ok()
+        .flatten()
+        .ok_or_else(|| type_error(format!("{name} must be an array of strings")))?;
+      string(&item, &format!("{name}[{i}]"))
+    })
+    .collect()
+}
+
 /// [`env_spec`] with [`env_lists`] applied.
 pub fn env_with_lists(obj: Option<&Object>) -> ArgResult<EnvSpec> {
   let mut env = env_spec(obj)?;
@@ -260,6 +272,7 @@ pub fn env_with_lists(obj: Option<&Object>) -> ArgResult<EnvSpec> {
   Ok(env)
 }
 
+/// `envAllowlist` / `envDenylist` into `spec`.
 pub fn env_lists(obj: Option<&Object>, spec: &mut EnvSpec) -> ArgResult<()> {
   let Some(obj) = obj else { return Ok(()) };
   spec.allow = string_list(obj, "envAllowlist")?;

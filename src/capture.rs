@@ -45,21 +45,11 @@ impl CommonOptions {
 }
 
 pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
-  let cwd = match opts
-    .map(|o| args::opt_string(o, "cwd"))
-    .transpose()?
-    .flatten()
-  {
+  let cwd = match args::opt_string_in(opts, "cwd")? {
     Some(c) => PathBuf::from(c),
-    None => std::env::current_dir().map_err(|e| {
-      ExecError::new(
-        ErrorCode::ENOENT,
-        format!("the host's working directory is gone: {e}"),
-      )
-    })?,
+    None => args::host_cwd()?,
   };
-  let mut env = args::env_spec(opts)?;
-  args::env_lists(opts, &mut env)?;
+  let env = args::env_with_lists(opts)?;
   let timeout = args::opt_timeout(opts, "timeout", DEFAULT_TIMEOUT_MS)?;
   let timeout_label = timeout.map(exec_core::run::format_duration);
   let policy = RunPolicy {
@@ -76,21 +66,12 @@ pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
     policy,
     input: args::opt_input(opts)?,
     limits: args::limits(opts)?,
-    die_with_parent: opts
-      .map(|o| args::opt_bool(o, "dieWithParent"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false),
+    die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
   })
 }
 
 fn encoding(opts: Option<&Object>) -> ArgResult<bool> {
-  match opts
-    .map(|o| args::opt_string(o, "encoding"))
-    .transpose()?
-    .flatten()
-    .as_deref()
-  {
+  match args::opt_string_in(opts, "encoding")?.as_deref() {
     None | Some("utf8") | Some("utf-8") => Ok(false),
     Some("buffer") => Ok(true),
     Some(other) => Err(crate::error::type_error(format!(

@@ -11,13 +11,12 @@ use exec_core::command::{
   self as core, BackgroundInfo, CheckResult, CommandOptions as CoreOptions,
   CommandResult as CoreResult, Limits, LogStatus, RunnerConfig, StreamOutput, Truncation,
 };
-use exec_core::{EnvSpec, ErrorCode, ExecError};
+use exec_core::EnvSpec;
 use napi::bindgen_prelude::*;
-use napi::JsError;
 use napi_derive::napi;
 
 use crate::args::{self, ArgResult};
-use crate::error::{reject_type_error, type_error};
+use crate::error::{coded_error, reject_type_error, throw_coded, throw_type, type_error};
 use crate::host;
 use crate::options::nullable;
 
@@ -337,24 +336,6 @@ fn info_to_js(i: BackgroundInfo) -> BackgroundProcessInfo {
   }
 }
 
-/// An `Error` with `err.code` set, thrown from a method.
-fn js_error(e: ExecError) -> Error {
-  Error::new(Status::GenericFailure, e.message())
-}
-
-fn throw_coded(env: &Env, e: &ExecError) -> Error {
-  // a thrown error whose `code` is the exec code (napi's own Error keeps the status as code)
-  let err = Error::new(e.code.as_str(), e.message());
-  let value = JsError::from(err).into_unknown(*env);
-  let _ = env.throw(value);
-  Error::new(Status::PendingException, e.message())
-}
-
-fn reject_coded<'env, T: ToNapiValue>(env: &'env Env, e: ExecError) -> Result<PromiseRaw<'env, T>> {
-  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
-  PromiseRaw::reject(env, err.into_unknown(*env))
-}
-
 // ---------------------------------------------------------------- arguments
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -528,12 +509,6 @@ fn check_with(env: &Env, runner: &core::CommandRunner, pid: Unknown) -> Result<B
     .map_err(|e| throw_coded(env, &e))
 }
 
-fn throw_type(env: &Env, e: &ExecError) -> Error {
-  let err = napi::JsTypeError::from(Error::new(e.code.as_str(), e.message()));
-  let _ = env.throw(err.into_unknown(*env));
-  Error::new(Status::PendingException, e.message())
-}
-
 fn kill_with<'env>(
   env: &'env Env,
   runner: core::CommandRunner,
@@ -543,18 +518,12 @@ fn kill_with<'env>(
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
-  if !runner.contains(pid) {
-    return reject_coded(
-      env,
-      ExecError::new(
-        ErrorCode::ESRCH,
-        format!("no background process with pid {pid} in this runner"),
-      ),
-    );
-  }
   env.spawn_future_with_callback(
-    async move { runner.kill(pid).await.map_err(js_error) },
-    |_, c| Ok(check_to_js(c)),
+    async move { Ok(runner.kill(pid).await) },
+    |env, r| match r {
+      Ok(c) => Ok(check_to_js(c)),
+      Err(e) => Err(coded_error(env, e)),
+    },
   )
 }
 

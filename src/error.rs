@@ -2,11 +2,38 @@
 
 use exec_core::{ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
-use napi::JsTypeError;
+use napi::{JsError, JsTypeError};
 
 /// A TypeError whose `code` is `EINVAL` and whose message is `exec: ... (EINVAL)`.
 pub fn type_error(what: impl Into<String>) -> ExecError {
   ExecError::new(ErrorCode::EINVAL, what)
+}
+
+/// An `Error` whose `code` is the exec code, made on the JS thread: what a
+/// promise of ours rejects with.
+pub fn coded_error(env: &Env, e: ExecError) -> Error {
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
+  Error::from(err.into_unknown(*env))
+}
+
+/// For a synchronous call: the exec code as the error's status (napi-rs
+/// throws it as an `Error` whose `code` is that status).
+pub fn sync_error(e: ExecError) -> Error<String> {
+  Error::new(e.code.as_str().to_owned(), e.message())
+}
+
+/// Throw an `Error` whose `code` is the exec code from a synchronous call.
+pub fn throw_coded(env: &Env, e: &ExecError) -> Error {
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
+  let _ = env.throw(err.into_unknown(*env));
+  Error::new(Status::PendingException, e.message())
+}
+
+/// Throw a `TypeError` with `code` `EINVAL` from a synchronous call.
+pub fn throw_type(env: &Env, e: &ExecError) -> Error {
+  let err = JsTypeError::from(Error::new(e.code.as_str(), e.message()));
+  let _ = env.throw(err.into_unknown(*env));
+  Error::new(Status::PendingException, e.message())
 }
 
 /// A rejected promise holding a `TypeError` (wrong argument types reject, not throw).

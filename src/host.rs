@@ -38,7 +38,7 @@ pub fn init_env(env: &Env) -> Result<()> {
   // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
   exec_core::hostguard::install();
   // PID 1, or EXEC_NATIVE_SUBREAPER=1: reap the orphans of our runs
-  exec_core::reaper::init_from_env();
+  exec_core::reaper::init();
   Ok(())
 }
 

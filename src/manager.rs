@@ -11,12 +11,12 @@ use exec_core::manager::{
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{JsError, ValueType};
+use napi::ValueType;
 use napi_derive::napi;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::args::{self, ArgResult};
-use crate::error::{reject_type_error, type_error};
+use crate::error::{coded_error, reject_type_error, sync_error, type_error};
 use crate::host;
 use crate::options::nullable;
 
@@ -232,15 +232,6 @@ pub struct ProcessListEntry {
 type EventCallback =
   ThreadsafeFunction<ProcessEvent, Unknown<'static>, ProcessEvent, Status, false, false, 0>;
 
-fn js_error(env: &Env, e: ExecError) -> Error {
-  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
-  Error::from(err.into_unknown(*env))
-}
-
-fn sync_error(e: ExecError) -> Error<String> {
-  Error::new(e.code.as_str().to_owned(), e.message())
-}
-
 /// Run `fut` and resolve with `map(value)`, or reject with an Error whose
 /// `code` is the exec-native code.
 fn settle<'env, T, V, F, M>(env: &'env Env, fut: F, map: M) -> Result<PromiseRaw<'env, V>>
@@ -252,7 +243,7 @@ where
 {
   env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, r| match r {
     Ok(v) => Ok(map(v)),
-    Err(e) => Err(js_error(env, e)),
+    Err(e) => Err(coded_error(env, e)),
   })
 }
 
@@ -408,40 +399,28 @@ fn parse_io(obj: &Object) -> ArgResult<ProcessIo> {
 }
 
 fn parse_spec(spec: Unknown) -> ArgResult<StartSpec> {
+  // the shared readers name the object `options`; here it is `spec`
+  read_spec(spec).map_err(|e| ExecError {
+    what: e.what.replace("options.", "spec."),
+    ..e
+  })
+}
+
+fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   let obj = args::options(Some(spec), "spec")?.ok_or_else(|| type_error("spec is required"))?;
   let argv_v = args::prop(&obj, "argv")?.ok_or_else(|| type_error("spec.argv is required"))?;
-  if !argv_v.is_array().unwrap_or(false) {
-    return Err(type_error("spec.argv must be an array of strings"));
-  }
-  let arr: Array = unsafe { argv_v.cast() }.map_err(|e| type_error(e.to_string()))?;
-  let argv = (0..arr.len())
-    .map(|i| {
-      let item: Unknown = arr
-        .get(i)
-        .ok()
-        .flatten()
-        .ok_or_else(|| type_error("spec.argv must be an array of strings"))?;
-      args::string(&item, &format!("spec.argv[{i}]"))
-    })
-    .collect::<ArgResult<Vec<String>>>()?;
+  let argv = args::string_array(&argv_v, "spec.argv")?;
   if argv.is_empty() {
     return Err(type_error("spec.argv must not be empty"));
   }
-  // the shared readers name the object `options`; here it is `spec`
-  let named = |e: ExecError| ExecError {
-    what: e.what.replace("options.", "spec."),
-    ..e
-  };
-  let mut env = args::env_spec(Some(&obj))?;
-  args::env_lists(Some(&obj), &mut env).map_err(named)?;
   Ok(StartSpec {
     process_id: args::opt_string(&obj, "processId")?,
     argv,
     cwd: args::opt_string(&obj, "cwd")?.map(PathBuf::from),
-    env,
+    env: args::env_with_lists(Some(&obj))?,
     arg0: args::opt_string(&obj, "arg0")?,
     io: parse_io(&obj)?,
-    limits: args::limits(Some(&obj)).map_err(named)?,
+    limits: args::limits(Some(&obj))?,
     die_with_parent: args::opt_bool(&obj, "dieWithParent")?.unwrap_or(false),
   })
 }

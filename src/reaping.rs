@@ -37,10 +37,11 @@ pub struct ReaperStatus {
 ///
 /// Returns whether the process is now a subreaper (always `false` on systems
 /// other than Linux, where this is a no-op).
-#[napi]
-pub fn set_subreaper(enabled: bool) -> Result<bool, String> {
-  exec_core::reaper::set_subreaper(enabled)
-    .map_err(|e| Error::new(e.code.as_str().to_owned(), e.message()))
+#[napi(ts_args_type = "enabled: boolean")]
+pub fn set_subreaper(env: Env, enabled: Unknown) -> Result<bool> {
+  let enabled =
+    crate::args::boolean(&enabled, "enabled").map_err(|e| crate::error::throw_type(&env, &e))?;
+  exec_core::reaper::set_subreaper(enabled).map_err(|e| crate::error::throw_coded(&env, &e))
 }
 
 /// What the orphan reaper is doing (see `setSubreaper`).

@@ -92,10 +92,7 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
     async move { Ok(fut.await) },
     |env, r: std::result::Result<(), ExecError>| match r {
       Ok(()) => Ok(()),
-      Err(e) => {
-        let err = napi::JsError::from(Error::new(e.code.as_str(), e.message()));
-        Err(Error::from(err.into_unknown(*env)))
-      }
+      Err(e) => Err(crate::error::coded_error(env, e)),
     },
   )
 }

@@ -10,11 +10,10 @@ use std::time::Duration;
 use exec_core::session::{self as core, ExecuteOptions, SessionStatus};
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
-use napi::JsError;
 use napi_derive::napi;
 
 use crate::args::{self, ArgResult};
-use crate::error::reject_type_error;
+use crate::error::{coded_error, reject_type_error};
 use crate::host;
 use crate::options::nullable;
 use crate::spawn_call::callback;
@@ -200,12 +199,6 @@ pub struct ShellExecuteResult {
   pub error_code: Option<String>,
 }
 
-/// A rejected-promise error carrying `err.code` (built on the JS thread).
-fn js_error(env: &Env, e: ExecError) -> Error {
-  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
-  Error::from(err.into_unknown(*env))
-}
-
 struct Common {
   cwd: PathBuf,
   env: exec_core::EnvSpec,
@@ -296,7 +289,7 @@ where
   let fut = async move { Ok(run.await) };
   env.spawn_future_with_callback(fut, move |env, r| match r {
     Ok(s) => Ok(wrap(Arc::new(s))),
-    Err(e) => Err(js_error(env, e)),
+    Err(e) => Err(coded_error(env, e)),
   })
 }
 
@@ -322,7 +315,7 @@ where
   let run = run(a);
   let fut = async move { Ok(run.await) };
   env.spawn_future_with_callback(fut, move |env, r| match r {
-    Err(e) => Err(js_error(env, e)),
+    Err(e) => Err(coded_error(env, e)),
     Ok(r) => Ok(convert(r)),
   })
 }
@@ -333,7 +326,7 @@ where
   F: Future<Output = std::result::Result<(), ExecError>> + Send + 'static,
 {
   let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| js_error(env, e)))
+  env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| coded_error(env, e)))
 }
 
 /// `close` of either class: resolves when `close` is done.

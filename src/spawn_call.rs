@@ -45,20 +45,7 @@ fn string_args(v: Option<Unknown>) -> ArgResult<Vec<String>> {
   if args::is_nullish(&v) {
     return Ok(Vec::new());
   }
-  if !v.is_array().unwrap_or(false) {
-    return Err(type_error("args must be an array of strings"));
-  }
-  let arr: Array = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
-  (0..arr.len())
-    .map(|i| {
-      let item: Unknown = arr
-        .get(i)
-        .ok()
-        .flatten()
-        .ok_or_else(|| type_error("args must be an array of strings"))?;
-      args::string(&item, &format!("args[{i}]"))
-    })
-    .collect()
+  args::string_array(&v, "args")
 }
 
 fn failed(e: ExecError) -> SpawnResult {

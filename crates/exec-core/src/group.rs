@@ -84,12 +84,13 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
   let term_marked = {
     let mark = mark.clone();
     move || {
-      if note_first {
-        crate::tree::note_marked_since(&mark, pgid);
-        signal_group(pgid, Signal::SIGTERM);
-      }
+      // the marked first: the scan records each for the reaper before the
+      // signal, then the group (which they are mostly in) gets it too
       if !mark.is_empty() {
         crate::tree::signal_marked_since(&mark, pgid, libc::SIGTERM);
+      }
+      if note_first {
+        signal_group(pgid, Signal::SIGTERM);
       }
     }
   };

@@ -347,12 +347,12 @@ impl LimitGuard {
   /// and the cgroup's members): a tree over a limit gets no grace.
   pub fn kill_tree(&self, pgid: i32) {
     self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
-    crate::reaper::before_kill(&self.mark);
+    // the marked first (recorded for the reaper as they are signalled)
+    crate::tree::signal_marked(&self.mark, libc::SIGKILL);
     crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
     if pgid > 1 {
       unsafe { libc::kill(pgid, libc::SIGKILL) };
     }
-    crate::tree::signal_marked(&self.mark, libc::SIGKILL);
     if let Some(cg) = &self.cgroup {
       for p in cg.procs() {
         unsafe { libc::kill(p, libc::SIGKILL) };

@@ -40,7 +40,8 @@
 //! every [`INTERVAL`], only while there is something to watch (a live run, a
 //! run that ended lately, a recorded process) and only when the host is a
 //! reaper. Nothing of this runs otherwise: the cost for a host that is
-//! neither PID 1 nor a subreaper is one atomic load per spawn.
+//! neither PID 1 nor a subreaper is two atomic increments (the spawn guard)
+//! and a few atomic loads per run.
 //!
 //! Limit: a process that left the run's group (`setsid`) and its mark-bearing
 //! environment unseen — it becomes an orphan and exits between two looks of
@@ -71,8 +72,6 @@ static INIT: Once = Once::new();
 static PID1: AtomicBool = AtomicBool::new(false);
 /// The host has the child subreaper attribute (set by us, or found set).
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
-/// PID1 || SUBREAPER: orphans of our runs come to us.
-static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Spawns between fork and `group::register` of the child.
 static SPAWNING: AtomicUsize = AtomicUsize::new(0);
 /// The background task is running.
@@ -104,7 +103,9 @@ fn me() -> i32 {
   std::process::id() as i32
 }
 
-fn init() {
+/// Read `EXEC_NATIVE_SUBREAPER` and whether the host is PID 1 (once; also done
+/// lazily by everything here). Call it when the host starts.
+pub fn init() {
   INIT.call_once(|| {
     if me() == 1 {
       PID1.store(true, Ordering::SeqCst);
@@ -115,27 +116,13 @@ fn init() {
     if std::env::var(SUBREAPER_VAR).is_ok_and(|v| v == "1") {
       let _ = apply(true);
     }
-    update_enabled();
   });
-}
-
-fn update_enabled() {
-  ENABLED.store(
-    PID1.load(Ordering::SeqCst) || SUBREAPER.load(Ordering::SeqCst),
-    Ordering::SeqCst,
-  );
-}
-
-/// Read `EXEC_NATIVE_SUBREAPER` and whether the host is PID 1 (once; also done
-/// lazily by everything here). Call it when the host starts.
-pub fn init_from_env() {
-  init();
 }
 
 /// Whether orphans of our runs are reparented to the host, and so reaped here.
 pub fn enabled() -> bool {
   init();
-  ENABLED.load(Ordering::Relaxed)
+  PID1.load(Ordering::Relaxed) || SUBREAPER.load(Ordering::Relaxed)
 }
 
 #[cfg(target_os = "linux")]
@@ -162,9 +149,10 @@ fn apply(on: bool) -> Result<bool, ExecError> {
       ),
     ));
   }
-  SUBREAPER.store(on, Ordering::SeqCst);
-  update_enabled();
-  Ok(on)
+  // what the kernel says now, not what was asked
+  let now = kernel_subreaper().unwrap_or(on);
+  SUBREAPER.store(now, Ordering::SeqCst);
+  Ok(now)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -187,10 +175,10 @@ pub fn set_subreaper(on: bool) -> Result<bool, ExecError> {
   Ok(now)
 }
 
-/// Whether the host is a child subreaper.
+/// Whether the host is a child subreaper (asked of the kernel).
 pub fn is_subreaper() -> bool {
   init();
-  SUBREAPER.load(Ordering::SeqCst)
+  kernel_subreaper().unwrap_or_else(|| SUBREAPER.load(Ordering::SeqCst))
 }
 
 /// Whether the host is PID 1 (of its pid namespace).
@@ -288,53 +276,26 @@ fn marked_ours(pid: i32) -> bool {
   !inherited_needle().is_some_and(|i| tree::environ_has(pid, i))
 }
 
-/// What `/proc/<pid>/stat` says: state, parent, start time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-  pub state: u8,
-  pub ppid: i32,
-  pub pgid: i32,
-  pub start: u64,
-}
-
-/// Read `/proc/<pid>/stat`.
-pub fn stat(pid: i32) -> Option<Stat> {
-  if pid <= 0 {
-    return None;
-  }
-  let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-  parse_stat(&s)
-}
-
-fn parse_stat(s: &str) -> Option<Stat> {
-  // after "pid (comm) ": state(3) ppid(4) ... starttime(22)
-  let rest = s.get(s.rfind(')')? + 2..)?;
-  let mut f = rest.split_whitespace();
-  let state = *f.next()?.as_bytes().first()?;
-  let ppid = f.next()?.parse().ok()?;
-  let pgid = f.next()?.parse().ok()?;
-  let start = f.nth(19 - 3)?.parse().ok()?;
-  Some(Stat {
-    state,
-    ppid,
-    pgid,
-    start,
-  })
-}
-
-fn alive(st: &Stat) -> bool {
-  !matches!(st.state, b'Z' | b'X' | b'x')
-}
-
-/// Record `pid` if it is a live process carrying our mark and is not a
-/// registered direct child. Called by the sweep before it signals a marked
-/// process (which may then die before the task ever sees it). A no-op when
-/// the host is not a reaper.
+/// Record `pid`, which a scan of /proc has just found carrying one of our run
+/// marks, if it is alive and not a registered direct child. Called by the
+/// sweep before it signals the process (which may then die before the task
+/// ever sees it). The mark is not read again: a second read can come back
+/// empty when the process is in the middle of an `execve` (`setsid sleep`),
+/// and the signal that follows would leave a zombie nobody recorded (the
+/// reaping test of a setsid orphan failed 10 times in 25 that way). A no-op
+/// when the host is not a reaper.
 pub fn note(pid: i32) {
-  if !enabled() {
+  if !enabled() || pid == me() || crate::group::is_registered(pid) {
     return;
   }
-  if record(pid) {
+  let Some(st) = tree::stat(pid) else { return };
+  // an inherited look-alike mark (see `inherited_needle`) needs the full check
+  let proven = if inherited_needle().is_some() {
+    marked_ours(pid)
+  } else {
+    true
+  };
+  if tree::alive(&st) && proven && insert(pid, st.start) {
     ensure_running();
   }
 }
@@ -355,13 +316,18 @@ fn record(pid: i32) -> bool {
   // start time first: if the pid is reused before the environment is read,
   // the recorded start time belongs to a process that is gone, and so never
   // matches again
-  let Some(st) = stat(pid) else { return false };
-  if !alive(&st) || !marked_ours(pid) {
-    return false;
-  }
+  tree::stat(pid).is_some_and(|st| record_with(pid, st))
+}
+
+/// [`record`] with the stat already read (start time read before the mark).
+fn record_with(pid: i32, st: tree::Stat) -> bool {
+  tree::alive(&st) && marked_ours(pid) && insert(pid, st.start)
+}
+
+fn insert(pid: i32, start: u64) -> bool {
   with_state(|s| {
     if s.recorded.len() < MAX_RECORDED || s.recorded.contains_key(&pid) {
-      s.recorded.insert(pid, st.start);
+      s.recorded.insert(pid, start);
       true
     } else {
       false
@@ -383,28 +349,20 @@ fn children_of(pid: &str, out: &mut Vec<i32>) {
   }
 }
 
-/// What one look did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Pass {
-  pub recorded: usize,
-  pub reaped: usize,
-  /// A spawn was in flight: some zombies were left for a moment later.
-  pub deferred: bool,
-}
-
 /// One look: record the host's marked children and their descendants, then
 /// reap the recorded ones that are our zombies. Runs in the background task;
-/// public for tests.
-pub fn pass() -> Pass {
-  let mut out = Pass::default();
+/// public for tests. True when a spawn was in flight and some children or
+/// zombies were left for a moment later.
+pub fn pass() -> bool {
+  let mut deferred = false;
   if enabled() {
-    out.recorded = look(&mut out.deferred);
+    look(&mut deferred);
   }
-  reap(&mut out);
-  out
+  reap(&mut deferred);
+  deferred
 }
 
-fn look(deferred: &mut bool) -> usize {
+fn look(deferred: &mut bool) {
   let mut kids = Vec::new();
   children_of("self", &mut kids);
   // a child seen while a spawn is in flight may be that spawn's, not yet
@@ -413,7 +371,6 @@ fn look(deferred: &mut bool) -> usize {
   let (known, foreign): (HashSet<i32>, HashSet<i32>) =
     with_state(|s| (s.recorded.keys().copied().collect(), s.foreign.clone()));
   let host_pgid = unsafe { libc::getpgrp() };
-  let mut n = 0;
   let mut new_foreign = HashSet::new();
   let mut by_group = Vec::new();
   for &pid in &kids {
@@ -424,13 +381,11 @@ fn look(deferred: &mut bool) -> usize {
       *deferred = true;
       continue;
     }
-    let Some(st) = stat(pid) else { continue };
-    if alive(&st) {
+    let Some(st) = tree::stat(pid) else { continue };
+    if tree::alive(&st) {
       if foreign.contains(&pid) {
         new_foreign.insert(pid);
-      } else if record(pid) {
-        n += 1;
-      } else {
+      } else if !record_with(pid, st) {
         // a live child without our mark (Node's, or one that dropped the
         // mark): its environment is not read again while it stays
         new_foreign.insert(pid);
@@ -459,7 +414,6 @@ fn look(deferred: &mut bool) -> usize {
     children_of(&pid.to_string(), &mut gk);
     for g in gk {
       if seen.insert(g) && record(g) {
-        n += 1;
         queue.push(g);
       }
     }
@@ -468,17 +422,16 @@ fn look(deferred: &mut bool) -> usize {
     }
   }
   with_state(|s| s.foreign = new_foreign);
-  n
 }
 
-fn reap(out: &mut Pass) {
+fn reap(deferred: &mut bool) {
   let me = me();
   let enabled = enabled();
   let recorded: Vec<(i32, u64)> =
     with_state(|s| s.recorded.iter().map(|(p, t)| (*p, *t)).collect());
   let mut forget = Vec::new();
   for (pid, start) in recorded {
-    let Some(st) = stat(pid) else {
+    let Some(st) = tree::stat(pid) else {
       forget.push(pid); // gone (reaped by its parent)
       continue;
     };
@@ -500,7 +453,7 @@ fn reap(out: &mut Pass) {
     // until its owner reaped it, so: no spawn in flight (read after the
     // zombie was seen), and not registered
     if SPAWNING.load(Ordering::SeqCst) > 0 {
-      out.deferred = true;
+      *deferred = true;
       continue;
     }
     if crate::group::is_registered(pid) {
@@ -509,7 +462,6 @@ fn reap(out: &mut Pass) {
     let mut status = 0;
     let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     if r == pid {
-      out.reaped += 1;
       REAPED.fetch_add(1, Ordering::Relaxed);
       forget.push(pid);
     } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
@@ -570,7 +522,7 @@ fn ensure_running() {
             _ = WAKE.notified() => {}
           }
           for _ in 0..50 {
-            if !pass().deferred {
+            if !pass() {
               break;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -597,7 +549,7 @@ fn spawn_thread(running: Running) {
       loop {
         std::thread::sleep(INTERVAL);
         for _ in 0..50 {
-          if !pass().deferred {
+          if !pass() {
             break;
           }
           std::thread::sleep(Duration::from_millis(2));
@@ -621,37 +573,4 @@ fn keep_going() -> bool {
   // a watch() between has_work() and the store saw RUNNING set and left the
   // work to us: take it back unless another task started meanwhile
   has_work() && !RUNNING.swap(true, Ordering::SeqCst)
-}
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn stat_fields() {
-    let s = "123 (a b) c) S 45 123 123 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2";
-    assert_eq!(
-      parse_stat(s),
-      Some(Stat {
-        state: b'S',
-        ppid: 45,
-        pgid: 123,
-        start: 98765
-      })
-    );
-    let me = stat(std::process::id() as i32).unwrap();
-    assert!(alive(&me));
-    assert_eq!(me.ppid, unsafe { libc::getppid() });
-    assert!(me.start > 0);
-    assert_eq!(stat(-1), None);
-  }
-
-  #[test]
-  fn spawning_guard_counts() {
-    let before = SPAWNING.load(Ordering::SeqCst);
-    let g = spawning();
-    assert!(SPAWNING.load(Ordering::SeqCst) >= 1);
-    drop(g);
-    let _ = before;
-  }
 }

@@ -388,11 +388,11 @@ pub async fn kill_sequence(
   mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  // the group signal may kill escapees before they are seen (reaper)
-  crate::reaper::before_kill(mark);
+  // the marked first: the scan records each for the reaper before it is
+  // signalled (a zombie's mark cannot be read), then the group and the child
+  tree::signal_marked(mark, libc::SIGTERM);
   group::signal_group(pgid, Signal::SIGTERM);
   let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
-  tree::signal_marked(mark, libc::SIGTERM);
   match tokio::time::timeout(grace, child.wait()).await {
     Ok(st) => st,
     Err(_) => {

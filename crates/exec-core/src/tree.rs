@@ -291,16 +291,9 @@ pub fn running_marked_since(mark: &str, first_pid: i32) -> Vec<i32> {
   v.into_iter().filter(|p| !is_dead(*p)).collect()
 }
 
-/// Record every live process marked with `mark` (exactly) and created after
-/// `first_pid` for the orphan reaper, before a group signal kills them (a
-/// zombie's mark cannot be read). See [`crate::reaper::note`].
-pub fn note_marked_since(mark: &str, first_pid: i32) {
-  if let Some(n) = Needle::new(mark, true) {
-    scan_since(first_pid, &n, &mut |pid| crate::reaper::note(pid));
-  }
-}
-
-/// [`note_marked_since`] among all processes.
+/// Record every live process marked with `mark` (exactly) for the orphan
+/// reaper, before a group signal kills them (a zombie's mark cannot be
+/// read). See [`crate::reaper::note`].
 pub fn note_marked(mark: &str) {
   if let Some(n) = Needle::new(mark, true) {
     scan(&n, &mut |pid| crate::reaper::note(pid));
@@ -329,24 +322,53 @@ pub fn marked(mark: &str) -> Vec<i32> {
 
 /// Whether `pid` is a zombie or gone (dead for our purposes).
 pub fn is_dead(pid: i32) -> bool {
-  match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-    Err(_) => unsafe { libc::kill(pid, 0) != 0 },
-    Ok(s) => match s.rfind(')') {
-      Some(i) => matches!(s.as_bytes().get(i + 2), Some(b'Z') | Some(b'X')),
-      None => false,
-    },
+  match stat(pid) {
+    None => unsafe { libc::kill(pid, 0) != 0 },
+    Some(st) => !alive(&st),
   }
 }
 
 /// The process group of `pid`, from `/proc/<pid>/stat`.
 pub fn pgid_of(pid: i32) -> Option<i32> {
+  stat(pid).map(|st| st.pgid)
+}
+
+/// What `/proc/<pid>/stat` says: state, parent, start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+  pub state: u8,
+  pub ppid: i32,
+  pub pgid: i32,
+  pub start: u64,
+}
+
+/// Read `/proc/<pid>/stat`.
+pub fn stat(pid: i32) -> Option<Stat> {
+  if pid <= 0 {
+    return None;
+  }
   let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-  // after "(comm) ": state ppid pgrp
-  s[s.rfind(')')? + 2..]
-    .split_whitespace()
-    .nth(2)?
-    .parse()
-    .ok()
+  parse_stat(&s)
+}
+
+pub fn parse_stat(s: &str) -> Option<Stat> {
+  // after "pid (comm) ": state(3) ppid(4) ... starttime(22)
+  let rest = s.get(s.rfind(')')? + 2..)?;
+  let mut f = rest.split_whitespace();
+  let state = *f.next()?.as_bytes().first()?;
+  let ppid = f.next()?.parse().ok()?;
+  let pgid = f.next()?.parse().ok()?;
+  let start = f.nth(19 - 3)?.parse().ok()?;
+  Some(Stat {
+    state,
+    ppid,
+    pgid,
+    start,
+  })
+}
+
+pub fn alive(st: &Stat) -> bool {
+  !matches!(st.state, b'Z' | b'X' | b'x')
 }
 
 /// Marked processes still running (zombies excluded).
@@ -359,6 +381,25 @@ mod tests {
   use super::*;
   use std::process::Command;
   use std::time::{Duration, Instant};
+
+  #[test]
+  fn stat_fields() {
+    let s = "123 (a b) c) S 45 123 123 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2";
+    assert_eq!(
+      parse_stat(s),
+      Some(Stat {
+        state: b'S',
+        ppid: 45,
+        pgid: 123,
+        start: 98765
+      })
+    );
+    let me = stat(std::process::id() as i32).unwrap();
+    assert!(alive(&me));
+    assert_eq!(me.ppid, unsafe { libc::getppid() });
+    assert!(me.start > 0);
+    assert_eq!(stat(-1), None);
+  }
 
   #[test]
   fn pgid_of_self() {

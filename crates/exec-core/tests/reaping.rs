@@ -80,7 +80,7 @@ async fn double_fork_orphan_is_reaped_with_cleanup_off() {
   assert_eq!(code, 0);
   let pid: i32 = out.trim().parse().unwrap();
   // its parent (the subshell) is gone: it was reparented to us
-  let st = reaper::stat(pid).expect("the sleep still runs");
+  let st = tree::stat(pid).expect("the sleep still runs");
   assert_eq!(st.ppid, me(), "reparented to the subreaper");
   assert!(
     wait_no_entry(pid, 5000).await,
@@ -133,8 +133,8 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
   for _ in 0..3 {
     reaper::pass();
   }
-  assert_eq!(reaper::stat(pid).map(|s| s.state), Some(b'Z'));
-  assert_eq!(reaper::stat(leader_pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(tree::stat(pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(tree::stat(leader_pid).map(|s| s.state), Some(b'Z'));
   assert_eq!(
     child.wait().unwrap().code(),
     Some(7),
@@ -175,14 +175,14 @@ async fn a_registered_direct_child_with_our_mark_is_left_to_its_owner() {
   group::register(pid, 4242);
   drop(spawning);
   let end = Instant::now() + Duration::from_secs(3);
-  while reaper::stat(pid).map(|s| s.state) != Some(b'Z') && Instant::now() < end {
+  while tree::stat(pid).map(|s| s.state) != Some(b'Z') && Instant::now() < end {
     tokio::time::sleep(Duration::from_millis(10)).await;
   }
   for _ in 0..3 {
     reaper::pass();
     tokio::time::sleep(reaper::INTERVAL).await;
   }
-  assert_eq!(reaper::stat(pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(tree::stat(pid).map(|s| s.state), Some(b'Z'));
   assert_eq!(child.wait().unwrap().code(), Some(3));
   group::unregister(pid);
 }

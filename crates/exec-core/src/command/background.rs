@@ -370,11 +370,6 @@ impl CommandRunner {
       .ok_or_else(|| no_such_process(pid))
   }
 
-  /// Whether `pid` is a background process of this runner.
-  pub fn contains(&self, pid: u32) -> bool {
-    guard(&self.inner.procs).contains_key(&pid)
-  }
-
   /// Whether a background process is running, and its output since the last check.
   pub fn check(&self, pid: u32) -> Result<CheckResult, ExecError> {
     let p = self.get(pid)?;

@@ -561,16 +561,7 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
     else {
       continue;
     };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-      continue;
-    };
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parens
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-      continue;
-    };
-    let mut fields = rest.split_whitespace();
-    let pgrp = fields.nth(2).and_then(|s| s.parse::<i32>().ok());
-    if pgrp == Some(pgid) {
+    if crate::tree::pgid_of(pid) == Some(pgid) {
       out.push(pid);
     }
   }
@@ -610,15 +601,7 @@ pub fn live_members(pgid: i32) -> Vec<i32> {
   {
     group_members(pgid)
       .into_iter()
-      .filter(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-          .ok()
-          .and_then(|s| {
-            s.rfind(')')
-              .map(|i| s[i + 1..].trim_start().starts_with(['Z', 'X']))
-          })
-          == Some(false)
-      })
+      .filter(|&p| crate::tree::stat(p).is_some_and(|st| crate::tree::alive(&st)))
       .collect()
   }
   #[cfg(not(target_os = "linux"))]
