@@ -77,7 +77,8 @@ pub fn terminate_tree_later(pgid: i32, mark: String, owner: u64, grace: Duration
       if mark.is_empty() {
         !group_alive(pgid)
       } else {
-        crate::tree::running_marked_since(&mark, pgid).is_empty()
+        // (nor one in the middle of an exec, whose mark cannot be read yet)
+        !crate::tree::marked_or_pending_since(&mark, pgid)
       }
     }
   };
