@@ -67,7 +67,7 @@ describe('reaping orphans of runs (subreaper)', () => {
 
   it('setSubreaper checks its argument', () => {
     expect(() => setSubreaper('yes' as never)).toThrow(
-      expect.objectContaining({ name: 'TypeError', code: 'EINVAL', message: 'exec: enabled must be a boolean, got string (EINVAL)' }),
+      expect.objectContaining({ name: 'TypeError', code: 'EINVAL', message: 'exec: enabled must be a boolean, got a string (EINVAL)' }),
     )
   })
 
