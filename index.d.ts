@@ -171,6 +171,56 @@ export declare class ShellSession {
   get closed(): boolean
 }
 
+/**
+ * A running (or finished) process started by `spawn`. Killing it kills its
+ * whole tree: the process group and every descendant that carries its mark,
+ * with the same escalation (SIGTERM, SIGKILL after `forceKillAfterDelay`)
+ * and reaping as every other path.
+ */
+export declare class Subprocess {
+  /** The child's pid; `undefined` when it could not be started. */
+  get pid(): number | undefined
+  /** Whether `kill()` sent a signal (as Node's `subprocess.killed`). */
+  get killed(): boolean
+  /**
+   * The exit code once the run settled (128+N after signal N, 124 on
+   * timeout, -1 if it never ran); null while it runs.
+   */
+  get exitCode(): number | null
+  /** The signal that ended the child (`'SIGTERM'`), once settled; else null. */
+  get signalCode(): string | null
+  /**
+   * Settles once the process exited, its tree was cleaned up and every byte
+   * of output was delivered to the callbacks. Never rejects.
+   */
+  get exited(): Promise<SpawnResult>
+  /** The child's stdin with `stdin: 'pipe'`; otherwise null. */
+  get stdin(): SubprocessStdin | null
+  /**
+   * Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
+   * that the process is alive) to the whole tree. `'SIGTERM'` (the default)
+   * and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
+   * `forceKillAfterDelay`; the result then has `canceled: true`. Returns
+   * whether a signal was sent (false once the run has settled), like Node.
+   */
+  kill(signal?: NodeJS.Signals | number): boolean
+}
+
+/**
+ * The stdin of a `Subprocess` started with `stdin: 'pipe'`. Writes are
+ * delivered in call order; each promise settles when the child has taken
+ * the bytes (a pipe that is full waits for the child to read).
+ */
+export declare class SubprocessStdin {
+  /**
+   * Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
+   * closed (by `end()` or by the child).
+   */
+  write(data: string | Buffer | Uint8Array): Promise<void>
+  /** Close stdin (the child reads EOF) once the writes before it are done. */
+  end(): Promise<void>
+}
+
 /** The state of a background process and its output since the last check. */
 export interface BackgroundCheck {
   pid: number
@@ -218,6 +268,15 @@ export interface BackgroundProcessInfo {
   /** Milliseconds it has run (until its exit). */
   runtime: number
 }
+
+/**
+ * Run `command` (looked up in PATH, no shell) with `args` and resolve with
+ * everything it printed, capped as `executeAndCapture` caps it (head + tail
+ * per stream, `[Output truncated]` in between). Never rejects for a failure
+ * of the run itself; rejects with a TypeError (code `EINVAL`) for arguments
+ * of the wrong type.
+ */
+export declare function captureCall(command: string, args?: string[] | null, options?: ExecuteOptions | null): Promise<CapturedExecutionResult>
 
 /**
  * The result of `executeAndCapture`. Errors before execution (bad cwd,
@@ -460,7 +519,7 @@ export interface ExecuteOptions {
  * Run code like `executeAndCapture`, but stream the output to callbacks as
  * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
  */
-export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
+export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
 /**
  * SIGKILL every process group started from this Node environment that is
@@ -973,13 +1032,25 @@ export interface ShellSessionOptions {
 }
 
 /**
+ * Start `command` (looked up in PATH, no shell) with `args` and return its
+ * handle at once. Output goes to `options.onStdout` / `options.onStderr`
+ * (strings, or Buffers with `encoding: 'buffer'`), in order, every byte
+ * delivered before `exited` settles. A process that cannot be started is
+ * reported the Node way: `pid` is undefined, `options.onError` is called
+ * with an `Error` whose `code` says why (`ENOENT`, `ENOTDIR`, `EACCES`...),
+ * and `exited` resolves with that `errorCode`; nothing is thrown. Throws a
+ * TypeError (code `EINVAL`) only for arguments of the wrong type.
+ */
+export declare function spawn(command: string, args?: string[] | null, options?: SubprocessOptions | null): Subprocess
+
+/**
  * Run `command` (looked up in PATH, no shell) with `args`, streaming output to
  * `onStdout`/`onStderr` as strings decoded on UTF-8 boundaries, in order,
  * coalesced, every byte delivered before the promise resolves. A callback
  * that throws does not stop the run. Never rejects for a failure of the run:
  * check `exitCode`, `errorCode`.
  */
-export declare function spawnCall(command: string, args: string[], options?: SpawnOptions | null, onStdout?: ((data: string) => void) | null, onStderr?: ((data: string) => void) | null): Promise<SpawnResult>
+export declare function spawnCall(command: string, args: string[], options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
 /** Options of `spawnCall`. */
 export interface SpawnOptions {
@@ -1021,6 +1092,11 @@ export interface SpawnOptions {
    */
   callbackIntervalMs?: number
   /**
+   * `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+   * `'buffer'`: raw Buffers. @default 'utf8'
+   */
+  encoding?: 'utf8' | 'buffer'
+  /**
    * How `'typescript'` code runs: `'auto'` strips the types in-process and
    * runs plain node when the code and the project allow it (no enums,
    * namespaces, decorators, ES module syntax; no tsconfig `paths` or own
@@ -1051,6 +1127,61 @@ export interface SpawnResult {
 export interface StreamsTruncation {
   stdout: TruncationInfo
   stderr: TruncationInfo
+}
+
+/** Options of `spawn`. */
+export interface SubprocessOptions {
+  /** Working directory, checked before spawning. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /**
+   * Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
+   * 0 or Infinity: none, as with Node's `spawn`. @default 0
+   */
+  timeout?: number
+  /** Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500 */
+  forceKillAfterDelay?: number
+  /**
+   * `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
+   * `subprocess.stdin` writes to it. With `input`, that input is written and
+   * stdin closed. @default 'ignore'
+   */
+  stdin?: 'pipe' | 'ignore'
+  /** Written to stdin, then EOF. */
+  input?: string | Buffer | Uint8Array
+  /** Receives stdout, in order, coalesced (see `callbackIntervalMs`). */
+  onStdout?: (data: any) => void
+  /** Receives stderr, in order, coalesced. */
+  onStderr?: (data: any) => void
+  /**
+   * Called once, asynchronously, when the process could not be started
+   * (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
+   * `exited` then resolves with the same `errorCode`. Nothing is thrown.
+   */
+  onError?: (err: Error & { code: string }) => void
+  /**
+   * `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+   * `'buffer'`: raw Buffers. @default 'utf8'
+   */
+  encoding?: 'utf8' | 'buffer'
+  /**
+   * Least milliseconds between two calls of the same callback: output is
+   * coalesced in between (the first chunk is delivered at once). @default 10
+   */
+  callbackIntervalMs?: number
+  /** Kills the tree like `kill()`; the result has `canceled: true`. */
+  signal?: AbortSignal
+  /** Opt-in resource limits (see `ResourceLimits`). */
+  limits?: ResourceLimits
+  /** Only host variables matching one of these patterns reach the child. */
+  envAllowlist?: Array<string>
+  /** Host variables matching one of these patterns are dropped. */
+  envDenylist?: Array<string>
+  /** Also kill the child when the host dies by SIGKILL (Linux). @default false */
+  dieWithParent?: boolean
 }
 
 /** Options of `terminate`. */

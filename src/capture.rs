@@ -44,13 +44,15 @@ impl CommonOptions {
   }
 }
 
-pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
+/// Read the options every run takes; `default_timeout_ms` (0: none) applies
+/// when `timeout` is absent.
+pub fn common_options(opts: Option<&Object>, default_timeout_ms: u64) -> ArgResult<CommonOptions> {
   let cwd = match args::opt_string_in(opts, "cwd")? {
     Some(c) => PathBuf::from(c),
     None => args::host_cwd()?,
   };
   let env = args::env_with_lists(opts)?;
-  let timeout = args::opt_timeout(opts, "timeout", DEFAULT_TIMEOUT_MS)?;
+  let timeout = args::opt_timeout(opts, "timeout", default_timeout_ms)?;
   let timeout_label = timeout.map(exec_core::run::format_duration);
   let policy = RunPolicy {
     timeout,
@@ -68,16 +70,6 @@ pub fn common_options(opts: Option<&Object>) -> ArgResult<CommonOptions> {
     limits: args::limits(opts)?,
     die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
   })
-}
-
-fn encoding(opts: Option<&Object>) -> ArgResult<bool> {
-  match args::opt_string_in(opts, "encoding")?.as_deref() {
-    None | Some("utf8") | Some("utf-8") => Ok(false),
-    Some("buffer") => Ok(true),
-    Some(other) => Err(crate::error::type_error(format!(
-      "options.encoding must be 'utf8' or 'buffer', got '{other}'"
-    ))),
-  }
 }
 
 /// What the future hands back to the JS thread.
@@ -219,9 +211,9 @@ pub fn execute_and_capture<'env>(
     let code = args::string(&code, "code")?;
     let language = args::string(&language, "language")?;
     let opts = args::options(options, "options")?;
-    let common = common_options(opts.as_ref())?;
+    let common = common_options(opts.as_ref(), DEFAULT_TIMEOUT_MS)?;
     let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
-    let raw = encoding(opts.as_ref())?;
+    let raw = crate::subprocess::raw_encoding(opts.as_ref())?;
     let ts = crate::typescript::ts_path(opts.as_ref())?;
     let cancel = CancellationToken::new();
     let binding = abort::bind(env, opts.as_ref(), &cancel)?;
@@ -252,6 +244,63 @@ pub fn execute_and_capture<'env>(
     drop(launch.temp);
     // decoded here, off the JS thread
     Ok(captured.into_js(raw))
+  };
+  env.spawn_future_with_callback(fut, move |env, result: CapturedExecutionResult| {
+    if let Some(b) = binding {
+      b.detach(env);
+    }
+    Ok(result)
+  })
+}
+
+/// Run `command` (looked up in PATH, no shell) with `args` and resolve with
+/// everything it printed, capped as `executeAndCapture` caps it (head + tail
+/// per stream, `[Output truncated]` in between). Never rejects for a failure
+/// of the run itself; rejects with a TypeError (code `EINVAL`) for arguments
+/// of the wrong type.
+#[napi(
+  ts_args_type = "command: string, args?: string[] | null, options?: ExecuteOptions | null",
+  ts_return_type = "Promise<CapturedExecutionResult>"
+)]
+pub fn capture_call<'env>(
+  env: &'env Env,
+  command: Unknown<'env>,
+  argv: Option<Unknown<'env>>,
+  options: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
+  let parsed = (|| -> ArgResult<_> {
+    let command = args::string(&command, "command")?;
+    let argv = match argv {
+      Some(v) if !args::is_nullish(&v) => args::string_array(&v, "args")?,
+      _ => Vec::new(),
+    };
+    let opts = args::options(options, "options")?;
+    let common = common_options(opts.as_ref(), DEFAULT_TIMEOUT_MS)?;
+    let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
+    let raw = crate::subprocess::raw_encoding(opts.as_ref())?;
+    let cancel = CancellationToken::new();
+    let binding = abort::bind(env, opts.as_ref(), &cancel)?;
+    Ok((command, argv, common, cap, raw, cancel, binding))
+  })();
+  let (command, argv, common, cap, raw, cancel, binding) = match parsed {
+    Ok(p) => p,
+    Err(e) => return reject_type_error(env, e),
+  };
+  let fut = async move {
+    let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
+      exec_core::spawn::check_cwd(&common.cwd)?;
+      let path = common.env.path_var();
+      let program = exec_core::spawn::resolve_program(&command, path.as_ref(), &common.cwd)?;
+      let mut spec = ProcessSpec::new(program);
+      spec.args = argv.into_iter().map(Into::into).collect();
+      Ok(spec)
+    })();
+    let mut spec = match prepared {
+      Err(e) => return Ok(Captured::failed(e).into_js(raw)),
+      Ok(s) => s,
+    };
+    let policy = common.apply_to(&mut spec);
+    Ok(capture(spec, policy, cap, cancel).await.into_js(raw))
   };
   env.spawn_future_with_callback(fut, move |env, result: CapturedExecutionResult| {
     if let Some(b) = binding {

@@ -16,6 +16,7 @@ mod serve;
 mod session;
 mod spawn_call;
 mod stream;
+mod subprocess;
 mod text;
 mod typescript;
 

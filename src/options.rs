@@ -121,6 +121,10 @@ pub struct SpawnOptions {
   /// Least milliseconds between two calls of the same callback: output is
   /// coalesced in between (the first chunk is delivered at once). @default 10
   pub callback_interval_ms: Option<f64>,
+  /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+  /// `'buffer'`: raw Buffers. @default 'utf8'
+  #[napi(ts_type = "'utf8' | 'buffer'")]
+  pub encoding: Option<String>,
   /// How `'typescript'` code runs: `'auto'` strips the types in-process and
   /// runs plain node when the code and the project allow it (no enums,
   /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own

@@ -16,8 +16,8 @@ use crate::args::{self, ArgResult};
 use crate::error::{coded_error, reject_type_error};
 use crate::host;
 use crate::options::nullable;
-use crate::spawn_call::callback;
-use crate::stream::{CallbackSink, StringCallback};
+use crate::stream::{Callback, CallbackSink};
+use crate::subprocess::output_callback;
 
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const DEFAULT_GRACE_MS: u64 = 2_000;
@@ -235,10 +235,10 @@ fn exec_args(code: &Unknown, options: Option<Unknown>, what: &str) -> ArgResult<
   let opts = args::options(options, "options")?;
   let timeout = args::opt_timeout(opts.as_ref(), "timeout", DEFAULT_TIMEOUT_MS)?;
   let max_output = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
-  let (on_out, on_err): (Option<StringCallback>, Option<StringCallback>) = match &opts {
+  let (on_out, on_err): (Option<Callback>, Option<Callback>) = match &opts {
     Some(o) => (
-      callback(args::prop(o, "onStdout")?, "options.onStdout")?,
-      callback(args::prop(o, "onStderr")?, "options.onStderr")?,
+      output_callback(args::prop(o, "onStdout")?, "options.onStdout", false)?,
+      output_callback(args::prop(o, "onStderr")?, "options.onStderr", false)?,
     ),
     None => (None, None),
   };

@@ -21,6 +21,16 @@ use crate::text::JsText;
 pub type StringCallback =
   ThreadsafeFunction<JsText, Unknown<'static>, JsText, Status, false, true, 0>;
 
+/// The same, taking one Buffer (`encoding: 'buffer'`).
+pub type BufferCallback =
+  ThreadsafeFunction<Buffer, Unknown<'static>, Buffer, Status, false, true, 0>;
+
+/// An output callback: strings decoded on UTF-8 boundaries, or raw Buffers.
+pub enum Callback {
+  Text(StringCallback),
+  Bytes(BufferCallback),
+}
+
 /// Pending text above which the pump waits for JavaScript before reading more.
 const HIGH_WATER: usize = 4 * 1024 * 1024;
 
@@ -45,9 +55,12 @@ impl InFlight {
 }
 
 pub struct CallbackSink {
-  callback: Option<Arc<StringCallback>>,
+  callback: Option<Arc<Callback>>,
   decoder: Utf8Decoder,
+  /// Decoded text not yet delivered (text callbacks).
   pending: String,
+  /// Raw bytes not yet delivered (Buffer callbacks).
+  pending_bytes: Vec<u8>,
   in_flight: Arc<InFlight>,
   last_sent: Option<Instant>,
   interval: Duration,
@@ -57,12 +70,13 @@ pub struct CallbackSink {
 }
 
 impl CallbackSink {
-  pub fn new(callback: Option<StringCallback>, interval: Duration) -> Self {
+  pub fn new(callback: Option<Callback>, interval: Duration) -> Self {
     CallbackSink {
       _stream: callback.is_some().then(crate::text::StreamGuard::new),
       callback: callback.map(Arc::new),
       decoder: Utf8Decoder::new(),
       pending: String::new(),
+      pending_bytes: Vec::new(),
       in_flight: Arc::new(InFlight::default()),
       last_sent: None,
       interval,
@@ -74,34 +88,44 @@ impl CallbackSink {
     self.last_sent.is_none_or(|t| t.elapsed() >= self.interval)
   }
 
+  fn pending_len(&self) -> usize {
+    self.pending.len() + self.pending_bytes.len()
+  }
+
   fn send_now(&mut self) {
     let Some(cb) = &self.callback else {
       self.pending.clear();
+      self.pending_bytes.clear();
       return;
     };
-    if self.pending.is_empty() {
+    if self.pending_len() == 0 {
       return;
     }
-    // converted here, on the runtime's thread, so that the JS thread only copies
-    let text = JsText::new(std::mem::replace(
-      &mut self.pending,
-      crate::text::recycled_string(),
-    ));
     let flight = self.in_flight.clone();
     flight.busy.store(true, Ordering::Release);
     self.last_sent = Some(Instant::now());
     self.calls += 1;
     let done = flight.clone();
-    let status = cb.call_with_return_value(
-      text,
-      ThreadsafeFunctionCallMode::NonBlocking,
-      move |_ret, _env| {
-        // a callback that threw lands here as Err: the run goes on
-        done.busy.store(false, Ordering::Release);
-        done.idle.notify_waiters();
-        Ok(())
-      },
-    );
+    let settled = move |_ret: Result<Unknown<'static>>, _env: Env| {
+      // a callback that threw lands here as Err: the run goes on
+      done.busy.store(false, Ordering::Release);
+      done.idle.notify_waiters();
+      Ok(())
+    };
+    let status = match cb.as_ref() {
+      Callback::Text(cb) => {
+        // converted here, on the runtime's thread, so that the JS thread only copies
+        let text = JsText::new(std::mem::replace(
+          &mut self.pending,
+          crate::text::recycled_string(),
+        ));
+        cb.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, settled)
+      }
+      Callback::Bytes(cb) => {
+        let bytes = Buffer::from(std::mem::take(&mut self.pending_bytes));
+        cb.call_with_return_value(bytes, ThreadsafeFunctionCallMode::NonBlocking, settled)
+      }
+    };
     if status != Status::Ok {
       // the environment is closing: nobody is listening any more
       flight.busy.store(false, Ordering::Release);
@@ -110,7 +134,7 @@ impl CallbackSink {
   }
 
   fn maybe_send(&mut self) {
-    if !self.pending.is_empty() && !self.in_flight.busy.load(Ordering::Acquire) && self.due() {
+    if self.pending_len() != 0 && !self.in_flight.busy.load(Ordering::Acquire) && self.due() {
       self.send_now();
     }
   }
@@ -118,15 +142,16 @@ impl CallbackSink {
 
 impl OutputSink for CallbackSink {
   fn write(&mut self, data: &[u8]) {
-    if self.callback.is_none() {
-      return;
+    match self.callback.as_deref() {
+      None => return,
+      Some(Callback::Text(_)) => self.decoder.decode_into(data, &mut self.pending),
+      Some(Callback::Bytes(_)) => self.pending_bytes.extend_from_slice(data),
     }
-    self.decoder.decode_into(data, &mut self.pending);
     self.maybe_send();
   }
 
   fn next_tick(&self) -> Option<Instant> {
-    if self.pending.is_empty() {
+    if self.pending_len() == 0 {
       return None;
     }
     let at = self
@@ -144,7 +169,7 @@ impl OutputSink for CallbackSink {
   }
 
   async fn ready(&mut self) {
-    while self.pending.len() >= HIGH_WATER {
+    while self.pending_len() >= HIGH_WATER {
       self.in_flight.wait_idle().await;
       self.send_now();
     }

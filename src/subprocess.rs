@@ -1,0 +1,576 @@
+//! `spawn`: a process handle returned synchronously, as Node's `spawn` and
+//! `Bun.spawn` return theirs. The child is started on the calling thread
+//! (posix_spawn: well under a millisecond; a real fork when limits or
+//! `dieWithParent` ask for one), its output is pumped and its end awaited on
+//! the runtime, and `exited` settles once every byte was delivered to the
+//! callbacks. `spawnCall` and `executeStreaming` run on the same machinery
+//! ([`start`] and [`settle`]).
+
+use exec_core::run::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use exec_core::spawn::{check_cwd, resolve_program};
+use exec_core::{group, tree, CancellationToken, ErrorCode, ExecError};
+use napi::bindgen_prelude::*;
+use napi::JsError;
+use napi_derive::napi;
+use nix::sys::signal::Signal;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+
+use crate::abort::{self, AbortBinding};
+use crate::args::{self, ArgResult};
+use crate::capture::{common_options, CommonOptions};
+use crate::error::{coded_error, reject_type_error, throw_type, type_error};
+use crate::options::SpawnResult;
+use crate::stream::{BufferCallback, Callback, CallbackSink, StringCallback};
+
+pub const DEFAULT_INTERVAL_MS: u64 = 10;
+
+/// Options of `spawn`.
+#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
+#[napi(object, object_to_js = false)]
+pub struct SubprocessOptions {
+  /// Working directory, checked before spawning. @default process.cwd()
+  pub cwd: Option<String>,
+  /// Variables set over the host environment (`undefined` removes one).
+  pub env: Option<std::collections::HashMap<String, String>>,
+  /// Start from the host environment (`true`) or from `env` alone. @default true
+  pub extend_env: Option<bool>,
+  /// Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
+  /// 0 or Infinity: none, as with Node's `spawn`. @default 0
+  pub timeout: Option<f64>,
+  /// Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500
+  pub force_kill_after_delay: Option<f64>,
+  /// `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
+  /// `subprocess.stdin` writes to it. With `input`, that input is written and
+  /// stdin closed. @default 'ignore'
+  #[napi(ts_type = "'pipe' | 'ignore'")]
+  pub stdin: Option<String>,
+  /// Written to stdin, then EOF.
+  #[napi(ts_type = "string | Buffer | Uint8Array")]
+  pub input: Option<Either<String, Buffer>>,
+  /// Receives stdout, in order, coalesced (see `callbackIntervalMs`).
+  #[napi(ts_type = "(data: any) => void")]
+  pub on_stdout: Option<Unknown<'static>>,
+  /// Receives stderr, in order, coalesced.
+  #[napi(ts_type = "(data: any) => void")]
+  pub on_stderr: Option<Unknown<'static>>,
+  /// Called once, asynchronously, when the process could not be started
+  /// (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
+  /// `exited` then resolves with the same `errorCode`. Nothing is thrown.
+  #[napi(ts_type = "(err: Error & { code: string }) => void")]
+  pub on_error: Option<Unknown<'static>>,
+  /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+  /// `'buffer'`: raw Buffers. @default 'utf8'
+  #[napi(ts_type = "'utf8' | 'buffer'")]
+  pub encoding: Option<String>,
+  /// Least milliseconds between two calls of the same callback: output is
+  /// coalesced in between (the first chunk is delivered at once). @default 10
+  pub callback_interval_ms: Option<f64>,
+  /// Kills the tree like `kill()`; the result has `canceled: true`.
+  #[napi(ts_type = "AbortSignal")]
+  pub signal: Option<Unknown<'static>>,
+  /// Opt-in resource limits (see `ResourceLimits`).
+  pub limits: Option<crate::options::ResourceLimits>,
+  /// Only host variables matching one of these patterns reach the child.
+  pub env_allowlist: Option<Vec<String>>,
+  /// Host variables matching one of these patterns are dropped.
+  pub env_denylist: Option<Vec<String>>,
+  /// Also kill the child when the host dies by SIGKILL (Linux). @default false
+  pub die_with_parent: Option<bool>,
+}
+
+/// A function argument made into an output callback (strings or Buffers).
+pub fn output_callback(v: Option<Unknown>, name: &str, raw: bool) -> ArgResult<Option<Callback>> {
+  let Some(v) = v else { return Ok(None) };
+  if args::is_nullish(&v) {
+    return Ok(None);
+  }
+  if v.get_type().ok() != Some(napi::ValueType::Function) {
+    return Err(type_error(format!("{name} must be a function")));
+  }
+  let bad = |e: Error| type_error(format!("{name}: {e}"));
+  if raw {
+    let f: Function<Buffer, Unknown> = unsafe { v.cast() }.map_err(bad)?;
+    let tsfn = f
+      .build_threadsafe_function()
+      .weak::<true>()
+      .callee_handled::<false>()
+      .build()
+      .map_err(bad)?;
+    // SAFETY of the lifetime: the function is referenced by the threadsafe function
+    let tsfn: BufferCallback = unsafe { std::mem::transmute(tsfn) };
+    Ok(Some(Callback::Bytes(tsfn)))
+  } else {
+    let f: Function<crate::text::JsText, Unknown> = unsafe { v.cast() }.map_err(bad)?;
+    let tsfn = f
+      .build_threadsafe_function()
+      .weak::<true>()
+      .callee_handled::<false>()
+      .build()
+      .map_err(bad)?;
+    let tsfn: StringCallback = unsafe { std::mem::transmute(tsfn) };
+    Ok(Some(Callback::Text(tsfn)))
+  }
+}
+
+/// `options.encoding`: true for `'buffer'`.
+pub fn raw_encoding(opts: Option<&Object>) -> ArgResult<bool> {
+  match args::opt_string_in(opts, "encoding")?.as_deref() {
+    None | Some("utf8") | Some("utf-8") => Ok(false),
+    Some("buffer") => Ok(true),
+    Some(other) => Err(type_error(format!(
+      "options.encoding must be 'utf8' or 'buffer', got '{other}'"
+    ))),
+  }
+}
+
+/// Everything a streaming run needs, read from the arguments.
+pub struct Streaming {
+  pub common: CommonOptions,
+  pub out: CallbackSink,
+  pub err: CallbackSink,
+  pub cancel: CancellationToken,
+  pub binding: Option<AbortBinding>,
+}
+
+/// Read the options of a streaming run; the callbacks come from the
+/// arguments (`spawnCall`) or from the options (`spawn`).
+pub fn streaming_args(
+  env: &Env,
+  opts: Option<&Object>,
+  default_timeout_ms: u64,
+  on_stdout: Option<Unknown>,
+  on_stderr: Option<Unknown>,
+) -> ArgResult<Streaming> {
+  let common = common_options(opts, default_timeout_ms)?;
+  let interval = args::opt_ms(opts, "callbackIntervalMs", DEFAULT_INTERVAL_MS)?;
+  let raw = raw_encoding(opts)?;
+  let out = output_callback(on_stdout, "onStdout", raw)?;
+  let err = output_callback(on_stderr, "onStderr", raw)?;
+  let cancel = CancellationToken::new();
+  let binding = abort::bind(env, opts, &cancel)?;
+  Ok(Streaming {
+    common,
+    out: CallbackSink::new(out, interval),
+    err: CallbackSink::new(err, interval),
+    cancel,
+    binding,
+  })
+}
+
+/// A run that never started.
+pub fn failed(e: ExecError) -> SpawnResult {
+  SpawnResult {
+    exit_code: -1,
+    signal: Either::B(Null),
+    timed_out: false,
+    canceled: false,
+    execution_time: 0.0,
+    pid: 0,
+    stdout_bytes: 0.0,
+    stderr_bytes: 0.0,
+    error_code: Some(e.code.as_str().to_owned()),
+    error: Some(e.message()),
+  }
+}
+
+/// Wait for a started run and describe its end.
+pub async fn settle(
+  exec: Execution<CallbackSink, CallbackSink>,
+  policy: RunPolicy,
+  cancel: CancellationToken,
+) -> SpawnResult {
+  let f = exec.wait(&policy, &cancel).await;
+  let o = f.outcome;
+  SpawnResult {
+    exit_code: o.exit_code,
+    signal: crate::options::nullable(o.signal),
+    timed_out: o.timed_out,
+    canceled: o.canceled,
+    execution_time: o.duration.as_secs_f64() * 1000.0,
+    pid: o.pid,
+    stdout_bytes: o.stdout_bytes as f64,
+    stderr_bytes: o.stderr_bytes as f64,
+    error_code: o.error.as_ref().map(|e| e.code.as_str().to_owned()),
+    error: o.error.map(|e| e.message()),
+  }
+}
+
+/// Start `spec` now, on this thread (in the runtime's context, so that the
+/// pumps are spawned on it).
+pub fn start(
+  mut spec: ProcessSpec,
+  common: CommonOptions,
+  stdin_piped: bool,
+  out: CallbackSink,
+  err: CallbackSink,
+) -> std::result::Result<(Execution<CallbackSink, CallbackSink>, RunPolicy), ExecError> {
+  let policy = common.apply_to(&mut spec);
+  if stdin_piped && matches!(spec.stdin, StdinMode::Null) {
+    spec.stdin = StdinMode::Piped;
+  }
+  let owner = policy.owner;
+  let exec = within_runtime_if_available(|| Execution::spawn(&spec, owner, out, err))?;
+  Ok((exec, policy))
+}
+
+/// Where the handle's state is shared with the waiting future.
+#[derive(Default)]
+struct State {
+  exit_code: Option<i32>,
+  signal_code: Option<String>,
+  /// The run has settled: its group may be gone and its pgid reused.
+  done: bool,
+}
+
+/// A running (or finished) process started by `spawn`. Killing it kills its
+/// whole tree: the process group and every descendant that carries its mark,
+/// with the same escalation (SIGTERM, SIGKILL after `forceKillAfterDelay`)
+/// and reaping as every other path.
+#[napi(custom_finalize)]
+pub struct Subprocess {
+  pid: Option<u32>,
+  mark: Option<String>,
+  killed: bool,
+  cancel: CancellationToken,
+  state: Arc<Mutex<State>>,
+  exited: Option<ObjectRef<false>>,
+  stdin: Option<ObjectRef<false>>,
+}
+
+impl ObjectFinalize for Subprocess {
+  fn finalize(self, env: Env) -> Result<()> {
+    if let Some(r) = self.exited {
+      r.unref(&env)?;
+    }
+    if let Some(r) = self.stdin {
+      r.unref(&env)?;
+    }
+    Ok(())
+  }
+}
+
+fn signal_arg(v: Option<Either<String, i32>>) -> std::result::Result<Option<Signal>, ExecError> {
+  let bad = |s: String| type_error(format!("unknown signal {s}"));
+  match v {
+    None => Ok(Some(Signal::SIGTERM)),
+    Some(Either::B(0)) => Ok(None),
+    Some(Either::B(n)) => Signal::try_from(n)
+      .map(Some)
+      .map_err(|_| bad(n.to_string())),
+    Some(Either::A(s)) => group::parse_signal(&s)
+      .filter(|_| !s.chars().all(|c| c.is_ascii_digit()))
+      .map(Some)
+      .ok_or_else(|| bad(format!("'{s}'"))),
+  }
+}
+
+#[napi]
+impl Subprocess {
+  /// The child's pid; `undefined` when it could not be started.
+  #[napi(getter, ts_return_type = "number | undefined")]
+  pub fn pid(&self) -> Either<u32, Undefined> {
+    self.pid.map_or(Either::B(()), Either::A)
+  }
+
+  /// Whether `kill()` sent a signal (as Node's `subprocess.killed`).
+  #[napi(getter)]
+  pub fn killed(&self) -> bool {
+    self.killed
+  }
+
+  /// The exit code once the run settled (128+N after signal N, 124 on
+  /// timeout, -1 if it never ran); null while it runs.
+  #[napi(getter)]
+  pub fn exit_code(&self) -> Option<i32> {
+    self.state.lock().unwrap().exit_code
+  }
+
+  /// The signal that ended the child (`'SIGTERM'`), once settled; else null.
+  #[napi(getter, ts_return_type = "string | null")]
+  pub fn signal_code(&self) -> Either<String, Null> {
+    crate::options::nullable(self.state.lock().unwrap().signal_code.clone())
+  }
+
+  /// Settles once the process exited, its tree was cleaned up and every byte
+  /// of output was delivered to the callbacks. Never rejects.
+  #[napi(getter, ts_return_type = "Promise<SpawnResult>")]
+  pub fn exited<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+    self
+      .exited
+      .as_ref()
+      .ok_or_else(|| Error::from_reason("exited is not available"))?
+      .get_value(env)
+  }
+
+  /// The child's stdin with `stdin: 'pipe'`; otherwise null.
+  #[napi(getter, ts_return_type = "SubprocessStdin | null")]
+  pub fn stdin<'env>(&self, env: &'env Env) -> Result<Either<Object<'env>, Null>> {
+    match &self.stdin {
+      Some(r) => Ok(Either::A(r.get_value(env)?)),
+      None => Ok(Either::B(Null)),
+    }
+  }
+
+  /// Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
+  /// that the process is alive) to the whole tree. `'SIGTERM'` (the default)
+  /// and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
+  /// `forceKillAfterDelay`; the result then has `canceled: true`. Returns
+  /// whether a signal was sent (false once the run has settled), like Node.
+  #[napi(ts_args_type = "signal?: NodeJS.Signals | number")]
+  pub fn kill(&mut self, env: Env, signal: Option<Either<String, i32>>) -> Result<bool> {
+    let sig = match signal_arg(signal) {
+      Ok(s) => s,
+      Err(e) => return Err(throw_type(&env, &e)),
+    };
+    let (Some(pid), Some(mark)) = (self.pid, self.mark.as_deref()) else {
+      return Ok(false);
+    };
+    if self.state.lock().unwrap().done {
+      return Ok(false);
+    }
+    let pgid = pid as i32;
+    let Some(sig) = sig else {
+      return Ok(group::group_alive(pgid));
+    };
+    match sig {
+      Signal::SIGTERM => self.cancel.cancel(),
+      Signal::SIGKILL => {
+        // no grace: every process of the tree now, then the usual sweep
+        tree::signal_marked(mark, libc::SIGKILL);
+        group::signal_group(pgid, Signal::SIGKILL);
+        self.cancel.cancel();
+      }
+      other => {
+        tree::signal_marked(mark, other as i32);
+        if !group::signal_group(pgid, other) {
+          return Ok(false);
+        }
+      }
+    }
+    self.killed = true;
+    Ok(true)
+  }
+}
+
+/// The stdin of a `Subprocess` started with `stdin: 'pipe'`. Writes are
+/// delivered in call order; each promise settles when the child has taken
+/// the bytes (a pipe that is full waits for the child to read).
+#[napi]
+pub struct SubprocessStdin {
+  pipe: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+}
+
+fn epipe() -> ExecError {
+  ExecError::new(ErrorCode::EPIPE, "stdin is closed")
+}
+
+#[napi]
+impl SubprocessStdin {
+  /// Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
+  /// closed (by `end()` or by the child).
+  #[napi(
+    ts_args_type = "data: string | Buffer | Uint8Array",
+    ts_return_type = "Promise<void>"
+  )]
+  pub fn write<'env>(&self, env: &'env Env, data: Unknown<'env>) -> Result<PromiseRaw<'env, ()>> {
+    let bytes = match input_bytes(&data) {
+      Ok(b) => b,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let pipe = self.pipe.clone();
+    let fut = async move {
+      let mut guard = pipe.lock().await;
+      let Some(w) = guard.as_mut() else {
+        return Ok(Err(epipe()));
+      };
+      let r = w.write_all(&bytes).await;
+      Ok(r.map_err(|_| {
+        guard.take();
+        epipe()
+      }))
+    };
+    env.spawn_future_with_callback(fut, |env, r: std::result::Result<(), ExecError>| {
+      r.map_err(|e| coded_error(env, e))
+    })
+  }
+
+  /// Close stdin (the child reads EOF) once the writes before it are done.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn end<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let pipe = self.pipe.clone();
+    env.spawn_future(async move {
+      if let Some(mut w) = pipe.lock().await.take() {
+        let _ = w.shutdown().await;
+      }
+      Ok(())
+    })
+  }
+}
+
+fn input_bytes(v: &Unknown) -> ArgResult<Vec<u8>> {
+  match v.get_type() {
+    Ok(napi::ValueType::String) => Ok(args::string(v, "data")?.into_bytes()),
+    _ if v.is_buffer().unwrap_or(false) || v.is_typedarray().unwrap_or(false) => {
+      let b: BufferSlice = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+      Ok(b.to_vec())
+    }
+    _ => Err(type_error("data must be a string, Buffer or Uint8Array")),
+  }
+}
+
+/// `options.stdin`: true for `'pipe'`.
+fn stdin_piped(opts: Option<&Object>) -> ArgResult<bool> {
+  match args::opt_string_in(opts, "stdin")?.as_deref() {
+    None | Some("ignore") => Ok(false),
+    Some("pipe") => Ok(true),
+    Some(other) => Err(type_error(format!(
+      "options.stdin must be 'pipe' or 'ignore', got '{other}'"
+    ))),
+  }
+}
+
+/// Start `command` (looked up in PATH, no shell) with `args` and return its
+/// handle at once. Output goes to `options.onStdout` / `options.onStderr`
+/// (strings, or Buffers with `encoding: 'buffer'`), in order, every byte
+/// delivered before `exited` settles. A process that cannot be started is
+/// reported the Node way: `pid` is undefined, `options.onError` is called
+/// with an `Error` whose `code` says why (`ENOENT`, `ENOTDIR`, `EACCES`...),
+/// and `exited` resolves with that `errorCode`; nothing is thrown. Throws a
+/// TypeError (code `EINVAL`) only for arguments of the wrong type.
+#[napi(
+  ts_args_type = "command: string, args?: string[] | null, options?: SubprocessOptions | null"
+)]
+pub fn spawn<'env>(
+  env: &'env Env,
+  command: Unknown<'env>,
+  argv: Option<Unknown<'env>>,
+  options: Option<Unknown<'env>>,
+) -> Result<ClassInstance<'env, Subprocess>> {
+  let parsed = (|| -> ArgResult<_> {
+    let command = args::string(&command, "command")?;
+    let argv = match argv {
+      Some(v) if !args::is_nullish(&v) => args::string_array(&v, "args")?,
+      _ => Vec::new(),
+    };
+    let opts = args::options(options, "options")?;
+    let o = opts.as_ref();
+    let piped = stdin_piped(o)?;
+    let on_error = match o.map(|o| args::prop(o, "onError")).transpose()?.flatten() {
+      Some(v) if !args::is_nullish(&v) => {
+        if v.get_type().ok() != Some(napi::ValueType::Function) {
+          return Err(type_error("options.onError must be a function"));
+        }
+        let f: Function<Unknown, Unknown> =
+          unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
+        Some(f.create_ref().map_err(|e| type_error(e.to_string()))?)
+      }
+      _ => None,
+    };
+    let on_stdout = o.map(|o| args::prop(o, "onStdout")).transpose()?.flatten();
+    let on_stderr = o.map(|o| args::prop(o, "onStderr")).transpose()?.flatten();
+    let st = streaming_args(env, o, 0, on_stdout, on_stderr)?;
+    Ok((command, argv, piped, on_error, st))
+  })();
+  let (command, argv, piped, on_error, st) = match parsed {
+    Ok(p) => p,
+    Err(e) => return Err(throw_type(env, &e)),
+  };
+  let Streaming {
+    common,
+    out,
+    err,
+    cancel,
+    binding,
+  } = st;
+
+  let started = (|| {
+    check_cwd(&common.cwd)?;
+    let program = resolve_program(&command, common.env.path_var().as_ref(), &common.cwd)?;
+    let mut spec = ProcessSpec::new(program);
+    spec.args = argv.into_iter().map(Into::into).collect();
+    let piped = piped && common.input.is_none();
+    let (mut exec, policy) = start(spec, common, piped, out, err)?;
+    let stdin = if piped { exec.take_stdin() } else { None };
+    Ok::<_, ExecError>((exec, policy, stdin))
+  })();
+
+  let state = Arc::new(Mutex::new(State::default()));
+  let (pid, mark, stdin, fut_result) = match started {
+    Ok((exec, policy, stdin)) => {
+      let pid = exec.pid();
+      let mark = exec.mark().to_owned();
+      let shared = state.clone();
+      let c = cancel.clone();
+      let fut = async move {
+        let r = settle(exec, policy, c).await;
+        let mut s = shared.lock().unwrap();
+        s.exit_code = Some(r.exit_code);
+        s.signal_code = match &r.signal {
+          Either::A(s) => Some(s.clone()),
+          Either::B(_) => None,
+        };
+        s.done = true;
+        Ok(r)
+      };
+      (Some(pid), Some(mark), stdin, Either::A(fut))
+    }
+    Err(e) => {
+      let mut s = state.lock().unwrap();
+      s.exit_code = Some(-1);
+      s.done = true;
+      (None, None, None, Either::B(e))
+    }
+  };
+
+  let promise = match fut_result {
+    Either::A(fut) => env.spawn_future_with_callback(fut, move |env, r: SpawnResult| {
+      if let Some(b) = binding {
+        b.detach(env);
+      }
+      Ok(r)
+    })?,
+    Either::B(e) => {
+      if let Some(b) = binding {
+        b.detach(env);
+      }
+      // reported asynchronously, as Node emits 'error' after spawn returns
+      let result = failed(e.clone());
+      env.spawn_future_with_callback(async move { Ok(result) }, move |env, r: SpawnResult| {
+        if let Some(f) = on_error {
+          if let Ok(f) = f.borrow_back(env) {
+            let value = JsError::from(Error::new(e.code.as_str(), e.message())).into_unknown(*env);
+            let _ = f.call(value);
+          }
+        }
+        Ok(r)
+      })?
+    }
+  };
+
+  let exited = unsafe {
+    let raw = ToNapiValue::to_napi_value(env.raw(), promise)?;
+    ObjectRef::<false>::from_napi_value(env.raw(), raw)?
+  };
+  let stdin = match stdin {
+    Some(w) => {
+      let s = SubprocessStdin {
+        pipe: Arc::new(tokio::sync::Mutex::new(Some(w))),
+      }
+      .into_instance(env)?;
+      Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
+    }
+    None => None,
+  };
+  Subprocess {
+    pid,
+    mark,
+    killed: false,
+    cancel,
+    state,
+    exited: Some(exited),
+    stdin,
+  }
+  .into_instance(env)
+}
