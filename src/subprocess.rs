@@ -343,8 +343,10 @@ impl Subprocess {
         self.cancel.cancel();
       }
       other => {
-        tree::signal_marked(mark, other as i32);
-        if !group::signal_group(pgid, other) {
+        // the marked first (as every kill path): they may all be gone by the
+        // time the group is signalled, which then finds it empty
+        let marked = tree::signal_marked(mark, other as i32);
+        if !group::signal_group(pgid, other) && marked == 0 {
           return Ok(false);
         }
       }
