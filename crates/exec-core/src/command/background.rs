@@ -21,7 +21,7 @@ use crate::spawn::{check_cwd, resolve_program, EnvSpec};
 
 use super::format::{format_backgrounded, format_check, format_finished, ProcessState, Shown};
 use super::offload::{
-  lock, render_segment, Capture, CaptureSink, LogStatus, SharedCapture, Stream, LOG_PREFIX,
+  lock, render_pair, Capture, CaptureSink, LogStatus, Rendered, SharedCapture, Stream, LOG_PREFIX,
   LOG_SUFFIX,
 };
 use super::truncate::Limits;
@@ -187,11 +187,13 @@ fn take_streams(
     let mut c = lock(capture);
     (c.out.take(carry), c.err.take(carry))
   };
-  let render = |seg| {
-    let (text, truncation) = render_segment(&seg, limits);
-    StreamOutput { text, truncation }
+  let (o, e) = render_pair(&o, &e, limits);
+  let wrap = |r: Rendered| StreamOutput {
+    text: r.text,
+    truncation: r.truncation,
+    binary: r.binary,
   };
-  (render(o), render(e))
+  (wrap(o), wrap(e))
 }
 
 fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
@@ -200,11 +202,13 @@ fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
       name: "stdout",
       text: &out.text,
       truncation: &out.truncation,
+      binary: out.binary,
     },
     Shown {
       name: "stderr",
       text: &err.text,
       truncation: &err.truncation,
+      binary: err.binary,
     },
   ]
 }
@@ -518,7 +522,10 @@ fn finish_foreground(
   duration: Duration,
 ) -> CommandResult {
   let (stdout, stderr) = take_streams(capture, limits, false);
-  let cut = stdout.truncation.truncated() || stderr.truncation.truncated();
+  let cut = stdout.truncation.truncated()
+    || stderr.truncation.truncated()
+    || stdout.binary
+    || stderr.binary;
   let log = lock(capture).log.finish(cut);
   let mut text = format_finished(
     &shown(&stdout, &stderr),

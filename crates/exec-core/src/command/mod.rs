@@ -88,9 +88,12 @@ impl CommandOptions {
 /// One stream as the model sees it.
 #[derive(Debug, Clone, Default)]
 pub struct StreamOutput {
-  /// Sanitized and tail-truncated.
+  /// Sanitized and tail-truncated (empty for binary output).
   pub text: String,
   pub truncation: Truncation,
+  /// The stream is binary (a NUL byte, or many invalid UTF-8 bytes): the
+  /// model is told its size and where the log is instead.
+  pub binary: bool,
 }
 
 /// A command moved to the background.
