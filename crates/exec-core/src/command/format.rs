@@ -226,10 +226,31 @@ pub fn format_backgrounded(
   out
 }
 
+/// What a command left running, now background jobs of the runner:
+///
+/// ```text
+/// [Left running in the background:
+/// pid 4242: python3 -m http.server 8765
+/// Full output: /tmp/exec-native-….log
+/// Use check_pid or kill_pid to manage.]
+/// ```
+pub fn format_left_running(left: &[(u32, String)], log: &LogStatus) -> String {
+  let mut lines = vec!["[Left running in the background:".to_owned()];
+  lines.extend(left.iter().map(|(pid, cmd)| format!("pid {pid}: {cmd}")));
+  lines.extend(log_sentence(log));
+  lines.push(format!("{MANAGE_HINT}]"));
+  lines.join("\n")
+}
+
 /// How a background process stands at a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessState {
   Running,
+  /// An adopted process (not our child) is gone: its exit code is unknown.
+  Gone {
+    signal: Option<String>,
+    killed: bool,
+  },
   Exited {
     code: i32,
     signal: Option<String>,
@@ -248,6 +269,16 @@ pub fn format_check(
 ) -> String {
   let mut out = match state {
     ProcessState::Running => format!("[Process {pid} still running."),
+    ProcessState::Gone {
+      killed: true,
+      signal,
+    } => format!(
+      "[Process {pid} killed ({}).",
+      signal.as_deref().unwrap_or("SIGTERM")
+    ),
+    ProcessState::Gone { .. } => {
+      format!("[Process {pid} is no longer running (exit code unknown: it was not started by this runner).")
+    }
     ProcessState::Exited {
       code,
       signal,

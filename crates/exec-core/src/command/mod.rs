@@ -68,6 +68,9 @@ pub struct CommandOptions {
   pub resource_limits: crate::limits::Limits,
   /// PR_SET_PDEATHSIG for `bash` (SIGKILL when the host dies).
   pub die_with_parent: bool,
+  /// When `bash` exits, terminate what it left running instead of adopting
+  /// it as background jobs of the runner.
+  pub cleanup: bool,
 }
 
 impl CommandOptions {
@@ -81,6 +84,7 @@ impl CommandOptions {
       background: false,
       resource_limits: crate::limits::Limits::default(),
       die_with_parent: false,
+      cleanup: false,
     }
   }
 }
@@ -124,6 +128,8 @@ pub struct CommandResult {
   pub duration: Duration,
   /// Why the command could not start.
   pub error: Option<ExecError>,
+  /// What the command left running, adopted as background jobs: (pid, command line).
+  pub adopted: Vec<(u32, String)>,
 }
 
 impl CommandResult {
@@ -142,6 +148,7 @@ impl CommandResult {
       is_error: true,
       duration: Duration::ZERO,
       error: Some(error),
+      adopted: Vec::new(),
     }
   }
 }
