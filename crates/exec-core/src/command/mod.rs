@@ -13,6 +13,7 @@ pub mod background;
 pub mod format;
 pub mod offload;
 pub mod sanitize;
+pub mod tool;
 pub mod truncate;
 
 use std::path::PathBuf;
