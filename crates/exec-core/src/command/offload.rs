@@ -42,7 +42,7 @@ pub(crate) struct StreamTail {
 
 /// What a take hands out: the window and the totals of the segment it ends.
 #[derive(Debug, Default)]
-pub(crate) struct Segment {
+pub struct Segment {
   pub bytes: Vec<u8>,
   /// Bytes of the segment fell out of the window.
   pub dropped: bool,
@@ -229,9 +229,27 @@ pub fn split_budget(total: usize, need_a: usize, need_b: usize) -> (usize, usize
   (a.max(1), b.max(1))
 }
 
+/// Two captured byte strings (with the sizes of the whole streams) rendered
+/// as [`render_pair`] does.
+pub fn render_bytes(
+  out: &[u8],
+  out_total: u64,
+  err: &[u8],
+  err_total: u64,
+  limits: Limits,
+) -> (Rendered, Rendered) {
+  let seg = |b: &[u8], total: u64| Segment {
+    bytes: b.to_vec(),
+    dropped: total > b.len() as u64,
+    total_bytes: total,
+    total_lines: count_lines(b),
+  };
+  render_pair(&seg(out, out_total), &seg(err, err_total), limits)
+}
+
 /// One stream rendered for the model.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Rendered {
+pub struct Rendered {
   pub text: String,
   pub truncation: Truncation,
   pub binary: bool,
@@ -239,7 +257,7 @@ pub(crate) struct Rendered {
 
 /// Both streams rendered under one budget: `limits` covers what is shown of
 /// stdout and stderr together (see [`split_budget`]).
-pub(crate) fn render_pair(out: &Segment, err: &Segment, limits: Limits) -> (Rendered, Rendered) {
+pub fn render_pair(out: &Segment, err: &Segment, limits: Limits) -> (Rendered, Rendered) {
   let (po, pe) = (prepare(out), prepare(err));
   let need = |p: &Prepared| {
     if p.binary {

@@ -70,7 +70,11 @@ fn integer(args: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u6
     None | Some(Value::Null) => Ok(None),
     Some(v) => v
       .as_u64()
-      .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
+      .or_else(|| {
+        v.as_f64()
+          .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+          .map(|f| f as u64)
+      })
       .map(Some)
       .ok_or_else(|| ExecError::invalid(format!("{key} must be a non-negative integer, got {v}"))),
   }
@@ -99,7 +103,11 @@ pub fn parse_call(args: &Value) -> Result<ToolCall, ExecError> {
   let command = match args.get("command") {
     None | Some(Value::Null) => None,
     Some(Value::String(s)) => Some(s.clone()),
-    Some(v) => return Err(ExecError::invalid(format!("command must be a string, got {v}"))),
+    Some(v) => {
+      return Err(ExecError::invalid(format!(
+        "command must be a string, got {v}"
+      )))
+    }
   };
   let timeout = integer(args, "timeout")?;
   let check = pid(args, "check_pid")?;
@@ -182,7 +190,10 @@ mod tests {
         timeout: Some(Duration::from_millis(500))
       }
     );
-    assert_eq!(parse_call(&json!({"check_pid": 12})).unwrap(), ToolCall::Check(12));
+    assert_eq!(
+      parse_call(&json!({"check_pid": 12})).unwrap(),
+      ToolCall::Check(12)
+    );
     let e = parse_call(&json!({"command": "ls", "kill_pid": 3})).unwrap_err();
     assert_eq!(
       e.message(),
@@ -209,13 +220,36 @@ mod tests {
         is_error: true
       }
     );
-    let res = call(&r, &json!({"command": "sleep 5", "timeout": 200}), base.clone()).await;
-    assert!(res.text.starts_with("[Command backgrounded after 0.2s timeout (pid "));
-    let pid: u64 = res.text.split("(pid ").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
+    let res = call(
+      &r,
+      &json!({"command": "sleep 5", "timeout": 200}),
+      base.clone(),
+    )
+    .await;
+    assert!(res
+      .text
+      .starts_with("[Command backgrounded after 0.2s timeout (pid "));
+    let pid: u64 = res
+      .text
+      .split("(pid ")
+      .nth(1)
+      .unwrap()
+      .split(')')
+      .next()
+      .unwrap()
+      .parse()
+      .unwrap();
     let c = call(&r, &json!({"check_pid": pid}), base.clone()).await;
-    assert!(c.text.starts_with(&format!("[Process {pid} still running.")));
+    assert!(c
+      .text
+      .starts_with(&format!("[Process {pid} still running.")));
     let k = call(&r, &json!({"kill_pid": pid}), base.clone()).await;
-    assert!(k.text.starts_with(&format!("[Process {pid} killed (SIGTERM")), "{}", k.text);
+    assert!(
+      k.text
+        .starts_with(&format!("[Process {pid} killed (SIGTERM")),
+      "{}",
+      k.text
+    );
     let u = call(&r, &json!({"check_pid": 999999}), base).await;
     assert!(u.is_error && u.text.ends_with("(ESRCH)"));
     r.close().await;
