@@ -155,6 +155,9 @@ pub struct Finished<O, E> {
   pub stderr: E,
 }
 
+/// The two pump tasks of a run.
+type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+
 /// A spawned child whose output is being pumped.
 pub struct Execution<O: OutputSink, E: OutputSink> {
   child: Child,
@@ -163,7 +166,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   stdin: Option<ChildStdin>,
   input_task: Option<JoinHandle<()>>,
   /// `None` once handed out (by the drain, or to the caller).
-  pumps: Option<(JoinHandle<(O, u64)>, JoinHandle<(E, u64)>)>,
+  pumps: Option<Pumps<O, E>>,
   stop: CancellationToken,
   mark: String,
   guard: LimitGuard,
