@@ -29,6 +29,14 @@ export declare class CommandRunner {
    * with the final output. Rejects (code `ESRCH`) for an unknown pid.
    */
   killBackground(pid: number): Promise<BackgroundCheck>
+  /**
+   * One call of the model's tool (`commandTool`): `{ command, timeout? }`
+   * runs it, `{ check_pid }` / `{ kill_pid }` manage a background process.
+   * Never rejects for the model's mistakes: bad arguments and unknown pids
+   * resolve with `isError: true` and an `exec: ... (CODE)` text. Rejects
+   * (TypeError, `EINVAL`) only when `args` is not an object.
+   */
+  call(args: { command?: string; timeout?: number; check_pid?: number; kill_pid?: number }): Promise<ToolCallResult>
   /** Every background process of this runner with its status, oldest first. */
   listBackground(): Array<BackgroundProcessInfo>
   /**
@@ -221,6 +229,13 @@ export declare class SubprocessStdin {
   end(): Promise<void>
 }
 
+/** A process a command left running, now a background job of the runner. */
+export interface AdoptedProcess {
+  pid: number
+  /** Its command line (`/proc/<pid>/cmdline`). */
+  command: string
+}
+
 /** The state of a background process and its output since the last check. */
 export interface BackgroundCheck {
   pid: number
@@ -363,6 +378,12 @@ export interface CommandOptions {
    * only `bash` itself). @default false
    */
   dieWithParent?: boolean
+  /**
+   * When `bash` exits, terminate what it left running (`cmd &`, `setsid
+   * nohup ...`) instead of adopting it as background jobs of the runner
+   * (listed in `text` and in `adopted`). @default false
+   */
+  cleanup?: boolean
 }
 
 /**
@@ -405,6 +426,11 @@ export interface CommandResult {
   error?: string
   /** ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed). */
   errorCode?: string
+  /**
+   * What the command left running, adopted as background jobs of the
+   * runner (`checkBackground(pid)`, `killBackground(pid)`).
+   */
+  adopted: Array<AdoptedProcess>
 }
 
 /** Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings. */
@@ -452,6 +478,13 @@ export interface CommandRunnerOptions {
    */
   dieWithParent?: boolean
 }
+
+/**
+ * The model's tool, as the seed defines it: `{ name, description,
+ * parameters }` with the JSON schema of `{ command, timeout?, check_pid?,
+ * kill_pid? }`. Hand it to the model; dispatch its calls with `runner.call(args)`.
+ */
+export declare function commandTool(): { name: 'bash'; description: string; parameters: { type: 'object'; properties: Record<'command' | 'timeout' | 'check_pid' | 'kill_pid', { type: 'string' | 'integer'; description: string }> } }
 
 /**
  * Run code in a fresh process and resolve with everything it printed.
@@ -896,6 +929,13 @@ export declare function sanitize(text: string): string
  */
 export declare function serve(options?: ServeOptions | null): Promise<void>
 
+/**
+ * Serve the MCP server (tools `bash` and `execute_code`) over stdin/stdout;
+ * resolves when stdin closes, after the connection's processes were killed.
+ * `exec-native mcp` calls it.
+ */
+export declare function serveMcp(options?: { cwd?: string }): Promise<void>
+
 /** Options of `serve`. */
 export interface ServeOptions {
   /**
@@ -1195,6 +1235,12 @@ export interface TerminateOptions {
   timeoutMs?: number
 }
 
+/** What the model reads back from one call of the tool. */
+export interface ToolCallResult {
+  text: string
+  isError: boolean
+}
+
 /** Limits of `truncateTail`. */
 export interface TruncateOptions {
   /** @default 2000 */
@@ -1239,6 +1285,11 @@ export interface TruncationInfo {
   outputBytes: number
   /** The first shown line is only the tail of a line longer than `maxBytes`. */
   lastLinePartial: boolean
+  /**
+   * The stream is binary (a NUL byte, or over 10% invalid UTF-8): `text`
+   * says `[binary output: N bytes, saved to <log>]`, the log has the bytes.
+   */
+  binary: boolean
 }
 
 /** Options of `wait`. */

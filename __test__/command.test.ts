@@ -1,13 +1,16 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { afterAll, describe, expect, it } from 'vitest'
 
+import { isRunning, sleep, waitGone } from './helpers'
+
 import {
   checkBackground,
   CommandRunner,
+  commandTool,
   killBackground,
   listBackground,
   runCommand,
@@ -51,7 +54,7 @@ describe('sanitize', () => {
     expect(r.stdout).toBe('red')
     expect(r.exitCode).toBe(0)
     expect(r.isError).toBe(false)
-    expect(r.text).toBe('stdout:\nred\n\nstderr:\n\n\nexit code: 0')
+    expect(r.text).toBe('stdout:\nred\n\nexit code: 0')
   })
 
   it('ls --color=always comes back clean', async () => {
@@ -85,12 +88,13 @@ describe('truncation and offload', () => {
       outputLines: 2000,
       outputBytes: expected.length,
       lastLinePartial: false,
+      binary: false,
     })
     expect(r.truncation.stderr.truncated).toBe(false)
     const path = r.fullOutputPath!
     expect(path).toMatch(new RegExp(`^${logs}/exec-native-[0-9a-f]{16}\\.log$`))
     expect(r.text).toBe(
-      `stdout:\n${expected.slice(0, -1)}\n\nstderr:\n\n\nexit code: 0\n\n` +
+      `stdout:\n${expected.slice(0, -1)}\n\nexit code: 0\n\n` +
         `[stdout: Showing last 2000 of 8500 lines. Full output: ${path}]`,
     )
     expect(readFileSync(path, 'utf8')).toBe(full)
@@ -137,13 +141,15 @@ describe('truncation and offload', () => {
     expect(r.truncation.stdout).toMatchObject({ totalBytes: 204801, outputBytes: 51198, lastLinePartial: true })
   })
 
-  it('byte limit keeps complete lines and both streams are bounded', async () => {
+  it('byte limit keeps complete lines and one budget covers both streams, split fairly', async () => {
     const r = await runCommand('for i in $(seq 1 1000); do printf "%099d\\n" $i; printf "e%098d\\n" $i >&2; done', opts)
-    expect(r.truncation.stdout).toMatchObject({ truncatedBy: 'bytes', outputLines: 512, outputBytes: 51200 })
-    expect(r.truncation.stderr).toMatchObject({ truncatedBy: 'bytes', outputLines: 512, totalLines: 1000 })
+    expect(r.truncation.stdout).toMatchObject({ truncatedBy: 'bytes', outputLines: 256, outputBytes: 25600 })
+    expect(r.truncation.stderr).toMatchObject({ truncatedBy: 'bytes', outputLines: 256, totalLines: 1000 })
+    expect(Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr)).toBeLessThanOrEqual(51200)
+    expect(Buffer.byteLength(r.text)).toBeLessThan(51200 + 1024)
     expect(r.stderr.endsWith(`e${'1000'.padStart(98, '0')}\n`)).toBe(true)
-    expect(r.text).toContain('[stdout: Showing last 512 of 1000 lines (50KB limit). Full output: ')
-    expect(r.text).toContain('[stderr: Showing last 512 of 1000 lines (50KB limit). Full output: ')
+    expect(r.text).toContain('[stdout: Showing last 256 of 1000 lines (50KB limit). Full output: ')
+    expect(r.text).toContain('[stderr: Showing last 256 of 1000 lines (50KB limit). Full output: ')
     // one log, both streams
     expect(readFileSync(r.fullOutputPath!, 'utf8').split('\n').length - 1).toBe(2000)
   })
@@ -212,7 +218,7 @@ describe('environment', () => {
   it('non-zero exit sets isError; a bad cwd resolves with an error', async () => {
     const r = await runCommand('echo oops >&2; exit 7', opts)
     expect(r).toMatchObject({ exitCode: 7, isError: true, stderr: 'oops\n' })
-    expect(r.text).toBe('stdout:\n\n\nstderr:\noops\n\nexit code: 7')
+    expect(r.text).toBe('stderr:\noops\n\nexit code: 7')
     const bad = await runCommand('echo hi', { cwd: join(work, 'nope') })
     expect(bad).toMatchObject({ exitCode: -1, isError: true, errorCode: 'ENOENT' })
     expect(bad.text).toMatch(/^exec: Working directory does not exist '.*nope' \(ENOENT\)$/)
@@ -240,7 +246,7 @@ describe('background', () => {
     expect(pid).toBe(r.pid)
     expect(r.background!.logPath).toBe(r.fullOutputPath)
     expect(r.text).toBe(
-      `[Command backgrounded after 0.5s timeout (pid ${pid}). Partial output:\n\nstdout:\nstarted\n\nstderr:\n\n\n` +
+      `[Command backgrounded after 0.5s timeout (pid ${pid}). Partial output:\n\nstdout:\nstarted\n\n` +
         `Full output: ${r.fullOutputPath}\nUse check_pid or kill_pid to manage.]`,
     )
     expect(runner.listBackground()).toMatchObject([{ pid, running: true, command: 'echo started; sleep 5; echo done' }])
@@ -255,7 +261,7 @@ describe('background', () => {
     expect(last.running).toBe(false)
     expect(last.exitCode).toBe(0)
     expect(last.stdout).toBe('done\n')
-    expect(last.text).toBe(`[Process ${pid} exited with code 0.\n\nstdout:\ndone\n\nstderr:\n\n\nFull output: ${r.fullOutputPath}]`)
+    expect(last.text).toBe(`[Process ${pid} exited with code 0.\n\nstdout:\ndone\n\nFull output: ${r.fullOutputPath}]`)
     const again = runner.checkBackground(pid)
     expect(again).toMatchObject({ running: false, exitCode: 0, stdout: '' })
     expect(again.text).toContain('No new output since last check.')
@@ -373,4 +379,114 @@ describe('truncateTail', () => {
     expect(r.content).toBe('日本語'.repeat(11))
     expect(r).toMatchObject({ lastLinePartial: true, truncatedBy: 'bytes', outputBytes: 99, totalBytes: 900 })
   })
+})
+
+describe('issue 15: the tool a model uses best', () => {
+  it('a server started with & is adopted: listed in the text, alive after the run, killed by kill_pid', async () => {
+    const runner = new CommandRunner({ outputDir: logs, cwd: work })
+    const r = await runner.run('python3 -m http.server 0 --bind 127.0.0.1 & sleep 0.5; echo started', { timeout: 10_000 })
+    expect(r.exitCode).toBe(0)
+    expect(r.adopted).toHaveLength(1)
+    const { pid, command } = r.adopted[0]
+    expect(command).toMatch(/(^|\/)python3 -m http\.server 0 --bind 127\.0\.0\.1$/) // a pyenv shim execs the full path
+    expect(r.text).toContain('started\n\nexit code: 0\n\n')
+    expect(r.text.endsWith(
+      `exit code: 0\n\n[Left running in the background:\npid ${pid}: ${command}\n` +
+        `Full output: ${r.fullOutputPath}\nUse check_pid or kill_pid to manage.]`,
+    )).toBe(true)
+    expect(isRunning(pid)).toBe(true)
+    expect(runner.listBackground()).toMatchObject([{ pid, running: true, command }])
+    const k = await runner.call({ kill_pid: pid })
+    expect(k.text).toMatch(new RegExp(`^\\[Process ${pid} killed \\(SIGTERM\\)\\.`))
+    expect(await waitGone([pid])).toEqual([])
+    // setsid nohup leaves the group; close() still finds it
+    const s = await runner.run('setsid nohup sleep 60 > /dev/null 2>&1 & sleep 0.2', {})
+    expect(s.adopted).toHaveLength(1)
+    expect(await runner.close()).toBe(1)
+    expect(await waitGone([s.adopted[0].pid])).toEqual([])
+  }, 20_000)
+
+  it('commandTool is the seed schema and runner.call dispatches it', async () => {
+    const t = commandTool()
+    expect(t.name).toBe('bash')
+    expect(Object.keys(t.parameters.properties).sort()).toEqual(['check_pid', 'command', 'kill_pid', 'timeout'])
+    expect(t.parameters.properties.timeout).toEqual({ type: 'integer', description: 'Timeout in ms before auto-backgrounding (default: 120000)' })
+    const runner = new CommandRunner({ outputDir: logs, cwd: work })
+    expect(await runner.call({ command: 'echo hi' })).toEqual({ text: 'stdout:\nhi\n\nexit code: 0', isError: false })
+    const bg = await runner.call({ command: 'echo a; sleep 0.3; echo b; sleep 5', timeout: 100 })
+    const pid = Number(/\(pid (\d+)\)/.exec(bg.text)![1])
+    await sleep(600)
+    const c = await runner.call({ check_pid: pid })
+    expect(c.text).toMatch(new RegExp(`^\\[Process ${pid} still running\\.\\n\\nNew output since last check \\(1 line\\):\\n\\nstdout:\\nb\\n`))
+    expect(await runner.call({ command: 'ls', kill_pid: pid })).toEqual({
+      text: 'exec: give exactly one of command, check_pid, kill_pid (EINVAL)',
+      isError: true,
+    })
+    expect((await runner.call({ check_pid: 999999 })).isError).toBe(true)
+    await expect(runner.call(3 as never)).rejects.toThrow(expect.objectContaining({ code: 'EINVAL' }))
+    await runner.close()
+  }, 15_000)
+
+  it('a progress bar of 20,000 redraws costs one line; the log keeps the raw bytes', async () => {
+    const r = await runCommand(
+      `python3 -c "
+import sys
+for i in range(20001):
+    sys.stdout.write('\\r[%-50s] %d/20000' % ('#' * (i * 50 // 20000), i))
+print()
+print('done')"`,
+      opts,
+    )
+    expect(r.stdout).toBe(`[${'#'.repeat(50)}] 20000/20000\ndone\n`)
+    expect(r.text).toBe(`stdout:\n[${'#'.repeat(50)}] 20000/20000\ndone\n\nexit code: 0`)
+  })
+
+  it('binary output is named with its size and kept in the log', async () => {
+    const r = await runCommand('head -c 1000 /dev/urandom', opts)
+    expect(r.truncation.stdout.binary).toBe(true)
+    expect(r.text).toBe(`stdout:\n[binary output: 1000 bytes, saved to ${r.fullOutputPath}]\n\nexit code: 0`)
+    expect(readFileSync(r.fullOutputPath!).length).toBe(1000)
+  })
+
+  it('no output prints (no output) once; a tiny maxBytes keeps the last character', async () => {
+    expect((await runCommand('true', opts)).text).toBe('(no output)\n\nexit code: 0')
+    const r = await runCommand('printf abc', { ...opts, maxBytes: 1 })
+    expect(r.stdout).toBe('c')
+  })
+
+  it('exec-native mcp answers initialize, tools/list and tools/call over stdio', async () => {
+    const child = spawn(process.execPath, [join(__dirname, '..', 'bin', 'exec-native.mjs'), 'mcp', '-C', work], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    const lines: string[] = []
+    let buf = ''
+    child.stdout.on('data', (d) => {
+      buf += d
+      let i
+      while ((i = buf.indexOf('\n')) >= 0) {
+        lines.push(buf.slice(0, i))
+        buf = buf.slice(i + 1)
+      }
+    })
+    const reply = async (id: number) => {
+      const end = Date.now() + 10_000
+      while (Date.now() < end) {
+        const m = lines.map((l) => JSON.parse(l)).find((m) => m.id === id)
+        if (m) return m
+        await sleep(20)
+      }
+      throw new Error(`no reply to ${id}`)
+    }
+    const send = (m: object) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`)
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })
+    expect((await reply(1)).result.serverInfo.name).toBe('exec-native')
+    send({ method: 'notifications/initialized' })
+    send({ id: 2, method: 'tools/list' })
+    expect((await reply(2)).result.tools.map((t: { name: string }) => t.name)).toEqual(['bash', 'execute_code'])
+    send({ id: 3, method: 'tools/call', params: { name: 'bash', arguments: { command: 'pwd' } } })
+    expect((await reply(3)).result).toMatchObject({ content: [{ type: 'text', text: `stdout:\n${work}\n\nexit code: 0` }], isError: false })
+    child.stdin.end()
+    const code = await new Promise((res) => child.on('exit', res))
+    expect(code).toBe(0)
+  }, 20_000)
 })

@@ -12,6 +12,7 @@ const require = createRequire(import.meta.url)
 
 const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
        exec-native serve [--listen ws://127.0.0.1:PORT] [--allow-remote]
+       exec-native mcp [-C DIR]   MCP server over stdio (tools bash, execute_code)
 
 Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
 exits with its exit code (124 on timeout).
@@ -68,6 +69,28 @@ async function main() {
     const { serveCommand } = await import('./serve.mjs')
     await serveCommand(argv.slice(1))
     return
+  }
+  if (argv[0] === 'mcp') {
+    let cwd
+    const rest = argv.slice(1)
+    for (let i = 0; i < rest.length; i++) {
+      if ((rest[i] === '-C' || rest[i] === '--cwd') && i + 1 < rest.length) cwd = rest[++i]
+      else if (rest[i] === '-h' || rest[i] === '--help') {
+        process.stdout.write(`${USAGE}\n`)
+        process.exit(0)
+      } else fail(`unknown option ${rest[i]} for mcp`)
+    }
+    const { serveMcp, killAllProcessGroups } = require(join(here, '..', 'index.js'))
+    // however Node ends, nothing is left behind
+    process.on('exit', () => killAllProcessGroups())
+    for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
+    try {
+      await serveMcp({ cwd })
+      process.exit(0)
+    } catch (e) {
+      process.stderr.write(`${e.message}\n`)
+      process.exit(2)
+    }
   }
   const o = parse(argv)
   if (o.code === undefined) {

@@ -60,6 +60,10 @@ pub struct CommandOptions {
   /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
   /// only `bash` itself). @default false
   pub die_with_parent: Option<bool>,
+  /// When `bash` exits, terminate what it left running (`cmd &`, `setsid
+  /// nohup ...`) instead of adopting it as background jobs of the runner
+  /// (listed in `text` and in `adopted`). @default false
+  pub cleanup: Option<bool>,
 }
 
 /// Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings.
@@ -130,6 +134,9 @@ pub struct TruncationInfo {
   pub output_bytes: f64,
   /// The first shown line is only the tail of a line longer than `maxBytes`.
   pub last_line_partial: bool,
+  /// The stream is binary (a NUL byte, or over 10% invalid UTF-8): `text`
+  /// says `[binary output: N bytes, saved to <log>]`, the log has the bytes.
+  pub binary: bool,
 }
 
 /// Truncation of both streams.
@@ -185,6 +192,24 @@ pub struct CommandResult {
   pub error: Option<String>,
   /// ENOENT, ENOTDIR, EACCES, EINVAL, ESPAWN, ECANCELED (runner closed).
   pub error_code: Option<String>,
+  /// What the command left running, adopted as background jobs of the
+  /// runner (`checkBackground(pid)`, `killBackground(pid)`).
+  pub adopted: Vec<AdoptedProcess>,
+}
+
+/// A process a command left running, now a background job of the runner.
+#[napi(object, object_from_js = false)]
+pub struct AdoptedProcess {
+  pub pid: u32,
+  /// Its command line (`/proc/<pid>/cmdline`).
+  pub command: String,
+}
+
+/// What the model reads back from one call of the tool.
+#[napi(object, object_from_js = false)]
+pub struct ToolCallResult {
+  pub text: String,
+  pub is_error: bool,
 }
 
 /// The state of a background process and its output since the last check.
@@ -250,8 +275,9 @@ pub struct TruncateResult {
 
 // ---------------------------------------------------------------- conversion
 
-fn truncation_info(t: &Truncation) -> TruncationInfo {
+fn truncation_info(t: &Truncation, binary: bool) -> TruncationInfo {
   TruncationInfo {
+    binary,
     truncated: t.truncated(),
     truncated_by: nullable(t.truncated_by.map(|b| b.as_str().to_owned())),
     total_lines: t.total_lines as f64,
@@ -264,8 +290,8 @@ fn truncation_info(t: &Truncation) -> TruncationInfo {
 
 fn streams(out: &StreamOutput, err: &StreamOutput) -> StreamsTruncation {
   StreamsTruncation {
-    stdout: truncation_info(&out.truncation),
-    stderr: truncation_info(&err.truncation),
+    stdout: truncation_info(&out.truncation, out.binary),
+    stderr: truncation_info(&err.truncation, err.binary),
   }
 }
 
@@ -297,6 +323,11 @@ fn result_to_js(r: CoreResult) -> CommandResult {
     pid: r.pid,
     error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
     error: r.error.map(|e| e.message()),
+    adopted: r
+      .adopted
+      .into_iter()
+      .map(|(pid, command)| AdoptedProcess { pid, command })
+      .collect(),
   }
 }
 
@@ -454,7 +485,9 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
   };
   let output_dir = args::opt_string_in(obj, "outputDir")?.map(PathBuf::from);
   let background = args::opt_bool_in(obj, "background")?.unwrap_or(false);
+  let cleanup = args::opt_bool_in(obj, "cleanup")?.unwrap_or(false);
   Ok(CoreOptions {
+    cleanup,
     cwd,
     env,
     timeout,
@@ -587,6 +620,45 @@ impl CommandRunner {
     kill_with(env, self.runner.clone(), pid)
   }
 
+  /// One call of the model's tool (`commandTool`): `{ command, timeout? }`
+  /// runs it, `{ check_pid }` / `{ kill_pid }` manage a background process.
+  /// Never rejects for the model's mistakes: bad arguments and unknown pids
+  /// resolve with `isError: true` and an `exec: ... (CODE)` text. Rejects
+  /// (TypeError, `EINVAL`) only when `args` is not an object.
+  #[napi(
+    ts_args_type = "args: { command?: string; timeout?: number; check_pid?: number; kill_pid?: number }",
+    ts_return_type = "Promise<ToolCallResult>"
+  )]
+  pub fn call<'env>(
+    &self,
+    env: &'env Env,
+    args: Unknown<'env>,
+  ) -> Result<PromiseRaw<'env, ToolCallResult>> {
+    let parsed = (|| -> ArgResult<_> {
+      let obj = args::options(Some(args), "args")?
+        .ok_or_else(|| type_error("args must be an object, got null"))?;
+      let json: serde_json::Value = env
+        .from_js_value(obj)
+        .map_err(|e| type_error(format!("args: {e}")))?;
+      let base = read_command_options(None, &self.defaults)?;
+      Ok((json, base))
+    })();
+    let (json, base) = match parsed {
+      Ok(p) => p,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let runner = self.runner.clone();
+    env.spawn_future_with_callback(
+      async move { Ok(core::tool::call(&runner, &json, base).await) },
+      |_, r| {
+        Ok(ToolCallResult {
+          text: r.text,
+          is_error: r.is_error,
+        })
+      },
+    )
+  }
+
   /// Every background process of this runner with its status, oldest first.
   #[napi]
   pub fn list_background(&self) -> Vec<BackgroundProcessInfo> {
@@ -696,7 +768,7 @@ pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Resul
   })();
   let (text, limits) = parsed.map_err(|e| throw_type(&env, &e))?;
   let (content, t) = core::truncate_tail(&text, limits);
-  let info = truncation_info(&t);
+  let info = truncation_info(&t, false);
   Ok(TruncateResult {
     content: content.to_owned(),
     truncated: info.truncated,
@@ -707,4 +779,54 @@ pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Resul
     output_bytes: info.output_bytes,
     last_line_partial: info.last_line_partial,
   })
+}
+
+/// The model's tool, as the seed defines it: `{ name, description,
+/// parameters }` with the JSON schema of `{ command, timeout?, check_pid?,
+/// kill_pid? }`. Hand it to the model; dispatch its calls with `runner.call(args)`.
+#[napi(
+  ts_return_type = "{ name: 'bash'; description: string; parameters: { type: 'object'; properties: Record<'command' | 'timeout' | 'check_pid' | 'kill_pid', { type: 'string' | 'integer'; description: string }> } }"
+)]
+pub fn command_tool() -> serde_json::Value {
+  core::tool::tool_definition()
+}
+
+/// Serve the MCP server (tools `bash` and `execute_code`) over stdin/stdout;
+/// resolves when stdin closes, after the connection's processes were killed.
+/// `exec-native mcp` calls it.
+#[napi(
+  ts_args_type = "options?: { cwd?: string }",
+  ts_return_type = "Promise<void>"
+)]
+pub fn serve_mcp<'env>(
+  env: &'env Env,
+  options: Option<Unknown<'env>>,
+) -> Result<PromiseRaw<'env, ()>> {
+  let parsed = (|| -> ArgResult<_> {
+    let opts = args::options(options, "options")?;
+    let cwd = match args::opt_string_in(opts.as_ref(), "cwd")? {
+      Some(c) => PathBuf::from(c),
+      None => args::host_cwd()?,
+    };
+    Ok(cwd)
+  })();
+  let cwd = match parsed {
+    Ok(c) => c,
+    Err(e) => return reject_type_error(env, e),
+  };
+  let config = exec_core::mcp::McpConfig {
+    cwd,
+    runner: RunnerConfig {
+      owner: host::owner(),
+      ..Default::default()
+    },
+    toolchain: host::toolchain().clone(),
+  };
+  env.spawn_future_with_callback(
+    async move { Ok(exec_core::mcp::serve_stdio(config).await) },
+    |env, r| match r {
+      Ok(()) => Ok(()),
+      Err(e) => Err(coded_error(env, e)),
+    },
+  )
 }

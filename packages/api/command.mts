@@ -5,7 +5,8 @@
  *   tail-truncated output, full output offloaded to a log file, commands that
  *   outlive their timeout move to the background.
  * - `CommandRunner`: a session owning its background processes
- *   (`run`, `checkBackground`, `killBackground`, `listBackground`, `close`).
+ *   (`run`, `call`, `checkBackground`, `killBackground`, `listBackground`, `close`).
+ * - `commandTool`: the model's tool definition; `runner.call(args)` dispatches its calls.
  * - `checkBackground` / `killBackground` / `listBackground`: the same on the
  *   default runner used by `runCommand`.
  * - `sanitize(text)`, `truncateTail(text, { maxLines, maxBytes })`: the pipeline's steps.
@@ -18,6 +19,7 @@ const require = createRequire(import.meta.url)
 const native: typeof Native = require('../../index.js')
 
 export type {
+  AdoptedProcess,
   BackgroundCheck,
   BackgroundHandle,
   BackgroundProcessInfo,
@@ -28,6 +30,7 @@ export type {
   TruncateOptions,
   TruncateResult,
   TruncationInfo,
+  ToolCallResult,
 } from '../../index.js'
 
 export const runCommand: typeof Native.runCommand = native.runCommand
@@ -36,5 +39,7 @@ export type CommandRunner = Native.CommandRunner
 export const checkBackground: typeof Native.checkBackground = native.checkBackground
 export const killBackground: typeof Native.killBackground = native.killBackground
 export const listBackground: typeof Native.listBackground = native.listBackground
+export const commandTool: typeof Native.commandTool = native.commandTool
+export const serveMcp: typeof Native.serveMcp = native.serveMcp
 export const sanitize: typeof Native.sanitize = native.sanitize
 export const truncateTail: typeof Native.truncateTail = native.truncateTail

@@ -10,6 +10,7 @@ pub mod hostguard;
 pub mod language;
 pub mod limits;
 pub mod manager;
+pub mod mcp;
 pub mod reaper;
 pub mod run;
 pub mod server;

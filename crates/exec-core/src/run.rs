@@ -155,6 +155,9 @@ pub struct Finished<O, E> {
   pub stderr: E,
 }
 
+/// The two pump tasks of a run.
+type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+
 /// A spawned child whose output is being pumped.
 pub struct Execution<O: OutputSink, E: OutputSink> {
   child: Child,
@@ -162,8 +165,8 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   started: Instant,
   stdin: Option<ChildStdin>,
   input_task: Option<JoinHandle<()>>,
-  out_task: JoinHandle<(O, u64)>,
-  err_task: JoinHandle<(E, u64)>,
+  /// `None` once handed out (by the drain, or to the caller).
+  pumps: Option<Pumps<O, E>>,
   stop: CancellationToken,
   mark: String,
   guard: LimitGuard,
@@ -248,8 +251,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       started,
       stdin,
       input_task,
-      out_task,
-      err_task,
+      pumps: Some((out_task, err_task)),
       stop,
       mark,
       guard,
@@ -270,9 +272,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     self.stdin.take()
   }
 
-  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then the
-  /// group cleanup and the drain.
-  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+  /// Wait for the child's exit, the timeout, `cancel` or a resource limit
+  /// (the last three kill the group and the marked tree).
+  async fn exit_phase(&mut self, policy: &RunPolicy, cancel: &CancellationToken) -> ExitPhase {
     let pgid = self.pid as i32;
     let mut timed_out = false;
     let mut canceled = false;
@@ -296,29 +298,31 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       }
     };
     self.guard.release();
-    // what is left of the tree (the group, and marked escapees) goes the same way
-    if policy.cleanup_group_on_exit || timed_out || canceled || limit_hit.is_some() {
-      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
-    } else {
-      group::unregister(pgid);
+    ExitPhase {
+      status,
+      timed_out,
+      canceled,
+      limit_hit,
     }
-    // the drain: read until EOF, but no longer than `drain` after the exit
-    // (a timer in this future, not a task: no spawn per run)
-    let pumps = async { (self.out_task.await, self.err_task.await) };
-    tokio::pin!(pumps);
-    let (out, err) = tokio::select! {
-      r = &mut pumps => r,
-      _ = tokio::time::sleep(policy.drain) => {
-        self.stop.cancel();
-        pumps.await
-      }
-    };
-    let (stdout, stdout_bytes) = out.expect("stdout pump panicked");
-    let (stderr, stderr_bytes) = err.expect("stderr pump panicked");
+  }
+
+  /// The outcome once the exit phase and the drain are over.
+  fn outcome_of(
+    &mut self,
+    phase: ExitPhase,
+    policy: &RunPolicy,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
+  ) -> RunOutcome {
     if let Some(t) = self.input_task.take() {
       t.abort();
     }
-
+    let ExitPhase {
+      status,
+      timed_out,
+      canceled,
+      mut limit_hit,
+    } = phase;
     let (mut exit_code, signal) = match status {
       Ok(st) => decode_status(st),
       Err(_) => (-1, None),
@@ -343,22 +347,134 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     } else if canceled {
       error = Some(ExecError::new(ErrorCode::ECANCELED, "Process canceled"));
     }
+    RunOutcome {
+      pid: self.pid,
+      exit_code,
+      signal,
+      timed_out,
+      canceled,
+      duration: self.started.elapsed(),
+      stdout_bytes,
+      stderr_bytes,
+      error,
+    }
+  }
+
+  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then the
+  /// group cleanup and the drain.
+  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+    let pgid = self.pid as i32;
+    let phase = self.exit_phase(policy, cancel).await;
+    // what is left of the tree (the group, and marked escapees) goes the same way
+    if policy.cleanup_group_on_exit || phase.ended_by_us() {
+      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
+    } else {
+      group::unregister(pgid);
+    }
+    let (out, err) = self.drain(policy).await;
+    let (stdout, stdout_bytes) = out.expect("stdout pump panicked");
+    let (stderr, stderr_bytes) = err.expect("stderr pump panicked");
     Finished {
-      outcome: RunOutcome {
-        pid: self.pid,
-        exit_code,
-        signal,
-        timed_out,
-        canceled,
-        duration: self.started.elapsed(),
-        stdout_bytes,
-        stderr_bytes,
-        error,
-      },
+      outcome: self.outcome_of(phase, policy, stdout_bytes, stderr_bytes),
       stdout,
       stderr,
     }
   }
+
+  /// Like [`Execution::wait`], except that when the child exits on its own
+  /// and marked processes of its tree still run, they are left running and
+  /// returned (`left`): the pumps keep reading what they write until the
+  /// last one closes the pipes (`pumps` ends then). A run that was killed
+  /// (timeout, `cancel`, a limit) takes its whole tree down as `wait` does.
+  pub async fn wait_leaving_tree(
+    mut self,
+    policy: &RunPolicy,
+    cancel: &CancellationToken,
+  ) -> LeftRunning {
+    let pgid = self.pid as i32;
+    let phase = self.exit_phase(policy, cancel).await;
+    let left = if phase.ended_by_us() {
+      Vec::new()
+    } else {
+      tree::running_marked_since(&self.mark, pgid)
+    };
+    if left.is_empty() {
+      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
+      let (out, err) = self.drain(policy).await;
+      let outcome = self.outcome_of(
+        phase,
+        policy,
+        out.map_or(0, |(_, n)| n),
+        err.map_or(0, |(_, n)| n),
+      );
+      return LeftRunning {
+        outcome,
+        mark: self.mark.clone(),
+        left,
+        pumps: None,
+      };
+    }
+    // the leftovers are the caller's now; the host's exit still kills them by their mark
+    group::unregister(pgid);
+    let (out_task, err_task) = self.pumps.take().expect("the pumps are handed out once");
+    let outcome = self.outcome_of(phase, policy, 0, 0);
+    let pumps = tokio::spawn(async move {
+      let _ = out_task.await;
+      let _ = err_task.await;
+    });
+    LeftRunning {
+      outcome,
+      mark: self.mark.clone(),
+      left,
+      pumps: Some(pumps),
+    }
+  }
+
+  /// Read until EOF, but no longer than `drain` after the exit (a timer in
+  /// this future, not a task: no spawn per run).
+  async fn drain(&mut self, policy: &RunPolicy) -> PumpResults<O, E> {
+    let (out_task, err_task) = self.pumps.take().expect("the pumps are drained once");
+    let pumps = async { (out_task.await, err_task.await) };
+    tokio::pin!(pumps);
+    tokio::select! {
+      r = &mut pumps => r,
+      _ = tokio::time::sleep(policy.drain) => {
+        self.stop.cancel();
+        pumps.await
+      }
+    }
+  }
+}
+
+type PumpResults<O, E> = (
+  Result<(O, u64), tokio::task::JoinError>,
+  Result<(E, u64), tokio::task::JoinError>,
+);
+
+/// How the wait for the child's exit ended.
+struct ExitPhase {
+  status: std::io::Result<ExitStatus>,
+  timed_out: bool,
+  canceled: bool,
+  limit_hit: Option<ExecError>,
+}
+
+impl ExitPhase {
+  /// The run was killed (timeout, cancel, a limit), not ended on its own.
+  fn ended_by_us(&self) -> bool {
+    self.timed_out || self.canceled || self.limit_hit.is_some()
+  }
+}
+
+/// What [`Execution::wait_leaving_tree`] returns.
+pub struct LeftRunning {
+  pub outcome: RunOutcome,
+  /// The run's mark (`EXEC_NATIVE_RUN_ID`), carried by what was left.
+  pub mark: String,
+  /// Marked processes still running after the child's exit.
+  pub left: Vec<i32>,
+  /// Ends when the pumps reach EOF (`None`: they already did).
+  pub pumps: Option<JoinHandle<()>>,
 }
 
 /// Spawn and wait.

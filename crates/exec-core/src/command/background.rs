@@ -16,12 +16,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::run::{Execution, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
+use crate::run::{Execution, LeftRunning, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
 use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+use crate::tree;
 
-use super::format::{format_backgrounded, format_check, format_finished, ProcessState, Shown};
+use super::format::{
+  format_backgrounded, format_check, format_finished, format_left_running, ProcessState, Shown,
+};
 use super::offload::{
-  lock, render_segment, Capture, CaptureSink, LogStatus, SharedCapture, Stream, LOG_PREFIX,
+  lock, render_pair, Capture, CaptureSink, LogStatus, Rendered, SharedCapture, Stream, LOG_PREFIX,
   LOG_SUFFIX,
 };
 use super::truncate::Limits;
@@ -98,6 +101,11 @@ struct BgProc {
   limits: Limits,
   cancel: CancellationToken,
   done: watch::Receiver<Option<(RunOutcome, Instant)>>,
+  /// Left running by a command and adopted: its exit code cannot be known.
+  adopted: bool,
+  /// What this (background) command left running when it exited, reported
+  /// once by the next check: (pid, command line).
+  left: Mutex<Vec<(u32, String)>>,
 }
 
 impl BgProc {
@@ -160,8 +168,17 @@ fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
   }
 }
 
-fn joined(r: Result<RunOutcome, tokio::task::JoinError>, pid: u32) -> RunOutcome {
-  r.unwrap_or_else(|e| RunOutcome {
+fn joined(r: Result<LeftRunning, tokio::task::JoinError>, pid: u32) -> LeftRunning {
+  r.unwrap_or_else(|e| LeftRunning {
+    outcome: failed_outcome(pid, e),
+    mark: String::new(),
+    left: Vec::new(),
+    pumps: None,
+  })
+}
+
+fn failed_outcome(pid: u32, e: tokio::task::JoinError) -> RunOutcome {
+  RunOutcome {
     pid,
     exit_code: -1,
     signal: None,
@@ -174,7 +191,7 @@ fn joined(r: Result<RunOutcome, tokio::task::JoinError>, pid: u32) -> RunOutcome
       ErrorCode::EIO,
       format!("the supervisor of pid {pid} failed: {e}"),
     )),
-  })
+  }
 }
 
 /// Take what both streams hold since the last take, rendered.
@@ -187,11 +204,13 @@ fn take_streams(
     let mut c = lock(capture);
     (c.out.take(carry), c.err.take(carry))
   };
-  let render = |seg| {
-    let (text, truncation) = render_segment(&seg, limits);
-    StreamOutput { text, truncation }
+  let (o, e) = render_pair(&o, &e, limits);
+  let wrap = |r: Rendered| StreamOutput {
+    text: r.text,
+    truncation: r.truncation,
+    binary: r.binary,
   };
-  (render(o), render(e))
+  (wrap(o), wrap(e))
 }
 
 fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
@@ -200,11 +219,13 @@ fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
       name: "stdout",
       text: &out.text,
       truncation: &out.truncation,
+      binary: out.binary,
     },
     Shown {
       name: "stderr",
       text: &err.text,
       truncation: &err.truncation,
+      binary: err.binary,
     },
   ]
 }
@@ -302,8 +323,20 @@ impl CommandRunner {
       owner,
     };
     let wait_cancel = cancel.clone();
-    let mut handle: JoinHandle<RunOutcome> =
-      tokio::spawn(async move { exec.wait(&policy, &wait_cancel).await.outcome });
+    let adopt = !opts.cleanup;
+    let mut handle: JoinHandle<LeftRunning> = tokio::spawn(async move {
+      if adopt {
+        exec.wait_leaving_tree(&policy, &wait_cancel).await
+      } else {
+        let mark = exec.mark().to_owned();
+        LeftRunning {
+          outcome: exec.wait(&policy, &wait_cancel).await.outcome,
+          mark,
+          left: Vec::new(),
+          pumps: None,
+        }
+      }
+    });
 
     if !opts.background {
       guard(&self.inner.foreground).insert(pid, cancel.clone());
@@ -315,8 +348,18 @@ impl CommandRunner {
           .map(|r| joined(r, pid)),
       };
       guard(&self.inner.foreground).remove(&pid);
-      if let Some(outcome) = finished {
-        return finish_foreground(outcome, &capture, limits, started.elapsed());
+      if let Some(left) = finished {
+        let adopted = adopt_left(&self.inner, left.left, &left.mark, &capture, limits);
+        let keep_log = !adopted.is_empty();
+        let mut res =
+          finish_foreground(left.outcome, &capture, limits, started.elapsed(), keep_log);
+        if keep_log {
+          res.text.push_str("\n\n");
+          res.text.push_str(&format_left_running(&adopted, &res.log));
+          res.adopted = adopted;
+          close_log_after(&capture, left.pumps);
+        }
+        return res;
       }
     }
 
@@ -333,16 +376,28 @@ impl CommandRunner {
       limits,
       cancel: cancel.clone(),
       done: rx,
+      adopted: false,
+      left: Mutex::new(Vec::new()),
     });
-    guard(&self.inner.procs).insert(pid, proc);
+    guard(&self.inner.procs).insert(pid, proc.clone());
     if self.is_closed() {
       cancel.cancel();
     }
     let cap = capture.clone();
+    let weak = Arc::downgrade(&self.inner);
     tokio::spawn(async move {
-      let outcome = joined(handle.await, pid);
-      lock(&cap).log.finish(true);
-      let _ = tx.send(Some((outcome, Instant::now())));
+      let left = joined(handle.await, pid);
+      let adopted = match weak.upgrade() {
+        Some(inner) => adopt_left(&inner, left.left, &left.mark, &cap, limits),
+        None => Vec::new(),
+      };
+      if adopted.is_empty() {
+        lock(&cap).log.finish(true);
+      } else {
+        *guard(&proc.left) = adopted;
+        close_log_after(&cap, left.pumps);
+      }
+      let _ = tx.send(Some((left.outcome, Instant::now())));
     });
 
     let after = if opts.background { None } else { opts.timeout };
@@ -360,6 +415,7 @@ impl CommandRunner {
       is_error: false,
       duration: started.elapsed(),
       error: None,
+      adopted: Vec::new(),
     }
   }
 
@@ -398,7 +454,7 @@ impl CommandRunner {
           None => (true, None, None, false, p.started_at.elapsed()),
           Some((o, at)) => (
             false,
-            Some(o.exit_code),
+            Some(o.exit_code).filter(|_| !p.adopted),
             o.signal.clone(),
             o.canceled,
             at.saturating_duration_since(p.started_at),
@@ -469,6 +525,10 @@ fn check_result(p: &BgProc) -> CheckResult {
   let log = lock(&p.capture).log.status(false);
   let state = match &outcome {
     None => ProcessState::Running,
+    Some((o, _)) if p.adopted => ProcessState::Gone {
+      signal: o.signal.clone(),
+      killed: o.canceled,
+    },
     Some((o, _)) => ProcessState::Exited {
       code: o.exit_code,
       signal: o.signal.clone(),
@@ -484,12 +544,21 @@ fn check_result(p: &BgProc) -> CheckResult {
   );
   let (exit_code, signal, killed) = match &outcome {
     None => (None, None, false),
-    Some((o, _)) => (Some(o.exit_code), o.signal.clone(), o.canceled),
+    Some((o, _)) => (
+      Some(o.exit_code).filter(|_| !p.adopted),
+      o.signal.clone(),
+      o.canceled,
+    ),
   };
   let error = outcome.as_ref().and_then(|(o, _)| limit_error(o)).cloned();
   if let Some(e) = &error {
     text.push_str("\n\n");
     text.push_str(&e.message());
+  }
+  let left = std::mem::take(&mut *guard(&p.left));
+  if !left.is_empty() {
+    text.push_str("\n\n");
+    text.push_str(&format_left_running(&left, &log));
   }
   CheckResult {
     pid: p.pid,
@@ -516,10 +585,19 @@ fn finish_foreground(
   capture: &SharedCapture,
   limits: Limits,
   duration: Duration,
+  keep_log: bool,
 ) -> CommandResult {
   let (stdout, stderr) = take_streams(capture, limits, false);
-  let cut = stdout.truncation.truncated() || stderr.truncation.truncated();
-  let log = lock(capture).log.finish(cut);
+  let cut = stdout.truncation.truncated()
+    || stderr.truncation.truncated()
+    || stdout.binary
+    || stderr.binary;
+  let log = if keep_log {
+    // still written to by what the command left running
+    lock(capture).log.status(true)
+  } else {
+    lock(capture).log.finish(cut)
+  };
   let mut text = format_finished(
     &shown(&stdout, &stderr),
     outcome.exit_code,
@@ -544,7 +622,177 @@ fn finish_foreground(
     is_error: outcome.exit_code != 0,
     duration,
     error: outcome.error,
+    adopted: Vec::new(),
   }
+}
+
+/// Close the log once the pumps reached EOF (the last process that held
+/// the output pipes is gone).
+fn close_log_after(capture: &SharedCapture, pumps: Option<JoinHandle<()>>) {
+  let cap = capture.clone();
+  tokio::spawn(async move {
+    if let Some(p) = pumps {
+      let _ = p.await;
+    }
+    lock(&cap).log.finish(true);
+  });
+}
+
+/// `/proc/<pid>/cmdline` as a shell would show it, at most 200 characters.
+fn command_line(pid: i32) -> String {
+  let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+  let words: Vec<String> = raw
+    .split(|&b| b == 0)
+    .filter(|w| !w.is_empty())
+    .map(|w| String::from_utf8_lossy(w).into_owned())
+    .collect();
+  let mut line = words.join(" ");
+  if line.chars().count() > 200 {
+    line = line.chars().take(199).collect::<String>() + "…";
+  }
+  if line.is_empty() {
+    line = tree::stat(pid).map_or_else(String::new, |_| format!("[pid {pid}]"));
+  }
+  line
+}
+
+/// Adopt what a command left running (`left`: its marked processes still
+/// running after `bash` exited) as background jobs of the runner: one per
+/// process whose parent is not among them (the server, not its workers).
+/// Each job's output is the command's (shared). Returns (pid, command line).
+fn adopt_left(
+  inner: &Arc<Inner>,
+  left: Vec<i32>,
+  mark: &str,
+  capture: &SharedCapture,
+  limits: Limits,
+) -> Vec<(u32, String)> {
+  let alive: Vec<(i32, tree::Stat)> = left
+    .into_iter()
+    .filter_map(|p| tree::stat(p).filter(tree::alive).map(|st| (p, st)))
+    .collect();
+  let pids: HashSet<i32> = alive.iter().map(|(p, _)| *p).collect();
+  let mut adopted = Vec::new();
+  for (pid, st) in alive.iter().filter(|(_, st)| !pids.contains(&st.ppid)) {
+    let command = command_line(*pid);
+    let cancel = CancellationToken::new();
+    let (tx, rx) = watch::channel(None);
+    let proc = Arc::new(BgProc {
+      pid: *pid as u32,
+      command: command.clone(),
+      started: SystemTime::now(),
+      started_at: Instant::now(),
+      capture: capture.clone(),
+      limits,
+      cancel: cancel.clone(),
+      done: rx,
+      adopted: true,
+      left: Mutex::new(Vec::new()),
+    });
+    guard(&inner.procs).insert(*pid as u32, proc);
+    if inner.closed.load(Ordering::SeqCst) {
+      cancel.cancel();
+    }
+    tokio::spawn(watch_adopted(
+      *pid,
+      st.start,
+      mark.to_owned(),
+      cancel,
+      tx,
+      inner.config.kill_grace,
+    ));
+    adopted.push((*pid as u32, command));
+  }
+  adopted
+}
+
+/// Whether `pid` is still the process that was adopted (not a reuse of its pid).
+fn still_alive(pid: i32, start: u64) -> bool {
+  tree::stat(pid).is_some_and(|st| st.start == start && tree::alive(&st))
+}
+
+/// `pid` and its descendants among the processes marked with `mark`.
+fn subtree(pid: i32, mark: &str) -> Vec<i32> {
+  let marked: Vec<(i32, i32)> = tree::running_marked(mark)
+    .into_iter()
+    .filter_map(|p| tree::stat(p).map(|st| (p, st.ppid)))
+    .collect();
+  let mut out = vec![pid];
+  let mut i = 0;
+  while i < out.len() {
+    let parent = out[i];
+    for (p, pp) in &marked {
+      if *pp == parent && !out.contains(p) {
+        out.push(*p);
+      }
+    }
+    i += 1;
+  }
+  out
+}
+
+/// Signal an adopted process, its descendants and, if it leads one, its
+/// process group.
+fn signal_adopted(pid: i32, mark: &str, sig: i32) {
+  let pids = subtree(pid, mark);
+  if tree::pgid_of(pid) == Some(pid) {
+    unsafe { libc::kill(-pid, sig) };
+  }
+  for p in pids {
+    crate::reaper::note(p);
+    unsafe { libc::kill(p, sig) };
+  }
+}
+
+/// Watch an adopted process until it ends (polling /proc: it is not our
+/// child), or kill it when `cancel` fires (SIGTERM, SIGKILL after `grace`).
+async fn watch_adopted(
+  pid: i32,
+  start: u64,
+  mark: String,
+  cancel: CancellationToken,
+  tx: watch::Sender<Option<(RunOutcome, Instant)>>,
+  grace: Duration,
+) {
+  let outcome = |canceled: bool, signal: Option<&str>| RunOutcome {
+    pid: pid as u32,
+    exit_code: -1,
+    signal: signal.map(str::to_owned),
+    timed_out: false,
+    canceled,
+    duration: Duration::ZERO,
+    stdout_bytes: 0,
+    stderr_bytes: 0,
+    error: None,
+  };
+  loop {
+    tokio::select! {
+      _ = cancel.cancelled() => break,
+      _ = tokio::time::sleep(Duration::from_millis(100)) => {
+        if !still_alive(pid, start) {
+          let _ = tx.send(Some((outcome(false, None), Instant::now())));
+          return;
+        }
+      }
+    }
+  }
+  let mut signal = "SIGTERM";
+  if still_alive(pid, start) {
+    signal_adopted(pid, &mark, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while still_alive(pid, start) && Instant::now() < deadline {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if still_alive(pid, start) {
+      signal = "SIGKILL";
+      signal_adopted(pid, &mark, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while still_alive(pid, start) && Instant::now() < deadline {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  }
+  let _ = tx.send(Some((outcome(true, Some(signal)), Instant::now())));
 }
 
 /// Delete `exec-native-<hex>.log` files in `dir` last modified more than
@@ -725,6 +973,64 @@ mod tests {
     assert!(r.list().iter().any(|p| p.pid == res.pid && p.killed));
     let after = r.run("echo hi", opts(dir.path())).await;
     assert_eq!(after.error.unwrap().code, ErrorCode::ECANCELED);
+  }
+
+  #[tokio::test]
+  async fn what_a_command_leaves_running_is_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let res = r
+      .run(
+        "sleep 30 & setsid nohup sleep 31 >/dev/null 2>&1 & sleep 0.2; echo started",
+        opts(dir.path()),
+      )
+      .await;
+    assert_eq!(res.exit_code, Some(0));
+    assert_eq!(res.adopted.len(), 2, "{}", res.text);
+    let (a, b) = (res.adopted[0].0, res.adopted[1].0);
+    assert!(
+      res.text.contains("[Left running in the background:\n"),
+      "{}",
+      res.text
+    );
+    assert!(res.text.contains(&format!("pid {a}: sleep 3")));
+    assert!(res.text.ends_with("Use check_pid or kill_pid to manage.]"));
+    assert!(still_alive(a as i32, tree::stat(a as i32).unwrap().start));
+    let c = r.check(a).unwrap();
+    assert!(c.running);
+    let k = r.kill(a).await.unwrap();
+    assert!(k.killed && !k.running && k.exit_code.is_none());
+    assert!(
+      k.text
+        .starts_with(&format!("[Process {a} killed (SIGTERM).")),
+      "{}",
+      k.text
+    );
+    assert!(tree::is_dead(a as i32));
+    assert!(!tree::is_dead(b as i32));
+    assert_eq!(r.close().await, 1);
+    assert!(tree::is_dead(b as i32));
+  }
+
+  #[tokio::test]
+  async fn cleanup_takes_the_tree_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = runner(dir.path());
+    let mut o = opts(dir.path());
+    o.cleanup = true;
+    let res = r.run("sleep 30 & echo $!", o).await;
+    assert!(res.adopted.is_empty());
+    assert_eq!(
+      res.text,
+      format!("stdout:\n{}\nexit code: 0", res.stdout.text)
+    );
+    let pid: i32 = res.stdout.text.trim().parse().unwrap();
+    let t = Instant::now();
+    while !tree::is_dead(pid) && t.elapsed() < Duration::from_secs(3) {
+      tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(tree::is_dead(pid));
+    assert!(r.list().is_empty());
   }
 
   #[test]

@@ -17,7 +17,19 @@ pub struct Shown<'a> {
   pub name: &'a str,
   pub text: &'a str,
   pub truncation: &'a Truncation,
+  /// Binary output: shown as `[binary output: N bytes, saved to <log>]`.
+  pub binary: bool,
 }
+
+impl Shown<'_> {
+  /// Nothing to show: the section is left out.
+  fn is_empty(&self) -> bool {
+    self.text.is_empty() && !self.binary && !self.truncation.truncated()
+  }
+}
+
+/// What the model reads when a command printed nothing.
+pub const NO_OUTPUT: &str = "(no output)";
 
 /// `51200` -> `50KB`, `1536` -> `1.5KB`, `512` -> `512B`.
 pub fn format_size(bytes: usize) -> String {
@@ -86,14 +98,42 @@ fn body(text: &str) -> &str {
   text.strip_suffix('\n').unwrap_or(text)
 }
 
-fn sections(out: &mut String, streams: &[Shown]) {
-  for (i, s) in streams.iter().enumerate() {
-    if i > 0 {
+/// `[binary output: 1000 bytes, saved to /tmp/exec-native-….log]`
+pub fn binary_notice(bytes: u64, log: &LogStatus) -> String {
+  match log {
+    LogStatus::Saved(p) => format!("[binary output: {bytes} bytes, saved to {}]", p.display()),
+    LogStatus::Incomplete(p, e) => format!(
+      "[binary output: {bytes} bytes, saved to {} (may be incomplete: {e})]",
+      p.display()
+    ),
+    LogStatus::Failed(e) => format!("[binary output: {bytes} bytes; it could not be saved: {e}]"),
+    LogStatus::NotNeeded => format!("[binary output: {bytes} bytes]"),
+  }
+}
+
+/// The labelled sections of the streams that have something to show, or
+/// `(no output)` once. With `counts`, a cut stream's label says how many
+/// lines it shows (`stdout (last 2000 lines):`).
+fn sections(out: &mut String, streams: &[Shown], log: &LogStatus, counts: bool) {
+  let mut first = true;
+  for s in streams.iter().filter(|s| !s.is_empty()) {
+    if !first {
       out.push_str("\n\n");
     }
+    first = false;
     out.push_str(s.name);
+    if counts && s.truncation.truncated() {
+      out.push_str(&format!(" (last {} lines)", s.truncation.output_lines));
+    }
     out.push_str(":\n");
-    out.push_str(body(s.text));
+    if s.binary {
+      out.push_str(&binary_notice(s.truncation.total_bytes, log));
+    } else {
+      out.push_str(body(s.text));
+    }
+  }
+  if first {
+    out.push_str(NO_OUTPUT);
   }
 }
 
@@ -125,7 +165,7 @@ pub fn format_finished(
   log: &LogStatus,
 ) -> String {
   let mut out = String::new();
-  sections(&mut out, streams);
+  sections(&mut out, streams, log, false);
   out.push_str("\n\n");
   out.push_str(&exit_line(exit_code, signal));
   let notices: Vec<String> = streams
@@ -157,7 +197,7 @@ fn closing(out: &mut String, streams: &[Shown], max_bytes: usize, log: &LogStatu
 }
 
 fn any_output(streams: &[Shown]) -> bool {
-  streams.iter().any(|s| s.truncation.total_bytes > 0)
+  streams.iter().any(|s| !s.is_empty())
 }
 
 /// A command that went to the background, after its timeout (`after`) or at
@@ -177,19 +217,40 @@ pub fn format_backgrounded(
     None => format!("[Command started in the background (pid {pid})."),
   };
   if after.is_some() {
-    sections(&mut out, streams);
+    sections(&mut out, streams, log, false);
   } else if any_output(streams) {
     out.push_str(" Output so far:\n\n");
-    sections(&mut out, streams);
+    sections(&mut out, streams, log, false);
   }
   closing(&mut out, streams, max_bytes, log, true);
   out
+}
+
+/// What a command left running, now background jobs of the runner:
+///
+/// ```text
+/// [Left running in the background:
+/// pid 4242: python3 -m http.server 8765
+/// Full output: /tmp/exec-native-….log
+/// Use check_pid or kill_pid to manage.]
+/// ```
+pub fn format_left_running(left: &[(u32, String)], log: &LogStatus) -> String {
+  let mut lines = vec!["[Left running in the background:".to_owned()];
+  lines.extend(left.iter().map(|(pid, cmd)| format!("pid {pid}: {cmd}")));
+  lines.extend(log_sentence(log));
+  lines.push(format!("{MANAGE_HINT}]"));
+  lines.join("\n")
 }
 
 /// How a background process stands at a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessState {
   Running,
+  /// An adopted process (not our child) is gone: its exit code is unknown.
+  Gone {
+    signal: Option<String>,
+    killed: bool,
+  },
   Exited {
     code: i32,
     signal: Option<String>,
@@ -208,6 +269,16 @@ pub fn format_check(
 ) -> String {
   let mut out = match state {
     ProcessState::Running => format!("[Process {pid} still running."),
+    ProcessState::Gone {
+      killed: true,
+      signal,
+    } => format!(
+      "[Process {pid} killed ({}).",
+      signal.as_deref().unwrap_or("SIGTERM")
+    ),
+    ProcessState::Gone { .. } => {
+      format!("[Process {pid} is no longer running (exit code unknown: it was not started by this runner).")
+    }
     ProcessState::Exited {
       code,
       signal,
@@ -223,22 +294,21 @@ pub fn format_check(
     } => format!("[Process {pid} was terminated by {s} (exit code {code})."),
     ProcessState::Exited { code, .. } => format!("[Process {pid} exited with code {code}."),
   };
+  let running = *state == ProcessState::Running;
   if !any_output(streams) {
     out.push_str("\n\nNo new output since last check.");
   } else {
-    if *state == ProcessState::Running {
-      out.push_str("\n\nNew output since last check:");
+    if running {
+      let lines: u64 = streams.iter().map(|s| s.truncation.total_lines).sum();
+      let unit = if lines == 1 { "line" } else { "lines" };
+      out.push_str(&format!(
+        "\n\nNew output since last check ({lines} {unit}):"
+      ));
     }
     out.push_str("\n\n");
-    sections(&mut out, streams);
+    sections(&mut out, streams, log, !running);
   }
-  closing(
-    &mut out,
-    streams,
-    max_bytes,
-    log,
-    *state == ProcessState::Running,
-  );
+  closing(&mut out, streams, max_bytes, log, running);
   out
 }
 
@@ -269,11 +339,13 @@ mod tests {
           name: "stdout",
           text: "hello\n",
           truncation: &o,
+          binary: false,
         },
         Shown {
           name: "stderr",
           text: "",
           truncation: &e,
+          binary: false,
         },
       ],
       0,
@@ -281,7 +353,7 @@ mod tests {
       51200,
       &LogStatus::NotNeeded,
     );
-    assert_eq!(text, "stdout:\nhello\n\nstderr:\n\n\nexit code: 0");
+    assert_eq!(text, "stdout:\nhello\n\nexit code: 0");
   }
 
   #[test]
@@ -298,6 +370,7 @@ mod tests {
       name: "stdout",
       text: "",
       truncation: &t,
+      binary: false,
     };
     let log = LogStatus::Saved(PathBuf::from("/tmp/exec-native-a1b2c3d4.log"));
     assert_eq!(
@@ -347,32 +420,36 @@ mod tests {
         name: "stdout",
         text: "tick\n",
         truncation: &o,
+        binary: false,
       },
       Shown {
         name: "stderr",
         text: "",
         truncation: &e,
+        binary: false,
       },
     ];
     let log = LogStatus::Saved(PathBuf::from("/tmp/l.log"));
     assert_eq!(
       format_backgrounded(42, Some(Duration::from_millis(500)), &streams, 51200, &log),
-      "[Command backgrounded after 0.5s timeout (pid 42). Partial output:\n\nstdout:\ntick\n\nstderr:\n\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
+      "[Command backgrounded after 0.5s timeout (pid 42). Partial output:\n\nstdout:\ntick\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
     );
     assert_eq!(
       format_check(42, &ProcessState::Running, &streams, 51200, &log),
-      "[Process 42 still running.\n\nNew output since last check:\n\nstdout:\ntick\n\nstderr:\n\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
+      "[Process 42 still running.\n\nNew output since last check (1 line):\n\nstdout:\ntick\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
     );
     let none = [
       Shown {
         name: "stdout",
         text: "",
         truncation: &e,
+        binary: false,
       },
       Shown {
         name: "stderr",
         text: "",
         truncation: &e,
+        binary: false,
       },
     ];
     let exited = ProcessState::Exited {
@@ -383,6 +460,95 @@ mod tests {
     assert_eq!(
       format_check(42, &exited, &none, 51200, &log),
       "[Process 42 exited with code 0.\n\nNo new output since last check.\n\nFull output: /tmp/l.log]"
+    );
+  }
+
+  #[test]
+  fn empty_sections_print_no_output_once() {
+    let e = whole("");
+    let none = [
+      Shown {
+        name: "stdout",
+        text: "",
+        truncation: &e,
+        binary: false,
+      },
+      Shown {
+        name: "stderr",
+        text: "",
+        truncation: &e,
+        binary: false,
+      },
+    ];
+    assert_eq!(
+      format_finished(&none, 0, None, 51200, &LogStatus::NotNeeded),
+      "(no output)\n\nexit code: 0"
+    );
+  }
+
+  #[test]
+  fn binary_says_size_and_log() {
+    let t = Truncation::whole(3, 1000);
+    let e = whole("");
+    let streams = [
+      Shown {
+        name: "stdout",
+        text: "",
+        truncation: &t,
+        binary: true,
+      },
+      Shown {
+        name: "stderr",
+        text: "",
+        truncation: &e,
+        binary: false,
+      },
+    ];
+    let log = LogStatus::Saved(PathBuf::from("/tmp/b.log"));
+    assert_eq!(
+      format_finished(&streams, 0, None, 51200, &log),
+      "stdout:\n[binary output: 1000 bytes, saved to /tmp/b.log]\n\nexit code: 0"
+    );
+  }
+
+  #[test]
+  fn exited_check_labels_cut_streams_with_their_line_count() {
+    let t = Truncation {
+      total_lines: 8500,
+      total_bytes: 38894,
+      output_lines: 2000,
+      output_bytes: 10000,
+      truncated_by: Some(TruncatedBy::Lines),
+      last_line_partial: false,
+    };
+    let e = whole("x\n");
+    let streams = [
+      Shown {
+        name: "stdout",
+        text: "…\n",
+        truncation: &t,
+        binary: false,
+      },
+      Shown {
+        name: "stderr",
+        text: "x\n",
+        truncation: &e,
+        binary: false,
+      },
+    ];
+    let log = LogStatus::Saved(PathBuf::from("/tmp/l.log"));
+    let exited = ProcessState::Exited {
+      code: 0,
+      signal: None,
+      killed: false,
+    };
+    assert_eq!(
+      format_check(7, &exited, &streams, 51200, &log),
+      "[Process 7 exited with code 0.\n\nstdout (last 2000 lines):\n…\n\nstderr:\nx\n\nstdout: Showing last 2000 of 8500 lines.\nFull output: /tmp/l.log]"
+    );
+    assert!(
+      format_check(7, &ProcessState::Running, &streams, 51200, &log)
+        .contains("New output since last check (8501 lines):")
     );
   }
 }

@@ -13,6 +13,7 @@ pub mod background;
 pub mod format;
 pub mod offload;
 pub mod sanitize;
+pub mod tool;
 pub mod truncate;
 
 use std::path::PathBuf;
@@ -68,6 +69,9 @@ pub struct CommandOptions {
   pub resource_limits: crate::limits::Limits,
   /// PR_SET_PDEATHSIG for `bash` (SIGKILL when the host dies).
   pub die_with_parent: bool,
+  /// When `bash` exits, terminate what it left running instead of adopting
+  /// it as background jobs of the runner.
+  pub cleanup: bool,
 }
 
 impl CommandOptions {
@@ -81,6 +85,7 @@ impl CommandOptions {
       background: false,
       resource_limits: crate::limits::Limits::default(),
       die_with_parent: false,
+      cleanup: false,
     }
   }
 }
@@ -88,9 +93,12 @@ impl CommandOptions {
 /// One stream as the model sees it.
 #[derive(Debug, Clone, Default)]
 pub struct StreamOutput {
-  /// Sanitized and tail-truncated.
+  /// Sanitized and tail-truncated (empty for binary output).
   pub text: String,
   pub truncation: Truncation,
+  /// The stream is binary (a NUL byte, or many invalid UTF-8 bytes): the
+  /// model is told its size and where the log is instead.
+  pub binary: bool,
 }
 
 /// A command moved to the background.
@@ -121,6 +129,8 @@ pub struct CommandResult {
   pub duration: Duration,
   /// Why the command could not start.
   pub error: Option<ExecError>,
+  /// What the command left running, adopted as background jobs: (pid, command line).
+  pub adopted: Vec<(u32, String)>,
 }
 
 impl CommandResult {
@@ -139,6 +149,7 @@ impl CommandResult {
       is_error: true,
       duration: Duration::ZERO,
       error: Some(error),
+      adopted: Vec::new(),
     }
   }
 }

@@ -21,7 +21,9 @@ use crate::run::OutputSink;
 use crate::utf8::incomplete_suffix_len;
 
 use super::sanitize::sanitize_bytes;
-use super::truncate::{count_newlines, truncate_tail, Limits, TruncatedBy, Truncation};
+use super::truncate::{
+  count_lines, count_newlines, truncate_tail, Limits, TruncatedBy, Truncation,
+};
 
 /// Prefix and suffix of log file names: `exec-native-<16 hex>.log`.
 pub const LOG_PREFIX: &str = "exec-native-";
@@ -40,7 +42,7 @@ pub(crate) struct StreamTail {
 
 /// What a take hands out: the window and the totals of the segment it ends.
 #[derive(Debug, Default)]
-pub(crate) struct Segment {
+pub struct Segment {
   pub bytes: Vec<u8>,
   /// Bytes of the segment fell out of the window.
   pub dropped: bool,
@@ -111,28 +113,181 @@ impl StreamTail {
   }
 }
 
-/// The window of a segment, sanitized and tail-truncated, with the counts of
-/// the whole segment.
-pub(crate) fn render_segment(seg: &Segment, limits: Limits) -> (String, Truncation) {
+/// A segment made ready for the model: the whole-line window, sanitized,
+/// with `\r` redraws collapsed; or the finding that it is binary.
+struct Prepared {
+  clean: String,
+  /// The window starts inside a line that has no end within it.
+  partial: bool,
+  binary: bool,
+  /// What fell out of the window were only frames of its first line that a
+  /// later `\r` redraws: nothing the model would see was cut.
+  redraws_only: bool,
+}
+
+/// Binary output: a NUL byte, or more than 10% of the bytes outside valid
+/// UTF-8 (text in a legacy encoding has far fewer).
+pub fn looks_binary(bytes: &[u8]) -> bool {
+  if bytes.contains(&0) {
+    return true;
+  }
+  let invalid: usize = bytes.utf8_chunks().map(|c| c.invalid().len()).sum();
+  invalid * 10 > bytes.len()
+}
+
+/// What a terminal shows of each line: the text after its last `\r` (a
+/// progress bar redrawn 20,000 times is one line). A line whose last `\r`
+/// ends it shows the last non-empty frame.
+pub fn collapse_redraws(text: &str) -> std::borrow::Cow<'_, str> {
+  if !text.contains('\r') {
+    return std::borrow::Cow::Borrowed(text);
+  }
+  let mut out = String::with_capacity(text.len());
+  for line in text.split_inclusive('\n') {
+    let (body, nl) = match line.strip_suffix('\n') {
+      Some(b) => (b, "\n"),
+      None => (line, ""),
+    };
+    let shown = body.rsplit('\r').find(|f| !f.is_empty()).unwrap_or("");
+    out.push_str(shown);
+    out.push_str(nl);
+  }
+  std::borrow::Cow::Owned(out)
+}
+
+fn prepare(seg: &Segment) -> Prepared {
+  if looks_binary(&seg.bytes) {
+    return Prepared {
+      clean: String::new(),
+      partial: false,
+      binary: true,
+      redraws_only: false,
+    };
+  }
   let mut bytes: &[u8] = &seg.bytes;
   let mut partial = false;
+  let mut redraws_only = false;
   if seg.dropped {
-    // the window starts inside a line: drop that fragment if a whole line follows
-    match bytes.iter().position(|&b| b == b'\n') {
-      Some(i) if i + 1 < bytes.len() => bytes = &bytes[i + 1..],
-      _ => partial = true,
+    let first_end = bytes.iter().position(|&b| b == b'\n');
+    let first = &bytes[..first_end.unwrap_or(bytes.len())];
+    // no newline fell out of the window, and the first line's fragment is
+    // redrawn after a `\r`: what the terminal shows of it is all here
+    if count_lines(bytes) == seg.total_lines && first.contains(&b'\r') {
+      redraws_only = true;
+    } else {
+      // the window starts inside a line: drop that fragment if a whole line follows
+      match first_end {
+        Some(i) if i + 1 < bytes.len() => bytes = &bytes[i + 1..],
+        _ => partial = true,
+      }
     }
   }
   let clean = sanitize_bytes(bytes);
-  let (kept, mut t) = truncate_tail(&clean, limits);
+  let clean = collapse_redraws(&clean).into_owned();
+  Prepared {
+    clean,
+    partial,
+    binary: false,
+    redraws_only,
+  }
+}
+
+fn finish_render(seg: &Segment, p: &Prepared, limits: Limits) -> (String, Truncation) {
+  if p.binary {
+    let mut t = Truncation::whole(seg.total_lines, seg.total_bytes);
+    t.output_lines = 0;
+    t.output_bytes = 0;
+    return (String::new(), t);
+  }
+  let (kept, mut t) = truncate_tail(&p.clean, limits);
   let kept = kept.to_owned();
-  t.last_line_partial |= partial && t.output_lines <= 1;
-  if seg.dropped && t.truncated_by.is_none() {
+  t.last_line_partial |= p.partial && t.output_lines <= 1;
+  if seg.dropped && !p.redraws_only && t.truncated_by.is_none() {
     t.truncated_by = Some(TruncatedBy::Bytes);
   }
   t.total_bytes = seg.total_bytes;
   t.total_lines = seg.total_lines.max(t.output_lines);
   (kept, t)
+}
+
+/// The window of a segment, sanitized and tail-truncated, with the counts of
+/// the whole segment.
+#[cfg(test)]
+pub(crate) fn render_segment(seg: &Segment, limits: Limits) -> (String, Truncation) {
+  finish_render(seg, &prepare(seg), limits)
+}
+
+/// One limit shared by two streams: each gets what it needs if both fit;
+/// otherwise each keeps at least half (or all it needs, if less), and the
+/// other takes the rest.
+pub fn split_budget(total: usize, need_a: usize, need_b: usize) -> (usize, usize) {
+  if need_a.saturating_add(need_b) <= total {
+    return (total - need_b, total - need_a);
+  }
+  let a = need_a.min(total - need_b.min(total / 2));
+  let b = total - a;
+  (a.max(1), b.max(1))
+}
+
+/// Two captured byte strings (with the sizes of the whole streams) rendered
+/// as [`render_pair`] does.
+pub fn render_bytes(
+  out: &[u8],
+  out_total: u64,
+  err: &[u8],
+  err_total: u64,
+  limits: Limits,
+) -> (Rendered, Rendered) {
+  let seg = |b: &[u8], total: u64| Segment {
+    bytes: b.to_vec(),
+    dropped: total > b.len() as u64,
+    total_bytes: total,
+    total_lines: count_lines(b),
+  };
+  render_pair(&seg(out, out_total), &seg(err, err_total), limits)
+}
+
+/// One stream rendered for the model.
+#[derive(Debug, Clone, Default)]
+pub struct Rendered {
+  pub text: String,
+  pub truncation: Truncation,
+  pub binary: bool,
+}
+
+/// Both streams rendered under one budget: `limits` covers what is shown of
+/// stdout and stderr together (see [`split_budget`]).
+pub fn render_pair(out: &Segment, err: &Segment, limits: Limits) -> (Rendered, Rendered) {
+  let (po, pe) = (prepare(out), prepare(err));
+  let need = |p: &Prepared| {
+    if p.binary {
+      (0, 0)
+    } else {
+      (count_lines(p.clean.as_bytes()) as usize, p.clean.len())
+    }
+  };
+  let ((lo, bo), (le, be)) = (need(&po), need(&pe));
+  let (lines_o, lines_e) = split_budget(limits.max_lines, lo, le);
+  let (bytes_o, bytes_e) = split_budget(limits.max_bytes, bo, be);
+  let render = |seg: &Segment, p: &Prepared, max_lines, max_bytes| {
+    let (text, truncation) = finish_render(
+      seg,
+      p,
+      Limits {
+        max_lines,
+        max_bytes,
+      },
+    );
+    Rendered {
+      text,
+      truncation,
+      binary: p.binary,
+    }
+  };
+  (
+    render(out, &po, lines_o, bytes_o),
+    render(err, &pe, lines_e, bytes_e),
+  )
 }
 
 /// What became of the full-output log.
@@ -431,5 +586,52 @@ mod tests {
       LogStatus::Failed(e) => assert!(e.contains("/nonexistent/dir"), "{e}"),
       other => panic!("{other:?}"),
     }
+  }
+
+  #[test]
+  fn redraws_collapse_to_the_last_frame() {
+    assert_eq!(collapse_redraws("10%\r20%\r30%\ndone\n"), "30%\ndone\n");
+    assert_eq!(collapse_redraws("10%\r20%\r"), "20%");
+    assert_eq!(collapse_redraws("plain\n"), "plain\n");
+    let mut t = StreamTail::new(2 * 51200);
+    for i in 0..=20000 {
+      t.push(format!("\r[{:<50}] {i}/20000", "#".repeat(i * 50 / 20000)).as_bytes());
+    }
+    t.push(b"\n");
+    let (text, tr) = render_segment(&t.take(false), lim(2000, 51200));
+    assert_eq!(text, format!("[{}] 20000/20000\n", "#".repeat(50)));
+    assert!(!tr.truncated());
+  }
+
+  #[test]
+  fn binary_is_detected() {
+    assert!(looks_binary(b"ab\0cd"));
+    let noise: Vec<u8> = (0..1000u32).map(|i| (i * 131 % 256) as u8).collect();
+    assert!(looks_binary(&noise));
+    assert!(!looks_binary("héllo wörld, plain text\n".as_bytes()));
+    assert!(!looks_binary(
+      b"one stray \xff byte in a long enough line of text\n"
+    ));
+  }
+
+  #[test]
+  fn budget_is_split_fairly() {
+    assert_eq!(split_budget(100, 30, 40), (60, 70));
+    assert_eq!(split_budget(100, 500, 500), (50, 50));
+    assert_eq!(split_budget(100, 10, 500), (10, 90));
+    assert_eq!(split_budget(100, 500, 10), (90, 10));
+    let mut o = StreamTail::new(1 << 20);
+    let mut e = StreamTail::new(1 << 20);
+    for i in 0..3000 {
+      o.push(format!("out {i}\n").as_bytes());
+      e.push(format!("err {i}\n").as_bytes());
+    }
+    let (ro, re) = render_pair(&o.take(false), &e.take(false), lim(2000, 51200));
+    assert_eq!(
+      ro.truncation.output_lines + re.truncation.output_lines,
+      2000
+    );
+    assert_eq!(ro.truncation.output_lines, 1000);
+    assert!(ro.text.ends_with("out 2999\n") && re.text.ends_with("err 2999\n"));
   }
 }

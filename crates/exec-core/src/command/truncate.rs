@@ -142,6 +142,13 @@ pub fn truncate_tail(text: &str, limits: Limits) -> (&str, Truncation) {
         while !text.is_char_boundary(cut) {
           cut += 1;
         }
+        // however small the limit, the line keeps its last character
+        if cut >= content_end && content_end > line_start {
+          cut = content_end - 1;
+          while !text.is_char_boundary(cut) {
+            cut -= 1;
+          }
+        }
         start = cut;
         lines = 1;
         partial = true;
@@ -296,5 +303,16 @@ mod tests {
     assert_eq!(out, "end\n");
     assert!(!t.last_line_partial);
     assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+  }
+
+  #[test]
+  fn tiny_byte_limit_keeps_the_last_character() {
+    let (out, t) = truncate_tail("abc\n", lim(10, 1));
+    assert_eq!(out, "c\n");
+    assert!(t.last_line_partial);
+    let (out, _) = truncate_tail("✓✓", lim(10, 2));
+    assert_eq!(out, "✓");
+    let (out, _) = truncate_tail("ab", lim(10, 1));
+    assert_eq!(out, "b");
   }
 }
