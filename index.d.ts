@@ -216,8 +216,9 @@ export declare class Subprocess {
 
 /**
  * The stdin of a `Subprocess` started with `stdin: 'pipe'`. Writes are
- * delivered in call order; each promise settles when the child has taken
- * the bytes (a pipe that is full waits for the child to read).
+ * delivered in call order (one writer task takes them from a queue filled on
+ * the JS thread); each promise settles when the child has taken the bytes (a
+ * full pipe waits for the child to read).
  */
 export declare class SubprocessStdin {
   /**

@@ -99,11 +99,13 @@ describe('spawn (the process handle)', () => {
     const out: string[] = []
     const p = spawn('cat', [], { stdin: 'pipe', onStdout: (d: string) => out.push(d) })
     expect(p.stdin).not.toBeNull()
-    await Promise.all([p.stdin!.write('a'), p.stdin!.write(Buffer.from('b')), p.stdin!.write(new Uint8Array([99]))])
+    const writes = [p.stdin!.write('a'), p.stdin!.write(Buffer.from('b')), p.stdin!.write(new Uint8Array([99]))]
+    for (let i = 0; i < 300; i++) writes.push(p.stdin!.write(`${i},`))
+    await Promise.all(writes)
     await p.stdin!.end()
     const r = await p.exited
     expect(r.exitCode).toBe(0)
-    expect(out.join('')).toBe('abc')
+    expect(out.join('')).toBe('abc' + Array.from({ length: 300 }, (_, i) => `${i},`).join(''))
     await expect(p.stdin!.write('late')).rejects.toMatchObject({ code: 'EPIPE' })
     // without 'pipe', stdin is /dev/null and there is no writer
     const q = spawn('cat', [])

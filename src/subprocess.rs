@@ -16,6 +16,7 @@ use nix::sys::signal::Signal;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::abort::{self, AbortBinding};
 use crate::args::{self, ArgResult};
@@ -357,15 +358,53 @@ impl Subprocess {
 }
 
 /// The stdin of a `Subprocess` started with `stdin: 'pipe'`. Writes are
-/// delivered in call order; each promise settles when the child has taken
-/// the bytes (a pipe that is full waits for the child to read).
+/// delivered in call order (one writer task takes them from a queue filled on
+/// the JS thread); each promise settles when the child has taken the bytes (a
+/// full pipe waits for the child to read).
 #[napi]
 pub struct SubprocessStdin {
-  pipe: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+  ops: mpsc::UnboundedSender<StdinOp>,
+}
+
+enum StdinOp {
+  Write(Vec<u8>, oneshot::Sender<std::result::Result<(), ExecError>>),
+  End(oneshot::Sender<()>),
 }
 
 fn epipe() -> ExecError {
   ExecError::new(ErrorCode::EPIPE, "stdin is closed")
+}
+
+impl SubprocessStdin {
+  /// Start the writer task of `pipe` (in the runtime's context).
+  fn new(pipe: ChildStdin) -> Self {
+    let (ops, mut rx) = mpsc::unbounded_channel::<StdinOp>();
+    napi::bindgen_prelude::spawn(async move {
+      let mut pipe = Some(pipe);
+      // until the handle is gone (then the pipe is dropped: EOF)
+      while let Some(op) = rx.recv().await {
+        match op {
+          StdinOp::Write(bytes, done) => {
+            let r = match pipe.as_mut() {
+              None => Err(epipe()),
+              Some(w) => w.write_all(&bytes).await.map_err(|_| epipe()),
+            };
+            if r.is_err() {
+              pipe = None;
+            }
+            let _ = done.send(r);
+          }
+          StdinOp::End(done) => {
+            if let Some(mut w) = pipe.take() {
+              let _ = w.shutdown().await;
+            }
+            let _ = done.send(());
+          }
+        }
+      }
+    });
+    SubprocessStdin { ops }
+  }
 }
 
 #[napi]
@@ -381,17 +420,14 @@ impl SubprocessStdin {
       Ok(b) => b,
       Err(e) => return reject_type_error(env, e),
     };
-    let pipe = self.pipe.clone();
+    let (done, rx) = oneshot::channel();
+    // queued here, on the JS thread, so that the order is the call order
+    let queued = self.ops.send(StdinOp::Write(bytes, done)).is_ok();
     let fut = async move {
-      let mut guard = pipe.lock().await;
-      let Some(w) = guard.as_mut() else {
+      if !queued {
         return Ok(Err(epipe()));
-      };
-      let r = w.write_all(&bytes).await;
-      Ok(r.map_err(|_| {
-        guard.take();
-        epipe()
-      }))
+      }
+      Ok(rx.await.unwrap_or_else(|_| Err(epipe())))
     };
     env.spawn_future_with_callback(fut, |env, r: std::result::Result<(), ExecError>| {
       r.map_err(|e| coded_error(env, e))
@@ -401,10 +437,11 @@ impl SubprocessStdin {
   /// Close stdin (the child reads EOF) once the writes before it are done.
   #[napi(ts_return_type = "Promise<void>")]
   pub fn end<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let pipe = self.pipe.clone();
+    let (done, rx) = oneshot::channel();
+    let queued = self.ops.send(StdinOp::End(done)).is_ok();
     env.spawn_future(async move {
-      if let Some(mut w) = pipe.lock().await.take() {
-        let _ = w.shutdown().await;
+      if queued {
+        let _ = rx.await;
       }
       Ok(())
     })
@@ -557,10 +594,7 @@ pub fn spawn<'env>(
   };
   let stdin = match stdin {
     Some(w) => {
-      let s = SubprocessStdin {
-        pipe: Arc::new(tokio::sync::Mutex::new(Some(w))),
-      }
-      .into_instance(env)?;
+      let s = within_runtime_if_available(|| SubprocessStdin::new(w)).into_instance(env)?;
       Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
     }
     None => None,
