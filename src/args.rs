@@ -265,6 +265,14 @@ pub fn string_array(v: &Unknown, name: &str) -> ArgResult<Vec<String>> {
     .collect()
 }
 
+/// An optional array of strings (absent, null or undefined: empty).
+pub fn opt_string_array(v: Option<Unknown>, name: &str) -> ArgResult<Vec<String>> {
+  match v {
+    Some(v) if !is_nullish(&v) => string_array(&v, name),
+    _ => Ok(Vec::new()),
+  }
+}
+
 /// [`env_spec`] with [`env_lists`] applied.
 pub fn env_with_lists(obj: Option<&Object>) -> ArgResult<EnvSpec> {
   let mut env = env_spec(obj)?;

@@ -270,10 +270,7 @@ pub fn capture_call<'env>(
 ) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
   let parsed = (|| -> ArgResult<_> {
     let command = args::string(&command, "command")?;
-    let argv = match argv {
-      Some(v) if !args::is_nullish(&v) => args::string_array(&v, "args")?,
-      _ => Vec::new(),
-    };
+    let argv = args::opt_string_array(argv, "args")?;
     let opts = args::options(options, "options")?;
     let common = common_options(opts.as_ref(), DEFAULT_TIMEOUT_MS)?;
     let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;

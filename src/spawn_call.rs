@@ -16,14 +16,6 @@ use crate::host;
 use crate::options::SpawnResult;
 use crate::subprocess::{failed, settle, start, streaming_args, Streaming};
 
-fn string_args(v: Option<Unknown>) -> ArgResult<Vec<String>> {
-  let Some(v) = v else { return Ok(Vec::new()) };
-  if args::is_nullish(&v) {
-    return Ok(Vec::new());
-  }
-  args::string_array(&v, "args")
-}
-
 fn read_streaming<'env>(
   env: &'env Env,
   options: Option<Unknown<'env>>,
@@ -91,7 +83,7 @@ pub fn spawn_call<'env>(
 ) -> Result<PromiseRaw<'env, SpawnResult>> {
   let parsed = (|| -> ArgResult<_> {
     let command = args::string(&command, "command")?;
-    let argv = string_args(argv)?;
+    let argv = args::opt_string_array(argv, "args")?;
     Ok((
       command,
       argv,

@@ -489,10 +489,7 @@ pub fn spawn<'env>(
 ) -> Result<ClassInstance<'env, Subprocess>> {
   let parsed = (|| -> ArgResult<_> {
     let command = args::string(&command, "command")?;
-    let argv = match argv {
-      Some(v) if !args::is_nullish(&v) => args::string_array(&v, "args")?,
-      _ => Vec::new(),
-    };
+    let argv = args::opt_string_array(argv, "args")?;
     let opts = args::options(options, "options")?;
     let o = opts.as_ref();
     let piped = stdin_piped(o)?;

@@ -290,57 +290,40 @@ function streamCode(language: Language) {
     )
 }
 
-type Positional = [string, NodeJS.ProcessEnv | undefined, (d: string) => void, (d: string) => void, number?]
-type PositionalRest = Positional | []
-
-const nodeCode = streamCode('javascript')
-const tsxCode = streamCode('typescript')
-
-/** Object form (distbook): run `entry` with node; returns the handle at once. */
-export function node(options: NodeRequestType): ExecChild
-/** Positional form: run JavaScript code with node, streaming its output. */
-export function node(
-  code: string,
-  cwd: string,
-  env: NodeJS.ProcessEnv | undefined,
-  onStdout: (data: string) => void,
-  onStderr: (data: string) => void,
-  timeout?: number,
-): Promise<SpawnResult>
-export function node(
-  codeOrRequest: string | NodeRequestType,
-  ...rest: PositionalRest
-): ExecChild | Promise<SpawnResult> {
-  if (typeof codeOrRequest === 'object' && codeOrRequest !== null) {
-    return runEntry(codeOrRequest, process.execPath, [])
-  }
-  return nodeCode(codeOrRequest, ...(rest as Positional))
+/** `node` and `tsx`: an entry file (distbook's object form) or code (the seed's positional form). */
+export interface EntryOrCodeRunner {
+  /** Object form (distbook): run `entry`; returns the handle at once. */
+  (options: NodeRequestType): ExecChild
+  /** Positional form: run code, streaming its output; resolves at the end. */
+  (
+    code: string,
+    cwd: string,
+    env: NodeJS.ProcessEnv | undefined,
+    onStdout: (data: string) => void,
+    onStderr: (data: string) => void,
+    timeout?: number,
+  ): Promise<SpawnResult>
 }
 
+function entryOrCode(language: Language, runner: (cwd: string) => { command: string; args: string[] }) {
+  const code = streamCode(language)
+  return ((first: string | NodeRequestType, ...rest: Parameters<typeof code> extends [string, ...infer R] ? R : never) => {
+    if (typeof first === 'object' && first !== null) {
+      const { command, args } = runner(first.cwd)
+      return runEntry(first, command, args)
+    }
+    return code(first, ...rest)
+  }) as EntryOrCodeRunner
+}
+
+/** Run JavaScript with node: `node({ cwd, env, entry, stdout, stderr, onExit })` or `node(code, cwd, env, onStdout, onStderr, timeout?)`. */
+export const node = entryOrCode('javascript', () => ({ command: process.execPath, args: [] }))
 /**
- * Object form (distbook): run `entry` with `<cwd>/node_modules/.bin/tsx`, or
- * with the tsx shipped with exec-native when the project has none.
+ * Run TypeScript: `tsx({ cwd, env, entry, ... })` runs `entry` with
+ * `<cwd>/node_modules/.bin/tsx`, or the tsx shipped with exec-native when the
+ * project has none; `tsx(code, cwd, ...)` strips the types (or uses tsx).
  */
-export function tsx(options: NodeRequestType): ExecChild
-/** Positional form: run TypeScript code (types stripped, or tsx), streaming its output. */
-export function tsx(
-  code: string,
-  cwd: string,
-  env: NodeJS.ProcessEnv | undefined,
-  onStdout: (data: string) => void,
-  onStderr: (data: string) => void,
-  timeout?: number,
-): Promise<SpawnResult>
-export function tsx(
-  codeOrRequest: string | NodeRequestType,
-  ...rest: PositionalRest
-): ExecChild | Promise<SpawnResult> {
-  if (typeof codeOrRequest === 'object' && codeOrRequest !== null) {
-    const { command, args } = tsxCommand(codeOrRequest.cwd)
-    return runEntry(codeOrRequest, command, args)
-  }
-  return tsxCode(codeOrRequest, ...(rest as Positional))
-}
+export const tsx = entryOrCode('typescript', tsxCommand)
 
 /** Run Python with python3, streaming its output. */
 export const python = streamCode('python')
