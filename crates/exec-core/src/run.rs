@@ -196,6 +196,24 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   tokio::process::Command::from(cmd)
 }
 
+/// What the fork path execs: the program, argv (with `arg0`) and exactly the
+/// environment [`build_command`] gives the child.
+fn exec_image(spec: &ProcessSpec, mark: &str) -> Result<crate::spawn::ExecImage, ExecError> {
+  let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+    std::env::vars_os().collect()
+  } else {
+    spec.env.build()
+  };
+  env.retain(|(k, _)| k != tree::MARK_VAR);
+  env.push((tree::MARK_VAR.into(), mark.into()));
+  let mut argv = vec![spec
+    .arg0
+    .clone()
+    .unwrap_or_else(|| spec.program.clone().into_os_string())];
+  argv.extend(spec.args.iter().cloned());
+  crate::spawn::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
+}
+
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
@@ -211,8 +229,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // of posix_spawn: only when limits are asked for)
     let guard = LimitGuard::new(&spec.limits, &mark);
     if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      // the child execs itself (no execvp /bin/sh fallback): the last step
+      let image = exec_image(spec, &mark)?;
       unsafe {
-        cmd.pre_exec(move || plan.apply());
+        cmd.pre_exec(move || {
+          plan.apply()?;
+          Err(image.exec())
+        });
       }
     }
     let started = Instant::now();
@@ -223,6 +246,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let pid = child.id().unwrap_or(0);
     group::register(pid as i32, owner);
     drop(spawning);
+    guard.set_leader(pid as i32);
 
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");
@@ -325,7 +349,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut error = None;
     if limit_hit.is_none() {
-      limit_hit = self.guard.explain(signal.as_deref(), exit_code);
+      limit_hit = self
+        .guard
+        .explain_exit(signal.as_deref(), exit_code, timed_out || canceled);
     }
     if let Some(e) = limit_hit {
       error = Some(e);
@@ -763,10 +789,11 @@ mod bomb_test {
   /// pids cgroup), never with the watchdog alone.
   #[tokio::test]
   async fn classic_fork_bomb_is_capped_and_stopped() {
-    let Some(probe) = crate::cgroup::PidsCgroup::create("probe-bomb-test", 1) else {
+    let mut probe = crate::cgroup::TreeCgroups::create("probe-bomb-test", Some(1), None);
+    if !probe.has_pids() {
       eprintln!("no writable pids cgroup here: the unbounded bomb is not run");
       return;
-    };
+    }
     probe.remove();
     let mut spec = ProcessSpec::new("/bin/bash")
       .arg("-c")
