@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub struct Cgroup {
   path: PathBuf,
   slot: Option<usize>,
+  gone: bool,
 }
 
 const PREFIX: &str = "exec-native-";
@@ -94,11 +95,18 @@ impl Cgroup {
       }
     }
     let slot = register(&path);
-    Some(Cgroup { path, slot })
+    Some(Cgroup {
+      path,
+      slot,
+      gone: false,
+    })
   }
 
   /// Pids in it.
   pub fn procs(&self) -> Vec<i32> {
+    if self.gone {
+      return Vec::new();
+    }
     std::fs::read_to_string(self.path.join("cgroup.procs"))
       .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
       .unwrap_or_default()
@@ -106,8 +114,12 @@ impl Cgroup {
 
   /// Remove it (only works once it is empty); returns whether it is gone.
   pub fn remove(&mut self) -> bool {
+    if self.gone {
+      return true;
+    }
     let gone = std::fs::remove_dir(&self.path).is_ok() || !self.path.exists();
     if gone {
+      self.gone = true;
       if let Some(s) = self.slot.take() {
         unregister(s);
       }
@@ -121,6 +133,9 @@ impl Cgroup {
 
   /// The value of `key` in the flat-keyed file `file` (`max 3`).
   fn counter(&self, file: &str, key: &str) -> u64 {
+    if self.gone {
+      return 0;
+    }
     std::fs::read_to_string(self.path.join(file))
       .ok()
       .and_then(|s| {
@@ -213,8 +228,9 @@ impl TreeCgroups {
     Some(self.dirs.len() - 1)
   }
 
+  /// Whether there is no cgroup (left).
   pub fn is_empty(&self) -> bool {
-    self.dirs.is_empty()
+    self.dirs.iter().all(|d| d.gone)
   }
 
   /// Whether the kernel caps the number of processes.
@@ -265,8 +281,11 @@ impl TreeCgroups {
 
   /// Remove every directory that is empty; returns whether all are gone.
   pub fn remove(&mut self) -> bool {
-    self.dirs.retain_mut(|d| !d.remove());
-    self.dirs.is_empty()
+    let mut all = true;
+    for d in &mut self.dirs {
+      all &= d.remove();
+    }
+    all
   }
 }
 
