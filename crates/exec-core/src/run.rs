@@ -741,6 +741,73 @@ mod limit_tests {
   }
 
   #[tokio::test]
+  async fn memory_limit_holds_for_a_scrubbed_environment() {
+    // `env -i`: the mark is gone, the process is still in the tree
+    let o = run_limited(
+      "env -i python3 -c 'x = b\"a\" * (300 << 20); import time; time.sleep(10)'",
+      Limits {
+        memory_bytes: Some(50 << 20),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(
+      o.error.expect("limit error").message(),
+      "exec: memory limit of 50 MiB exceeded (ELIMIT)"
+    );
+    assert!(o.duration < Duration::from_secs(8));
+  }
+
+  #[tokio::test]
+  async fn cpu_hard_limit_is_reported_when_sigxcpu_is_ignored() {
+    let o = run_limited(
+      "trap '' XCPU; exec python3 -c 'import signal; signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass'",
+      Limits {
+        cpu_seconds: Some(1),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(o.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(
+      o.error.expect("limit error").message(),
+      "exec: CPU time limit of 1s exceeded (ELIMIT)"
+    );
+  }
+
+  #[tokio::test]
+  async fn the_fork_path_refuses_what_the_fast_path_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("no-shebang");
+    std::fs::write(&script, "echo ran-by-sh\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (limits, die) in [
+      (Limits::default(), false),
+      (
+        Limits {
+          cpu_seconds: Some(10),
+          ..Default::default()
+        },
+        false,
+      ),
+      (Limits::default(), true),
+    ] {
+      let mut spec = ProcessSpec::new(&script);
+      spec.limits = limits;
+      spec.die_with_parent = die;
+      let e = Execution::spawn(&spec, 0, Discard, Discard)
+        .err()
+        .expect("ENOEXEC");
+      assert_eq!(e.code, ErrorCode::ESPAWN);
+      assert!(
+        e.what.ends_with("Exec format error (os error 8)"),
+        "{}",
+        e.what
+      );
+    }
+  }
+
+  #[tokio::test]
   async fn file_size_limit_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
