@@ -32,8 +32,10 @@ pub fn init_env(env: &Env) -> Result<()> {
   // process.exit() on the main thread does not run env cleanup hooks, but it
   // does run exit(3), and so atexit handlers
   static ATEXIT: std::sync::Once = std::sync::Once::new();
-  ATEXIT.call_once(|| unsafe {
-    libc::atexit(kill_everything_at_exit);
+  ATEXIT.call_once(|| {
+    unsafe { libc::atexit(kill_everything_at_exit) };
+    // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
+    exec_core::cgroup::sweep_stale();
   });
   // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
   exec_core::hostguard::install();
@@ -44,6 +46,8 @@ pub fn init_env(env: &Env) -> Result<()> {
 
 extern "C" fn kill_everything_at_exit() {
   exec_core::group::kill_all(None);
+  // the cgroups of runs with limits (emptied, removed)
+  exec_core::cgroup::remove_all_signal_safe();
 }
 
 /// Path of the loaded `.node` file.

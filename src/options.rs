@@ -161,12 +161,16 @@ pub fn nullable(v: Option<String>) -> Either<String, Null> {
 /// Resource limits of an execution and all its descendants.
 #[napi(object)]
 pub struct ResourceLimits {
-  /// Resident memory of the whole tree, in bytes (checked every 20 ms).
+  /// Memory of the whole tree, in bytes (a memory cgroup where the host may
+  /// create one; everywhere a watchdog sums the tree's resident memory every
+  /// 20 ms). See docs/LIMITS.md.
   pub memory_bytes: Option<f64>,
-  /// CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU).
+  /// CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU, SIGKILL one
+  /// second later; both are reported as ELIMIT).
   pub cpu_seconds: Option<f64>,
   /// Processes in the tree at once (a pids cgroup where the host may create
-  /// one, else RLIMIT_NPROC; plus a watchdog).
+  /// one, else RLIMIT_NPROC relative to the user's threads; plus a watchdog).
+  /// Where the kernel enforces it, threads count.
   pub max_processes: Option<f64>,
   /// Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ).
   pub file_size_bytes: Option<f64>,

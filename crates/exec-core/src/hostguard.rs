@@ -22,6 +22,7 @@ static SAVED: OnceLock<Saved> = OnceLock::new();
 extern "C" fn on_signal(sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
   let Some(saved) = SAVED.get() else { return };
   crate::group::kill_all_signal_safe(&saved.needle);
+  crate::cgroup::remove_all_signal_safe();
   let Some(i) = SIGNALS.iter().position(|s| *s == sig) else {
     return;
   };

@@ -4,17 +4,30 @@
 //!   the child between fork and exec, so they hold from its first instruction
 //!   and descendants inherit them. This takes a real fork instead of
 //!   posix_spawn: runs with limits pay for it, runs without keep the fast
-//!   path. CPU: SIGXCPU at the limit, SIGKILL one second later; file size:
-//!   SIGXFSZ.
-//! - `memory_bytes`, `max_processes`: a watchdog sums the resident memory and
-//!   counts the processes of the execution's tree (every process carrying its
-//!   mark, see [`crate::tree`]) every few milliseconds and kills the tree when
-//!   a limit is passed. It works without root and also for root (for whom
-//!   RLIMIT_NPROC does not apply), and says exactly which limit was hit.
-//!   A tree can overshoot by what it allocates or forks within one interval.
+//!   path. CPU: SIGXCPU at the limit, SIGKILL one second later (the watchdog
+//!   notes who passed the limit, so that the SIGKILL of a process that
+//!   ignored SIGXCPU is reported as the limit); file size: SIGXFSZ.
+//! - `memory_bytes`: a memory cgroup where the host can make one (see
+//!   [`crate::cgroup`]): the kernel holds the limit for every process that
+//!   ever joined the tree. Everywhere, a watchdog also sums the resident
+//!   memory of the tree's processes every few milliseconds and kills the
+//!   tree when the limit is passed. The tree is what [`crate::tree::members`]
+//!   finds: the process group, the processes carrying the run's mark, the
+//!   cgroup members and every descendant of those; a process that scrubbed
+//!   its environment (`env -i`) still counts. Without a cgroup a tree can
+//!   overshoot by what it allocates within one interval.
+//! - `max_processes`: a pids cgroup where the host can make one (the kernel
+//!   refuses the fork past the cap); elsewhere RLIMIT_NPROC, which the kernel
+//!   checks against all the tasks (threads) of the user: it is set to the
+//!   user's tasks at spawn time plus the limit plus [`NPROC_HEADROOM`] (root
+//!   is exempt from it). The watchdog counts the tree too (tasks where the
+//!   kernel counts tasks, processes where only the watchdog enforces) and
+//!   kills it when it has more than the limit, naming the limit.
 //!
 //! Without limits nothing of this runs.
 
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::{ErrorCode, ExecError};
@@ -28,8 +41,16 @@ pub struct Limits {
   pub open_files: Option<u64>,
 }
 
-/// How often the watchdog looks.
+/// How often the watchdog looks (memory, processes).
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+/// How often it looks when only the CPU time is watched (the SIGKILL comes a
+/// second after the limit).
+pub const CPU_WATCH_INTERVAL: Duration = Duration::from_millis(200);
+/// Tasks RLIMIT_NPROC allows beyond the user's count at spawn time plus
+/// `max_processes`: room for the threads the host (and the user's other
+/// programs) start meanwhile, so that the kernel does not refuse the tree's
+/// first forks; the watchdog enforces the limit itself.
+pub const NPROC_HEADROOM: u64 = 16;
 
 impl Limits {
   pub fn is_empty(&self) -> bool {
@@ -37,14 +58,14 @@ impl Limits {
   }
 
   pub fn needs_watchdog(&self) -> bool {
-    self.memory_bytes.is_some() || self.max_processes.is_some()
+    self.memory_bytes.is_some() || self.max_processes.is_some() || self.cpu_seconds.is_some()
   }
 
   /// Everything the child must do before exec, prepared in the parent so
   /// that the child only makes async-signal-safe syscalls.
   pub fn child_plan(
     &self,
-    cgroup: Option<&crate::cgroup::PidsCgroup>,
+    cgroup: Option<&crate::cgroup::TreeCgroups>,
   ) -> Result<ChildPlan, ExecError> {
     let mut rlimits = Vec::new();
     if let Some(s) = self.cpu_seconds {
@@ -60,23 +81,23 @@ impl Limits {
       check_hard(libc::RLIMIT_NOFILE, "openFiles", n, n)?;
       rlimits.push((libc::RLIMIT_NOFILE, n, n));
     }
-    let cgroup_procs = match cgroup {
-      Some(cg) => Some(
-        std::ffi::CString::new(
-          cg.path()
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-        )
-        .map_err(|_| ExecError::new(ErrorCode::ELIMIT, "bad cgroup path"))?,
-      ),
-      None => None,
-    };
-    if let (None, Some(max)) = (&cgroup_procs, self.max_processes) {
-      // no cgroup: RLIMIT_NPROC counts every process of the user (not root)
-      // (never above the hard limit, which only root could raise: the
-      // watchdog still counts)
-      let n = (crate::cgroup::user_process_count() + max).min(host_limit(libc::RLIMIT_NPROC).1);
+    let mut cgroup_procs = Vec::new();
+    for f in cgroup.map(|c| c.procs_files()).unwrap_or_default() {
+      cgroup_procs.push(
+        std::ffi::CString::new(f.into_os_string().into_encoded_bytes())
+          .map_err(|_| ExecError::new(ErrorCode::ELIMIT, "bad cgroup path"))?,
+      );
+    }
+    let pids_cgroup = cgroup.is_some_and(|c| c.has_pids());
+    if let (false, Some(max)) = (pids_cgroup, self.max_processes) {
+      // no pids cgroup: RLIMIT_NPROC, which the kernel checks against every
+      // task (thread) of the user (not root): what the user runs now, the
+      // limit, and some headroom (never above the hard limit, which only
+      // root could raise: the watchdog still counts)
+      let n = crate::cgroup::user_task_count()
+        .saturating_add(max)
+        .saturating_add(NPROC_HEADROOM)
+        .min(host_limit(libc::RLIMIT_NPROC).1);
       rlimits.push((libc::RLIMIT_NPROC, n, n));
     }
     Ok(ChildPlan {
@@ -143,25 +164,29 @@ impl Limits {
     None
   }
 
-  /// One look at the tree marked `mark`: an error if a watched limit is passed.
-  pub fn check_tree(&self, mark: &str) -> Option<ExecError> {
-    let pids = crate::tree::running_marked(mark);
+  /// One look at the tree's processes `members`: an error if a watched
+  /// limit is passed. `count_tasks`: the process limit counts tasks
+  /// (threads), as the kernel does where it enforces it.
+  pub fn check_members(
+    &self,
+    members: &[crate::tree::Member],
+    count_tasks: bool,
+  ) -> Option<ExecError> {
     if let Some(max) = self.max_processes {
-      if pids.len() as u64 > max {
-        return Some(ExecError::new(
-          ErrorCode::ELIMIT,
-          format!("process limit of {max} exceeded"),
-        ));
+      let n: u64 = if count_tasks {
+        members.iter().map(|m| m.threads).sum()
+      } else {
+        members.len() as u64
+      };
+      if n > max {
+        return Some(process_error(max));
       }
     }
     if let Some(max) = self.memory_bytes {
       let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-      let rss: u64 = pids.iter().map(|p| resident_pages(*p) * page).sum();
+      let rss: u64 = members.iter().map(|m| resident_pages(m.pid) * page).sum();
       if rss > max {
-        return Some(ExecError::new(
-          ErrorCode::ELIMIT,
-          format!("memory limit of {} exceeded", human_bytes(max)),
-        ));
+        return Some(memory_error(max));
       }
     }
     None
@@ -210,7 +235,7 @@ fn check_hard(
 /// What runs in the child between fork and exec.
 pub struct ChildPlan {
   rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
-  cgroup_procs: Option<std::ffi::CString>,
+  cgroup_procs: Vec<std::ffi::CString>,
   /// With `die_with_parent`: the host's pid, to catch a host that died before
   /// the prctl.
   pub pdeathsig_parent: Option<i32>,
@@ -242,7 +267,7 @@ impl ChildPlan {
         }
       }
     }
-    if let Some(path) = &self.cgroup_procs {
+    for path in &self.cgroup_procs {
       let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
       if fd < 0 {
         return Err(std::io::Error::last_os_error());
@@ -267,28 +292,47 @@ impl ChildPlan {
   }
 }
 
-/// The limits of one execution tree (every process carrying `mark`), as
-/// every entry point uses them: the pids cgroup, the plan for the child, the
-/// watchdog, the attribution of SIGXCPU/SIGXFSZ, and the cleanup.
+/// The limits of one execution tree (see [`crate::tree::members`]), as every
+/// entry point uses them: the cgroups, the plan for the child, the watchdog,
+/// the attribution of SIGXCPU/SIGXFSZ (and of the SIGKILLs of the CPU hard
+/// limit and of the memory cgroup), and the cleanup.
 pub struct LimitGuard {
   limits: Limits,
   mark: String,
-  cgroup: Option<crate::cgroup::PidsCgroup>,
-  hit: std::sync::atomic::AtomicBool,
+  cgroups: crate::cgroup::TreeCgroups,
+  /// The tree's first process (its pid is the group id), once spawned.
+  leader: AtomicI32,
+  /// The process limit counts tasks (threads), as the kernel does where it
+  /// enforces it (a pids cgroup, RLIMIT_NPROC for a user other than root).
+  count_tasks: bool,
+  hit: AtomicBool,
+  /// What the cgroups said when they were released.
+  memory_hit: AtomicBool,
+  pids_hit: AtomicBool,
+  /// Processes seen past their CPU soft limit (still alive then).
+  over_cpu: Mutex<Vec<i32>>,
 }
 
 impl LimitGuard {
-  /// Prepare for a tree marked `mark` (creates the pids cgroup if
-  /// `max_processes` is set and the host may create one).
+  /// Prepare for a tree marked `mark` (creates the cgroups for
+  /// `max_processes` and `memory_bytes` where the host may create them).
   pub fn new(limits: &Limits, mark: &str) -> LimitGuard {
-    let cgroup = limits
-      .max_processes
-      .and_then(|max| crate::cgroup::PidsCgroup::create(mark, max));
+    let cgroups = if limits.max_processes.is_some() || limits.memory_bytes.is_some() {
+      crate::cgroup::TreeCgroups::create(mark, limits.max_processes, limits.memory_bytes)
+    } else {
+      crate::cgroup::TreeCgroups::default()
+    };
+    let count_tasks = cgroups.has_pids() || unsafe { libc::getuid() } != 0;
     LimitGuard {
       limits: limits.clone(),
       mark: mark.to_owned(),
-      cgroup,
-      hit: std::sync::atomic::AtomicBool::new(false),
+      cgroups,
+      leader: AtomicI32::new(0),
+      count_tasks,
+      hit: AtomicBool::new(false),
+      memory_hit: AtomicBool::new(false),
+      pids_hit: AtomicBool::new(false),
+      over_cpu: Mutex::new(Vec::new()),
     }
   }
 
@@ -301,13 +345,20 @@ impl LimitGuard {
     &self.mark
   }
 
+  /// The tree's first process was spawned as `pid` (its group).
+  pub fn set_leader(&self, pid: i32) {
+    self.leader.store(pid, Ordering::Relaxed);
+  }
+
   /// What the child must do before exec; `None` when nothing (the
   /// posix_spawn fast path stays).
   pub fn child_plan(&self, die_with_parent: bool) -> Result<Option<ChildPlan>, ExecError> {
     if self.limits.is_empty() && !die_with_parent {
       return Ok(None);
     }
-    let mut plan = self.limits.child_plan(self.cgroup.as_ref())?;
+    let mut plan = self
+      .limits
+      .child_plan((!self.cgroups.is_empty()).then_some(&self.cgroups))?;
     if die_with_parent {
       plan.pdeathsig_parent = Some(std::process::id() as i32);
     }
@@ -316,12 +367,19 @@ impl LimitGuard {
 
   /// Resolves with the limit error when the tree passes a watched limit
   /// (memory, process count; checked every [`WATCH_INTERVAL`]); never
-  /// resolves when nothing is watched. Cancel-safe.
+  /// resolves when nothing is watched. With a CPU limit, notes the processes
+  /// past it (every [`CPU_WATCH_INTERVAL`] when only that is watched).
+  /// Cancel-safe.
   pub async fn watch(&self) -> ExecError {
     if !self.limits.needs_watchdog() {
       return std::future::pending().await;
     }
-    let mut tick = tokio::time::interval(WATCH_INTERVAL);
+    let every = if self.limits.memory_bytes.is_some() || self.limits.max_processes.is_some() {
+      WATCH_INTERVAL
+    } else {
+      CPU_WATCH_INTERVAL
+    };
+    let mut tick = tokio::time::interval(every);
     loop {
       tick.tick().await;
       if let Some(e) = self.check() {
@@ -332,45 +390,122 @@ impl LimitGuard {
 
   /// One look: an error if a watched limit is passed.
   pub fn check(&self) -> Option<ExecError> {
-    if let (Some(cg), Some(max)) = (&self.cgroup, self.limits.max_processes) {
-      if cg.hit_max() {
-        return Some(ExecError::new(
-          ErrorCode::ELIMIT,
-          format!("process limit of {max} exceeded"),
-        ));
+    if let Some(e) = self.cgroup_finding() {
+      return Some(e);
+    }
+    if !self.limits.needs_watchdog() {
+      return None;
+    }
+    let members = crate::tree::members(
+      &self.mark,
+      self.leader.load(Ordering::Relaxed),
+      &self.cgroups.procs(),
+    );
+    if let Some(s) = self.limits.cpu_seconds {
+      let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+      let over: Vec<i32> = members
+        .iter()
+        .filter(|m| m.cpu_ticks >= s.max(1) * hz)
+        .map(|m| m.pid)
+        .collect();
+      if !over.is_empty() {
+        let mut seen = self.over_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        for p in over {
+          if !seen.contains(&p) {
+            seen.push(p);
+          }
+        }
       }
     }
-    self.limits.check_tree(&self.mark)
+    self.limits.check_members(&members, self.count_tasks)
   }
 
-  /// SIGKILL the whole tree at once (the group `pgid`, the marked processes
-  /// and the cgroup's members): a tree over a limit gets no grace.
+  /// What the kernel's cgroups say: a refused fork, an OOM kill.
+  fn cgroup_finding(&self) -> Option<ExecError> {
+    if let Some(max) = self.limits.max_processes {
+      if self.pids_hit.load(Ordering::Relaxed) || self.cgroups.hit_pids_max() {
+        return Some(process_error(max));
+      }
+    }
+    if let Some(max) = self.limits.memory_bytes {
+      if self.memory_hit.load(Ordering::Relaxed) || self.cgroups.hit_memory_max() {
+        return Some(memory_error(max));
+      }
+    }
+    None
+  }
+
+  /// SIGKILL the whole tree at once (the group `pgid`, the marked processes,
+  /// the cgroups' members and the descendants of all those): a tree over a
+  /// limit gets no grace.
   pub fn kill_tree(&self, pgid: i32) {
-    self.hit.store(true, std::sync::atomic::Ordering::Relaxed);
+    self.hit.store(true, Ordering::Relaxed);
     // the marked first (recorded for the reaper as they are signalled)
     crate::tree::signal_marked(&self.mark, libc::SIGKILL);
     crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
     if pgid > 1 {
       unsafe { libc::kill(pgid, libc::SIGKILL) };
     }
-    if let Some(cg) = &self.cgroup {
-      for p in cg.procs() {
-        unsafe { libc::kill(p, libc::SIGKILL) };
-      }
+    for p in self.cgroups.procs() {
+      unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    for m in crate::tree::members(&self.mark, pgid, &[]) {
+      crate::reaper::note(m.pid);
+      unsafe { libc::kill(m.pid, libc::SIGKILL) };
     }
   }
 
   /// What an exit by `signal` (or a shell's 128+N) means under the limits.
   pub fn explain(&self, signal: Option<&str>, exit_code: i32) -> Option<ExecError> {
-    self.limits.explain_signal(signal, exit_code)
+    self.explain_exit(signal, exit_code, false)
   }
 
-  /// The run is over: the cgroup is emptied (SIGKILL when the limit was hit)
-  /// and removed in the background.
-  pub fn release(&mut self) {
-    if let Some(cg) = self.cgroup.take() {
-      reap_cgroup(cg, self.hit.load(std::sync::atomic::Ordering::Relaxed));
+  /// [`Self::explain`], for an exit that may follow a kill of ours
+  /// (`killed_by_us`: a timeout, a cancel), which a SIGKILL then does not
+  /// blame on the CPU limit.
+  pub fn explain_exit(
+    &self,
+    signal: Option<&str>,
+    exit_code: i32,
+    killed_by_us: bool,
+  ) -> Option<ExecError> {
+    if let Some(e) = self.limits.explain_signal(signal, exit_code) {
+      return Some(e);
     }
+    if let Some(e) = self.cgroup_finding() {
+      return Some(e);
+    }
+    // the CPU hard limit: a SIGKILL (or a shell's 137) after a process of
+    // the tree was seen past its soft limit, and that process is gone
+    let killed =
+      signal == Some("SIGKILL") || (signal.is_none() && exit_code == 128 + libc::SIGKILL);
+    if let (Some(s), true, false) = (self.limits.cpu_seconds, killed, killed_by_us) {
+      let mut over = self.over_cpu.lock().unwrap_or_else(|e| e.into_inner());
+      if let Some(i) = over.iter().position(|p| crate::tree::is_dead(*p)) {
+        over.remove(i);
+        return Some(cpu_error(s));
+      }
+    }
+    None
+  }
+
+  /// The run is over: the cgroups are emptied (SIGKILL when a limit was hit)
+  /// and removed (at once when empty, else in the background).
+  pub fn release(&mut self) {
+    if self.cgroups.is_empty() {
+      return;
+    }
+    self
+      .memory_hit
+      .fetch_or(self.cgroups.hit_memory_max(), Ordering::Relaxed);
+    self
+      .pids_hit
+      .fetch_or(self.cgroups.hit_pids_max(), Ordering::Relaxed);
+    if self.cgroups.remove() {
+      return;
+    }
+    let cg = std::mem::take(&mut self.cgroups);
+    reap_cgroup(cg, self.hit.load(Ordering::Relaxed));
   }
 }
 
@@ -380,9 +515,10 @@ impl Drop for LimitGuard {
   }
 }
 
-/// SIGKILL what is left in the cgroup when the limit was hit (members stay in
-/// it even if they scrub the mark), and remove it once it is empty.
-fn reap_cgroup(cg: crate::cgroup::PidsCgroup, kill: bool) {
+/// SIGKILL what is left in the cgroups when a limit was hit (members stay in
+/// them whatever they do to their environment or group), and remove them
+/// once empty.
+fn reap_cgroup(mut cg: crate::cgroup::TreeCgroups, kill: bool) {
   let job = move || {
     for _ in 0..500 {
       let procs = cg.procs();
@@ -398,6 +534,20 @@ fn reap_cgroup(cg: crate::cgroup::PidsCgroup, kill: bool) {
     }
   };
   std::thread::spawn(job);
+}
+
+fn process_error(max: u64) -> ExecError {
+  ExecError::new(
+    ErrorCode::ELIMIT,
+    format!("process limit of {max} exceeded"),
+  )
+}
+
+fn memory_error(max: u64) -> ExecError {
+  ExecError::new(
+    ErrorCode::ELIMIT,
+    format!("memory limit of {} exceeded", human_bytes(max)),
+  )
 }
 
 pub fn cpu_error(s: u64) -> ExecError {

@@ -199,6 +199,24 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   tokio::process::Command::from(cmd)
 }
 
+/// What the fork path execs: the program, argv (with `arg0`) and exactly the
+/// environment [`build_command`] gives the child.
+fn exec_image(spec: &ProcessSpec, mark: &str) -> Result<crate::spawn::ExecImage, ExecError> {
+  let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+    std::env::vars_os().collect()
+  } else {
+    spec.env.build()
+  };
+  env.retain(|(k, _)| k != tree::MARK_VAR);
+  env.push((tree::MARK_VAR.into(), mark.into()));
+  let mut argv = vec![spec
+    .arg0
+    .clone()
+    .unwrap_or_else(|| spec.program.clone().into_os_string())];
+  argv.extend(spec.args.iter().cloned());
+  crate::spawn::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
+}
+
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
@@ -214,8 +232,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // of posix_spawn: only when limits are asked for)
     let guard = LimitGuard::new(&spec.limits, &mark);
     if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      // the child execs itself (no execvp /bin/sh fallback): the last step
+      let image = exec_image(spec, &mark)?;
       unsafe {
-        cmd.pre_exec(move || plan.apply());
+        cmd.pre_exec(move || {
+          plan.apply()?;
+          Err(image.exec())
+        });
       }
     }
     let started = Instant::now();
@@ -226,6 +249,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let pid = child.id().unwrap_or(0);
     group::register(pid as i32, owner);
     drop(spawning);
+    guard.set_leader(pid as i32);
 
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");
@@ -329,7 +353,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut error = None;
     if limit_hit.is_none() {
-      limit_hit = self.guard.explain(signal.as_deref(), exit_code);
+      limit_hit = self
+        .guard
+        .explain_exit(signal.as_deref(), exit_code, timed_out || canceled);
     }
     if let Some(e) = limit_hit {
       error = Some(e);
@@ -831,6 +857,73 @@ mod limit_tests {
   }
 
   #[tokio::test]
+  async fn memory_limit_holds_for_a_scrubbed_environment() {
+    // `env -i`: the mark is gone, the process is still in the tree
+    let o = run_limited(
+      "env -i python3 -c 'x = b\"a\" * (300 << 20); import time; time.sleep(10)'",
+      Limits {
+        memory_bytes: Some(50 << 20),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(
+      o.error.expect("limit error").message(),
+      "exec: memory limit of 50 MiB exceeded (ELIMIT)"
+    );
+    assert!(o.duration < Duration::from_secs(8));
+  }
+
+  #[tokio::test]
+  async fn cpu_hard_limit_is_reported_when_sigxcpu_is_ignored() {
+    let o = run_limited(
+      "trap '' XCPU; exec python3 -c 'import signal; signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass'",
+      Limits {
+        cpu_seconds: Some(1),
+        ..Default::default()
+      },
+    )
+    .await;
+    assert_eq!(o.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(
+      o.error.expect("limit error").message(),
+      "exec: CPU time limit of 1s exceeded (ELIMIT)"
+    );
+  }
+
+  #[tokio::test]
+  async fn the_fork_path_refuses_what_the_fast_path_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("no-shebang");
+    std::fs::write(&script, "echo ran-by-sh\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (limits, die) in [
+      (Limits::default(), false),
+      (
+        Limits {
+          cpu_seconds: Some(10),
+          ..Default::default()
+        },
+        false,
+      ),
+      (Limits::default(), true),
+    ] {
+      let mut spec = ProcessSpec::new(&script);
+      spec.limits = limits;
+      spec.die_with_parent = die;
+      let e = Execution::spawn(&spec, 0, Discard, Discard)
+        .err()
+        .expect("ENOEXEC");
+      assert_eq!(e.code, ErrorCode::ESPAWN);
+      assert!(
+        e.what.ends_with("Exec format error (os error 8)"),
+        "{}",
+        e.what
+      );
+    }
+  }
+
+  #[tokio::test]
   async fn file_size_limit_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
@@ -879,10 +972,11 @@ mod bomb_test {
   /// pids cgroup), never with the watchdog alone.
   #[tokio::test]
   async fn classic_fork_bomb_is_capped_and_stopped() {
-    let Some(probe) = crate::cgroup::PidsCgroup::create("probe-bomb-test", 1) else {
+    let mut probe = crate::cgroup::TreeCgroups::create("probe-bomb-test", Some(1), None);
+    if !probe.has_pids() {
       eprintln!("no writable pids cgroup here: the unbounded bomb is not run");
       return;
-    };
+    }
     probe.remove();
     let mut spec = ProcessSpec::new("/bin/bash")
       .arg("-c")

@@ -2,7 +2,7 @@
 //! checks, all done before anything is spawned so that errors are clear.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{ErrorCode, ExecError};
@@ -213,6 +213,97 @@ pub fn resolve_program(
   let path = path_var.cloned().unwrap_or_default();
   which::which_in(program, Some(path), cwd)
     .map_err(|_| ExecError::new(ErrorCode::ENOENT, format!("{program} not found in PATH")))
+}
+
+/// A program, its arguments and its environment, prepared in the parent for
+/// an `execve` between fork and exec. The fork paths (a `pre_exec` step:
+/// limits, `dieWithParent`, PTYs) exec through this instead of letting std
+/// call `execvp`, whose glibc fallback runs a file the kernel refuses
+/// (ENOEXEC: a script without `#!`, a garbage ELF) with `/bin/sh`: the
+/// posix_spawn fast path does not, and the same program must give the same
+/// result on every path (ESPAWN, "Exec format error").
+pub struct ExecImage {
+  program: std::ffi::CString,
+  _args: Vec<std::ffi::CString>,
+  argv: Vec<*const libc::c_char>,
+  _env: Vec<std::ffi::CString>,
+  envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into the CStrings owned alongside, which are
+// never changed; the image is only read (in the forked child).
+unsafe impl Send for ExecImage {}
+unsafe impl Sync for ExecImage {}
+
+impl ExecImage {
+  /// `program` as the child will exec it (a path with a slash is taken as
+  /// is, relative to the child's working directory; a bare name is looked up
+  /// in the child's `PATH`, as std would), with `argv` (its first element is
+  /// what the program sees as its name) and exactly `env`.
+  pub fn new(
+    program: &Path,
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+  ) -> Result<ExecImage, ExecError> {
+    let nul = || ExecError::invalid("an argument contains a NUL byte");
+    let mut path = program.to_path_buf();
+    if !program.as_os_str().as_bytes().contains(&b'/') {
+      let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+      let dir = cwd
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+      if let Ok(found) = which::which_in(program, path_var, dir) {
+        path = found;
+      }
+    }
+    let program = std::ffi::CString::new(path.into_os_string().into_vec()).map_err(|_| nul())?;
+    let args = argv
+      .iter()
+      .map(|a| std::ffi::CString::new(a.as_bytes()).map_err(|_| nul()))
+      .collect::<Result<Vec<_>, _>>()?;
+    let env = env
+      .iter()
+      .map(|(k, v)| {
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        std::ffi::CString::new(kv)
+          .map_err(|_| ExecError::invalid("an env variable contains a NUL byte"))
+      })
+      .collect::<Result<Vec<_>, _>>()?;
+    let ptrs = |v: &[std::ffi::CString]| {
+      v.iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect::<Vec<_>>()
+    };
+    Ok(ExecImage {
+      argv: ptrs(&args),
+      envp: ptrs(&env),
+      program,
+      _args: args,
+      _env: env,
+    })
+  }
+
+  /// In the child: `execve`. Returns only on failure, with the error (which
+  /// std's pre-exec machinery reports to the parent as the spawn error).
+  /// Async-signal-safe.
+  pub fn exec(&self) -> std::io::Error {
+    unsafe {
+      libc::execve(
+        self.program.as_ptr(),
+        self.argv.as_ptr(),
+        self.envp.as_ptr(),
+      )
+    };
+    std::io::Error::last_os_error()
+  }
 }
 
 #[cfg(test)]

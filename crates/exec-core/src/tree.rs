@@ -455,6 +455,99 @@ pub fn running_marked(mark: &str) -> Vec<i32> {
   marked(mark).into_iter().filter(|p| !is_dead(*p)).collect()
 }
 
+/// A live process of an execution tree, as the limits' watchdog sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+  pub pid: i32,
+  /// Its tasks (what RLIMIT_NPROC and the pids cgroup count).
+  pub threads: u64,
+  /// utime + stime, in clock ticks.
+  pub cpu_ticks: u64,
+}
+
+/// The live processes of the tree led by `leader` (whose pid is its process
+/// group id): the leader, every process in its group, every process carrying
+/// `mark`, every pid in `extra` (the tree's cgroups), and every descendant of
+/// one of those, so that a process that scrubbed its environment (`env -i`)
+/// or left the group still counts while its parent does. Looks among the
+/// pids allocated since the leader's when /proc says which (see
+/// [`scan_since`]), else at every process.
+#[cfg(target_os = "linux")]
+pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
+  struct Seen {
+    pid: i32,
+    ppid: i32,
+    live: bool,
+    threads: u64,
+    cpu: u64,
+    inside: bool,
+  }
+  let needle = Needle::new(mark, true);
+  let me = std::process::id() as i32;
+  let look = |pid: i32| -> Option<Seen> {
+    if pid == me || pid <= 0 {
+      return None;
+    }
+    let s = read_small(&format!("/proc/{pid}/stat"))?;
+    let st = parse_stat(&s)?;
+    let rest = s.get(s.rfind(')').unwrap_or(0) + 2..).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let inside = pid == leader
+      || (leader > 1 && st.pgid == leader)
+      || extra.contains(&pid)
+      || needle.is_some_and(|n| environ_match(pid, n.bytes()) == Environ::Hit);
+    Some(Seen {
+      pid,
+      ppid: st.ppid,
+      live: alive(&st),
+      threads: num(17).max(1),
+      cpu: num(11) + num(12),
+      inside,
+    })
+  };
+  let mut seen: Vec<Seen> = Vec::new();
+  let ranged = leader > 1 && for_each_since(leader - 1, &mut |pid| seen.extend(look(pid)));
+  if !ranged {
+    seen.clear();
+    if let Ok(d) = std::fs::read_dir("/proc") {
+      for e in d.flatten() {
+        if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
+          seen.extend(look(pid));
+        }
+      }
+    }
+  }
+  // descendants of members are members, to any depth
+  loop {
+    let inside: Vec<i32> = seen.iter().filter(|s| s.inside).map(|s| s.pid).collect();
+    let mut grew = false;
+    for s in seen.iter_mut().filter(|s| !s.inside) {
+      if inside.contains(&s.ppid) {
+        s.inside = true;
+        grew = true;
+      }
+    }
+    if !grew {
+      break;
+    }
+  }
+  seen
+    .into_iter()
+    .filter(|s| s.inside && s.live)
+    .map(|s| Member {
+      pid: s.pid,
+      threads: s.threads,
+      cpu_ticks: s.cpu,
+    })
+    .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn members(_mark: &str, _leader: i32, _extra: &[i32]) -> Vec<Member> {
+  Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;

@@ -559,6 +559,7 @@ impl ProcessManager {
         let pid = spawned.pid;
         group::register(pid as i32, cfg.owner);
         drop(spawning);
+        guard.set_leader(pid as i32);
         let p = make(Some(spawned.master));
         p.pid.store(pid, Ordering::Release);
         let _ = p.mark.set(mark.clone());

@@ -74,6 +74,14 @@ pub(crate) fn spawn(
       .map(Stdio::from)
       .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot duplicate the pty: {e}")))
   };
+  // the child execs itself (no execvp /bin/sh fallback, as on the
+  // posix_spawn path of pipes): the last step
+  let image = crate::spawn::ExecImage::new(
+    program,
+    &argv.iter().map(OsString::from).collect::<Vec<_>>(),
+    &env,
+    Some(cwd),
+  )?;
   let mut cmd = Command::new(program);
   cmd
     .arg0(&argv[0])
@@ -86,7 +94,10 @@ pub(crate) fn spawn(
     .stderr(stdio()?);
   // SAFETY: child_setup only makes async-signal-safe calls
   unsafe {
-    cmd.pre_exec(move || child_setup(plan.as_ref()));
+    cmd.pre_exec(move || {
+      child_setup(plan.as_ref())?;
+      Err(image.exec())
+    });
   }
   let spawned = cmd.spawn();
   // our copies of the slave must go, or the master never sees EOF

@@ -201,8 +201,22 @@ impl Worker {
     // limits are set in the child before exec (a real fork instead of
     // posix_spawn, only when asked for)
     if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      // the child execs itself (no execvp /bin/sh fallback): the last step
+      let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+        std::env::vars_os().collect()
+      } else {
+        spec.env.build()
+      };
+      env.retain(|(k, _)| k != crate::tree::MARK_VAR);
+      env.push((crate::tree::MARK_VAR.into(), mark.clone().into()));
+      let mut argv = vec![spec.program.clone().into_os_string()];
+      argv.extend(spec.args.iter().cloned());
+      let image = crate::spawn::ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))?;
       unsafe {
-        cmd.pre_exec(move || plan.apply());
+        cmd.pre_exec(move || {
+          plan.apply()?;
+          Err(image.exec())
+        });
       }
     }
     cmd.process_group(0);
@@ -219,6 +233,7 @@ impl Worker {
     let pid = child.id().unwrap_or(0) as i32;
     group::register(pid, owner);
     drop(spawning);
+    guard.set_leader(pid);
     let limit_hit = Arc::new(Mutex::new(None));
     // the watchdog runs for the worker's whole life (also between executions:
     // what a cell left running counts too); the kill makes the worker exit,
@@ -275,6 +290,12 @@ impl Worker {
     }
     let (code, sig) = crate::run::decode_status(st?);
     self.guard.explain(sig.as_deref(), code)
+  }
+
+  /// What a shell's exit code of a command (128+N for a signal death) means
+  /// under the limits.
+  pub fn explain_exit_code(&self, code: i32) -> Option<ExecError> {
+    self.guard.explain(None, code)
   }
 
   /// A tree already over a watched limit (memory, processes) when it became

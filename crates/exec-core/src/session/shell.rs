@@ -301,7 +301,7 @@ impl ShellSession {
           // a command killed by SIGXCPU/SIGXFSZ under the limits (the shell
           // reports 128+N): say which limit
           if result.error.is_none() {
-            result.error = self.opts.limits.explain_signal(None, code);
+            result.error = w.explain_exit_code(code);
           }
           SessionStatus::Error
         };
