@@ -224,16 +224,14 @@ pub fn execute_and_capture<'env>(
     Err(e) => return reject_type_error(env, e),
   };
 
-  // errors before execution resolve with success: false
-  let prepared = (|| -> std::result::Result<_, ExecError> {
-    let lang: Language = language.parse()?;
-    exec_core::spawn::check_cwd(&common.cwd)?;
-    let launch =
-      language::prepare_with(lang, &code, &common.cwd, &common.env, host::toolchain(), ts)?;
-    Ok(launch)
-  })();
-
   let fut = async move {
+    // errors before execution resolve with success: false; preparing (a
+    // temp file, the TypeScript strip) happens here, off the JS thread
+    let prepared = (|| -> std::result::Result<_, ExecError> {
+      let lang: Language = language.parse()?;
+      exec_core::spawn::check_cwd(&common.cwd)?;
+      language::prepare_with(lang, &code, &common.cwd, &common.env, host::toolchain(), ts)
+    })();
     let launch = match prepared {
       Err(e) => return Ok(Captured::failed(e).into_js(raw)),
       Ok(l) => l,

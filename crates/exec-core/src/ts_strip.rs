@@ -71,9 +71,181 @@ impl Write for Diagnostics {
   }
 }
 
+/// Stack of the thread that strips: the parser and the visitors recurse once
+/// per level of nesting, a few KiB each. Reserved, not committed: only the
+/// pages a deep input touches are used.
+const STRIP_STACK: usize = 256 * 1024 * 1024;
+
+/// Deepest nesting handed to the parser (see [`nesting_estimate`]). With the
+/// stack above this leaves a margin of more than 20x over the costliest
+/// construct measured (`strip_survives_every_shape_at_the_limit`); deeper
+/// code goes to tsx, which runs in its own process.
+pub const MAX_NESTING: usize = 1000;
+
 /// The code with its types stripped, or why that is not possible (the first
-/// diagnostic, one line).
+/// diagnostic, one line). Never on the caller's stack: the work runs on a
+/// thread of its own with a known stack, after a depth check, so no input can
+/// overflow a stack (a host's JS thread or a worker's would crash the host).
 pub fn strip(code: &str) -> Result<String, String> {
+  let depth = nesting_estimate(code);
+  if depth > MAX_NESTING {
+    return Err(format!(
+      "the code is nested too deeply to strip in-process ({depth} levels, at most {MAX_NESTING})"
+    ));
+  }
+  let owned = code.to_owned();
+  let worker = std::thread::Builder::new()
+    .name("exec-ts-strip".into())
+    .stack_size(STRIP_STACK)
+    .spawn(move || strip_here(&owned));
+  match worker {
+    Ok(h) => h
+      .join()
+      .unwrap_or_else(|_| Err("the type stripper failed on this code".into())),
+    Err(e) => Err(format!("cannot start the type stripper: {e}")),
+  }
+}
+
+/// An upper estimate of how deep the syntax tree of `code` nests, from the
+/// tokens alone. The parser and the visitors recurse once per bracket level
+/// (`(`, `[`, `{`, `${`, and `<` right after a name, as in `Array<`) and once
+/// per operator or link of one expression (`a.b().c()`, `1+1+1`, `- - -x`
+/// each nest one level per token), so the estimate is the bracket depth plus,
+/// on each level, the operators and links since the last `,` or `;` (or the
+/// last line break that ends a statement). Strings and comments are skipped.
+/// An overestimate only costs the fast path (tsx runs instead).
+pub fn nesting_estimate(code: &str) -> usize {
+  let b = code.as_bytes();
+  // per bracket level: its opener and the operators of its current expression
+  let mut levels: Vec<(u8, usize)> = vec![(0, 0)];
+  let mut ops = 0usize; // the sum of the levels' operator counts
+  let mut worst = 0usize;
+  let mut prev = b';'; // the last significant byte
+  let mut i = 0;
+  while i < b.len() {
+    let c = b[i];
+    match c {
+      b'/' if b.get(i + 1) == Some(&b'/') => {
+        while i < b.len() && b[i] != b'\n' {
+          i += 1;
+        }
+        continue;
+      }
+      b'/' if b.get(i + 1) == Some(&b'*') => {
+        i += 2;
+        while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+          i += 1;
+        }
+        i += 2;
+        continue;
+      }
+      b'\'' | b'"' => {
+        i += 1;
+        while i < b.len() && b[i] != c && b[i] != b'\n' {
+          i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+      }
+      b'`' => {
+        // a template's text is skipped; `${` opens a level like a bracket,
+        // and the text goes on after the `}` that closes it
+        let (end, opened) = template_text(b, i + 1);
+        i = end;
+        if opened {
+          levels.push((b'$', 0));
+        }
+      }
+      b'\n' => {
+        // a line break ends a statement unless the expression goes on
+        let next = b[i + 1..].iter().find(|x| !x.is_ascii_whitespace());
+        let open_ended = |x: u8| {
+          !(x.is_ascii_alphanumeric()
+            || matches!(x, b')' | b']' | b'}' | b'\'' | b'"' | b'`' | b'_' | b'$'))
+        };
+        if !open_ended(prev)
+          && next.is_none_or(|&n| n.is_ascii_alphanumeric() || n == b'_' || n == b'$' || n == b'}')
+        {
+          while levels.len() > 1 && levels.last().unwrap().0 == b'<' {
+            ops -= levels.pop().unwrap().1;
+          }
+          let top = levels.last_mut().unwrap();
+          ops -= top.1;
+          top.1 = 0;
+        }
+      }
+      b';' | b',' => {
+        while c == b';' && levels.len() > 1 && levels.last().unwrap().0 == b'<' {
+          ops -= levels.pop().unwrap().1;
+        }
+        let top = levels.last_mut().unwrap();
+        ops -= top.1;
+        top.1 = 0;
+      }
+      b'(' | b'[' | b'{' => {
+        levels.last_mut().unwrap().1 += 1;
+        ops += 1;
+        levels.push((c, 0));
+      }
+      b'<' if prev.is_ascii_alphanumeric() || prev == b'_' || prev == b'$' => {
+        levels.push((b'<', 0));
+      }
+      b'}' if levels.len() > 1 && levels.last().unwrap().0 == b'$' => {
+        ops -= levels.pop().unwrap().1;
+        let (end, opened) = template_text(b, i + 1);
+        i = end;
+        if opened {
+          levels.push((b'$', 0));
+        }
+      }
+      b')' | b']' | b'}' | b'>' => {
+        let opener = match c {
+          b')' => b'(',
+          b']' => b'[',
+          b'}' => b'{',
+          _ => b'<',
+        };
+        if c != b'>' {
+          // a `<` still open was a comparison, not type arguments
+          while levels.len() > 1 && levels.last().unwrap().0 == b'<' {
+            ops -= levels.pop().unwrap().1;
+          }
+        }
+        if levels.len() > 1 && levels.last().unwrap().0 == opener {
+          ops -= levels.pop().unwrap().1;
+        } else if c == b'>' {
+          levels.last_mut().unwrap().1 += 1;
+          ops += 1;
+        }
+      }
+      c if c.is_ascii_punctuation() && !matches!(c, b'_' | b'$' | b'#' | b'@') => {
+        levels.last_mut().unwrap().1 += 1;
+        ops += 1;
+      }
+      _ => {}
+    }
+    if !c.is_ascii_whitespace() {
+      prev = c;
+    }
+    worst = worst.max(levels.len() - 1 + ops);
+    i += 1;
+  }
+  worst
+}
+
+/// Skip template text from `i`: the index of the closing backtick, or of the
+/// `{` of a `${` (then true).
+fn template_text(b: &[u8], mut i: usize) -> (usize, bool) {
+  while i < b.len() {
+    match b[i] {
+      b'\\' => i += 2,
+      b'`' => return (i, false),
+      b'$' if b.get(i + 1) == Some(&b'{') => return (i + 1, true),
+      _ => i += 1,
+    }
+  }
+  (i, false)
+}
+
+fn strip_here(code: &str) -> Result<String, String> {
   let cm: Lrc<SourceMap> = Default::default();
   let diags = Diagnostics::default();
   let handler = Handler::with_emitter_writer(Box::new(diags.clone()), Some(cm.clone()));
@@ -249,6 +421,112 @@ pub fn project_wants_tsx(cwd: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  /// Shapes that nest the syntax tree `n` levels deep.
+  fn shapes(n: usize) -> Vec<(&'static str, String)> {
+    vec![
+      (
+        "parens",
+        format!("const x: number = {}1{};", "(".repeat(n), ")".repeat(n)),
+      ),
+      (
+        "brackets",
+        format!("const x = {}1{};", "[".repeat(n), "]".repeat(n)),
+      ),
+      (
+        "objects",
+        format!("const x = {}1{};", "{a:".repeat(n), "}".repeat(n)),
+      ),
+      (
+        "generics",
+        format!("let x: {}number{} = [];", "Array<".repeat(n), ">".repeat(n)),
+      ),
+      ("unary minus", format!("const x = {}1;", "-".repeat(n))),
+      ("spaced unary", format!("const x = {}1;", "- ".repeat(n))),
+      (
+        "chained calls",
+        format!("const x = [1]{};", ".concat()".repeat(n)),
+      ),
+      ("sum", format!("const x = 1{};", "+1".repeat(n))),
+      ("arrows", format!("const f = {}0;", "a => ".repeat(n))),
+      ("ternaries", format!("const x = {}0;", "1 ? 2 : ".repeat(n))),
+      (
+        "templates",
+        format!("const x = {}1{};", "`${".repeat(n), "}`".repeat(n)),
+      ),
+      ("blocks", format!("{}{}", "{".repeat(n), "}".repeat(n))),
+      ("ifs", format!("{}1{}", "if (1) {".repeat(n), "}".repeat(n))),
+      (
+        "functions",
+        format!("{}{}", "function f() {".repeat(n), "}".repeat(n)),
+      ),
+      (
+        "chain over lines",
+        format!("const x = [1]{};", "\n  .concat()".repeat(n)),
+      ),
+    ]
+  }
+
+  #[test]
+  fn deep_nesting_is_refused_before_parsing() {
+    for (name, code) in shapes(3000) {
+      let est = nesting_estimate(&code);
+      assert!(est > MAX_NESTING, "{name}: estimated {est}");
+      let e = strip(&code).unwrap_err();
+      assert!(e.contains("nested too deeply"), "{name}: {e}");
+    }
+    let unary = format!("const x = {}1;", "-".repeat(100_000));
+    assert!(strip(&unary).unwrap_err().contains("nested too deeply"));
+    let calls = format!("const x = [1]{};", ".concat()".repeat(50_000));
+    assert!(strip(&calls).unwrap_err().contains("nested too deeply"));
+  }
+
+  #[test]
+  fn the_estimate_is_at_least_the_depth() {
+    for (name, code) in shapes(200) {
+      assert!(
+        nesting_estimate(&code) >= 200,
+        "{name}: {}",
+        nesting_estimate(&code)
+      );
+    }
+  }
+
+  #[test]
+  fn strip_survives_every_shape_at_the_limit() {
+    // the deepest each shape can be and still be parsed: no stack overflow
+    for (name, _) in shapes(1) {
+      let mut n = MAX_NESTING;
+      let code = loop {
+        let (_, c) = shapes(n).into_iter().find(|(s, _)| *s == name).unwrap();
+        if nesting_estimate(&c) <= MAX_NESTING {
+          break c;
+        }
+        n -= n / 20 + 1;
+      };
+      let _ = strip(&code);
+    }
+  }
+
+  #[test]
+  fn ordinary_code_is_far_below_the_limit() {
+    let code = r#"
+interface Row { id: number; name: string; tags: Array<Map<string, number[]>> }
+const rows: Row[] = [{ id: 1, name: 'a', tags: [] }, { id: 2, name: "b", tags: [] }]
+function total(xs: Row[]): number {
+  return xs.map((r) => r.id * 2 + 1).filter((n) => n > 2 && n < 100).reduce((a, b) => a + b, 0)
+}
+const text = `ids: ${rows.map((r) => `${r.id}:${r.name}`).join(', ')}`
+let x = 1
+x = x + 2
+console.log(total(rows), text, x) // done: (((( in a comment
+const s = ')))]]]' + "((((" + '{{{'
+"#;
+    let big = code.repeat(2000);
+    assert!(nesting_estimate(code) < 60, "{}", nesting_estimate(code));
+    assert!(nesting_estimate(&big) < 60, "{}", nesting_estimate(&big));
+    assert!(strip(&big).is_ok());
+  }
 
   #[test]
   fn strips_types_in_place() {
