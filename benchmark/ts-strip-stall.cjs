@@ -6,7 +6,7 @@ const code = line.repeat(Math.ceil(1.7e6 / line.length)) + 'console.log(42)'
 ;(async () => {
   for (let i = 0; i < 3; i++) {
     const t = performance.now()
-    const p = addon.executeAndCapture(code, 'typescript', { cwd: 'require('node:fs').mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'ts-stall-'))' })
+    const p = addon.executeAndCapture(code, 'typescript', { cwd: require('node:fs').mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'ts-stall-')) })
     const sync = performance.now() - t
     const r = await p
     console.log(`synchronous part of executeAndCapture (1.7 MB TypeScript): ${sync.toFixed(1)} ms, total ${(performance.now() - t).toFixed(0)} ms, stdout ${JSON.stringify(r.stdout)}`)
