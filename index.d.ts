@@ -964,6 +964,33 @@ export interface ServeOptions {
   maxProcesses?: number
   /** @default 30000 */
   exitedRetentionMs?: number
+  /**
+   * The token WebSocket clients must send (`Authorization: Bearer <token>`,
+   * or `?token=<token>`). Absent: read from `tokenFile`, else from
+   * `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
+   * stderr and written to a file only the user can read
+   * (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
+   * `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
+   */
+  token?: string
+  /** A file holding the token (its first line). */
+  tokenFile?: string
+  /** No authentication; only on a loopback address. @default false */
+  noAuth?: boolean
+  /**
+   * Origins whose pages may connect (exact: `http://localhost:5173`). A
+   * handshake with any other `Origin` header is refused (403). @default []
+   */
+  allowOrigin?: Array<string>
+  /** WebSocket connections at once; more are refused (503). @default 64 */
+  maxConnections?: number
+  /**
+   * Milliseconds between pings; a peer silent for two intervals is dropped
+   * and its processes terminated. @default 30000
+   */
+  pingIntervalMs?: number
+  /** Milliseconds a connection has to complete its handshake. @default 10000 */
+  handshakeTimeoutMs?: number
 }
 
 /** Options of `execute` (both sessions). */

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
-import type { Socket } from 'node:net'
+import { connect as connectTcp, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -85,6 +85,9 @@ class Client {
  */
 class PlainWebSocket {
   onText: (text: string) => void = () => {}
+  onClose: (code: number, reason: string) => void = () => {}
+  /** Answer pings (a live peer); false plays a peer that vanished. */
+  answerPings = true
   private buf = Buffer.alloc(0)
   private constructor(private socket: Socket) {
     socket.on('data', (d: Buffer) => {
@@ -93,18 +96,19 @@ class PlainWebSocket {
     })
   }
 
-  static open(url: string): Promise<PlainWebSocket> {
+  static open(url: string, headers: Record<string, string> = {}): Promise<PlainWebSocket> {
     const u = new URL(url)
     return new Promise((resolve, reject) => {
       const req = request({
         host: u.hostname,
         port: u.port,
-        path: '/',
+        path: u.pathname + u.search,
         headers: {
           Connection: 'Upgrade',
           Upgrade: 'websocket',
           'Sec-WebSocket-Version': '13',
           'Sec-WebSocket-Key': randomBytes(16).toString('base64'),
+          ...headers,
         },
       })
       req.on('upgrade', (_res, socket, head) => {
@@ -112,7 +116,12 @@ class PlainWebSocket {
         if (head.length) socket.emit('data', head)
         resolve(ws)
       })
-      req.on('response', (res) => reject(new Error(`no upgrade: HTTP ${res.statusCode}`)))
+      req.on('response', (res) => {
+        const err = new Error(`no upgrade: HTTP ${res.statusCode}`) as Error & { status?: number }
+        err.status = res.statusCode
+        res.resume()
+        reject(err)
+      })
       req.on('error', reject)
       req.end()
     })
@@ -164,7 +173,8 @@ class PlainWebSocket {
       const payload = this.buf.subarray(off, off + len)
       this.buf = this.buf.subarray(off + len)
       if (opcode === 0x1) this.onText(payload.toString())
-      else if (opcode === 0x9) this.frame(0xa, Buffer.from(payload))
+      else if (opcode === 0x9 && this.answerPings) this.frame(0xa, Buffer.from(payload))
+      else if (opcode === 0x8) this.onClose(payload.length >= 2 ? payload.readUInt16BE(0) : 1005, payload.subarray(2).toString())
     }
   }
 }
@@ -174,8 +184,8 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL')
 })
 
-function startServer(args: string[] = []) {
-  const child = spawn(process.execPath, [SERVE, ...args], { stdio: 'pipe' })
+function startServer(args: string[] = [], env: NodeJS.ProcessEnv = process.env) {
+  const child = spawn(process.execPath, [SERVE, ...args], { stdio: 'pipe', env })
   children.push(child)
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)))
   let stderr = ''
@@ -445,20 +455,23 @@ describe('exec-native serve: limits, env lists, dieWithParent', () => {
   })
 })
 
-describe('exec-native serve over WebSocket', () => {
-  async function wsServer() {
-    const srv = startServer(['--listen', 'ws://127.0.0.1:0'])
-    const deadline = Date.now() + 15000
-    while (!/listening on (ws:\/\/\S+)/.test(srv.stderr())) {
-      if (Date.now() > deadline || srv.child.exitCode !== null) throw new Error(`no listen line: ${srv.stderr()}`)
-      await new Promise((r) => setTimeout(r, 25))
-    }
-    const url = /listening on (ws:\/\/\S+)/.exec(srv.stderr())![1]
-    return { ...srv, url }
+async function wsServer(args: string[] = [], env: NodeJS.ProcessEnv = process.env) {
+  const srv = startServer(['--listen', 'ws://127.0.0.1:0', ...args], env)
+  const deadline = Date.now() + 15000
+  while (!/listening on (ws:\/\/\S+)/.test(srv.stderr())) {
+    if (Date.now() > deadline || srv.child.exitCode !== null) throw new Error(`no listen line: ${srv.stderr()}`)
+    await new Promise((r) => setTimeout(r, 25))
   }
+  const url = /listening on (ws:\/\/\S+)/.exec(srv.stderr())![1]
+  const token = /exec-native: token (\S+)/.exec(srv.stderr())?.[1]
+  const tokenFile = /\(also in (\S+);/.exec(srv.stderr())?.[1]
+  const auth: Record<string, string> = token ? { Authorization: `Bearer ${token}` } : {}
+  return { ...srv, url, token, tokenFile, auth }
+}
 
-  async function connect(url: string) {
-    const ws = await PlainWebSocket.open(url)
+describe('exec-native serve over WebSocket', () => {
+  async function connect(url: string, headers: Record<string, string>) {
+    const ws = await PlainWebSocket.open(url, headers)
     const client = new Client((text) => ws.send(text))
     ws.onText = (text) => client.receive(text)
     return { ws, client }
@@ -467,8 +480,8 @@ describe('exec-native serve over WebSocket', () => {
   it('serves several connections, each owning its processes', { timeout: 60000 }, async () => {
     const srv = await wsServer()
     expect(srv.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/)
-    const one = await connect(srv.url)
-    const two = await connect(srv.url)
+    const one = await connect(srv.url, srv.auth)
+    const two = await connect(srv.url, srv.auth)
     const a = await one.client.call('process/start', {
       processId: 'p',
       argv: ['sh', '-c', 'echo from-one; exec sleep 60'],
@@ -488,10 +501,162 @@ describe('exec-native serve over WebSocket', () => {
     two.ws.close()
     expect(await gone(b.result.pid)).toBe(true)
     // SIGTERM ends the server; nothing is left behind
-    const three = await connect(srv.url)
+    const three = await connect(srv.url, srv.auth)
     const c = await three.client.call('process/start', { argv: ['sleep', '60'] })
     srv.child.kill('SIGTERM')
     await srv.exited
     expect(await gone(c.result.pid)).toBe(true)
+  })
+})
+
+/** Send a raw HTTP upgrade request and return the status line's code (or 'closed'). */
+function rawHandshake(url: string, headers: Record<string, string>, path = '/'): Promise<number | 'closed'> {
+  const u = new URL(url)
+  return new Promise((resolve) => {
+    const sock = connectTcp(Number(u.port), u.hostname)
+    let got = ''
+    sock.on('data', (d) => {
+      got += d
+      const m = /^HTTP\/1\.1 (\d+)/.exec(got)
+      if (m) {
+        resolve(Number(m[1]))
+        sock.destroy()
+      }
+    })
+    sock.on('close', () => resolve('closed'))
+    sock.on('error', () => resolve('closed'))
+    const lines = [
+      `GET ${path} HTTP/1.1`,
+      'Connection: Upgrade',
+      'Upgrade: websocket',
+      'Sec-WebSocket-Version: 13',
+      `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ]
+    sock.write(lines.join('\r\n') + '\r\n\r\n')
+  })
+}
+
+describe('exec-native serve: the WebSocket listener is closed to web pages and strangers', () => {
+  it('refuses foreign Origins and Hosts, and requires the token (made, printed, in a 0600 file)', { timeout: 60000 }, async () => {
+    const srv = await wsServer(['--allow-origin', 'http://localhost:5173'])
+    const host = new URL(srv.url).host
+    expect(srv.token).toMatch(/^[0-9a-f]{64}$/)
+    expect(readFileSync(srv.tokenFile!, 'utf8').trim()).toBe(srv.token)
+    expect(statSync(srv.tokenFile!).mode & 0o777).toBe(0o600)
+    const ok = { Host: host, ...srv.auth }
+    expect(await rawHandshake(srv.url, ok)).toBe(101)
+    // a web page, whatever it claims to be
+    for (const origin of ['http://evil.example', 'null', 'file://', 'http://localhost:3000']) {
+      expect(await rawHandshake(srv.url, { ...ok, Origin: origin })).toBe(403)
+    }
+    expect(await rawHandshake(srv.url, { ...ok, Origin: 'http://localhost:5173' })).toBe(101)
+    // DNS rebinding: a name that is not this machine's loopback
+    expect(await rawHandshake(srv.url, { ...ok, Host: 'attacker.example' })).toBe(403)
+    expect(await rawHandshake(srv.url, { ...ok, Host: `localhost:${new URL(srv.url).port}` })).toBe(101)
+    // no token, a wrong one, the right one as a query parameter
+    expect(await rawHandshake(srv.url, { Host: host })).toBe(401)
+    expect(await rawHandshake(srv.url, { Host: host, Authorization: 'Bearer ' + 'f'.repeat(64) })).toBe(401)
+    expect(await rawHandshake(srv.url, { Host: host }, `/?token=${srv.token}`)).toBe(101)
+  })
+
+  it('takes the token from EXEC_NATIVE_SERVE_TOKEN or --token-file; --no-auth only on loopback', { timeout: 60000 }, async () => {
+    const fromEnv = await wsServer([], { ...process.env, EXEC_NATIVE_SERVE_TOKEN: 'a-token-of-the-users-own' })
+    expect(fromEnv.token).toBeUndefined() // not printed: the user knows it
+    const host = new URL(fromEnv.url).host
+    expect(await rawHandshake(fromEnv.url, { Host: host, Authorization: 'Bearer a-token-of-the-users-own' })).toBe(101)
+    expect(await rawHandshake(fromEnv.url, { Host: host })).toBe(401)
+
+    const dir = mkdtempSync(join(tmpdir(), 'exec-native-token-'))
+    writeFileSync(join(dir, 't'), 'from-a-file-0123456789\n')
+    const fromFile = await wsServer(['--token-file', join(dir, 't')])
+    expect(await rawHandshake(fromFile.url, { Host: new URL(fromFile.url).host, Authorization: 'Bearer from-a-file-0123456789' })).toBe(101)
+
+    const open = await wsServer(['--no-auth'])
+    expect(open.token).toBeUndefined()
+    expect(await rawHandshake(open.url, { Host: new URL(open.url).host })).toBe(101)
+
+    const remote = startServer(['--listen', 'ws://0.0.0.0:0', '--allow-remote', '--no-auth'])
+    expect(await remote.exited).toBe(2)
+    expect(remote.stderr()).toMatch(/noAuth is only allowed on a loopback address.*\(EINVAL\)/)
+  })
+
+  it('drops half-open handshakes, caps connections, and terminates the processes of a peer that vanished', { timeout: 60000 }, async () => {
+    const srv = await wsServer(['--handshake-timeout-ms', '300', '--max-connections', '2', '--ping-interval-ms', '200'])
+    const host = new URL(srv.url).host
+    // a TCP connection that never sends its handshake is closed
+    const t0 = Date.now()
+    const idle = connectTcp(Number(new URL(srv.url).port), '127.0.0.1')
+    await new Promise((r) => idle.on('close', r))
+    expect(Date.now() - t0).toBeLessThan(5000)
+    // two at once; the third is refused
+    const a = await PlainWebSocket.open(srv.url, srv.auth)
+    const b = await PlainWebSocket.open(srv.url, srv.auth)
+    expect(await rawHandshake(srv.url, { Host: host, ...srv.auth })).toBe(503)
+    a.close()
+    b.close()
+    await new Promise((r) => setTimeout(r, 400))
+    // a peer that stops answering pings: closed with 1001, its process terminated
+    const ws = await PlainWebSocket.open(srv.url, srv.auth)
+    const client = new Client((text) => ws.send(text))
+    ws.onText = (text) => client.receive(text)
+    const closed = new Promise<number>((r) => (ws.onClose = (code) => r(code)))
+    const p = await client.call('process/start', { argv: ['sleep', '60'] })
+    ws.answerPings = false
+    expect(await closed).toBe(1001)
+    expect(await gone(p.result.pid)).toBe(true)
+  })
+
+  it('answers a message over 64 MiB with -32700 and goes on', { timeout: 60000 }, async () => {
+    const srv = await wsServer()
+    const ws = await PlainWebSocket.open(srv.url, srv.auth)
+    const client = new Client((text) => ws.send(text))
+    ws.onText = (text) => client.receive(text)
+    ws.send('"' + 'x'.repeat(64 * 1024 * 1024) + '"')
+    expect((await client.answer(null, 30000)).error).toMatchObject({ code: -32700 })
+    expect((await client.call('process/list')).result.processes).toEqual([])
+  })
+
+  it('protocol: integral floats for ms fields, -32602 for array params and long ids, TERM of a PTY', { timeout: 60000 }, async () => {
+    const srv = stdioClient()
+    const send = (text: string) => srv.child.stdin.write(text + '\n')
+    const start = await srv.client.call('process/start', { processId: 'w', argv: ['sleep', '0.2'] })
+    expect(start.result.processId).toBe('w')
+    send('{"jsonrpc":"2.0","id":"f","method":"process/wait","params":{"processId":"w","timeoutMs":5000.0}}')
+    expect((await srv.client.answer('f')).result).toMatchObject({ exitCode: 0 })
+    send('{"jsonrpc":"2.0","id":"a","method":"process/list","params":[1,2]}')
+    expect((await srv.client.answer('a')).error).toMatchObject({ code: -32602 })
+    const long = await srv.client.call('process/start', { processId: 'x'.repeat(1000), argv: ['true'] })
+    expect(long.error).toMatchObject({ code: -32602 })
+    expect(long.error.message).toMatch(/processId is 1000 bytes long, at most 256/)
+    srv.child.kill('SIGKILL')
+
+    const pty = startServer([], { ...process.env, TERM: 'dumb' })
+    const c = new Client((text) => pty.child.stdin.write(`${text}\n`))
+    createInterface({ input: pty.child.stdout }).on('line', (l) => c.receive(l))
+    await c.call('process/start', { processId: 't', argv: ['sh', '-c', 'echo "term=$TERM"'], io: { type: 'pty', rows: 24, cols: 80 } })
+    await c.until((n) => n.some((m) => m.method === 'process/closed'))
+    const text = c.notes.filter((m) => m.method === 'process/output').map((m) => unb64(m.params.data)).join('')
+    expect(text).toContain('term=xterm-256color')
+  })
+
+  it('process/closed is the barrier: every output notification comes before it', { timeout: 60000 }, async () => {
+    const srv = stdioClient()
+    const runs = 20
+    for (let i = 0; i < runs; i++) {
+      // 64 KiB in many writes, then exit at once: the pumps are still sending when the exit is known
+      const r = await srv.client.call('process/start', { processId: `b${i}`, argv: ['sh', '-c', 'i=0; while [ $i -lt 64 ]; do head -c 1024 /dev/zero | tr "\\0" x; i=$((i+1)); done'] })
+      expect(r.result.processId).toBe(`b${i}`)
+      await srv.client.call('process/wait', { processId: `b${i}`, timeoutMs: 10000 })
+    }
+    await srv.client.until((n) => n.filter((m) => m.method === 'process/closed').length === runs, 30000)
+    for (let i = 0; i < runs; i++) {
+      const mine = srv.client.notes.filter((m) => m.params?.processId === `b${i}`)
+      const closedAt = mine.findIndex((m) => m.method === 'process/closed')
+      const bytes = mine.slice(0, closedAt).filter((m) => m.method === 'process/output').reduce((n, m) => n + Buffer.from(m.params.data, 'base64').length, 0)
+      expect(bytes).toBe(65536)
+      expect(mine.slice(closedAt + 1).some((m) => m.method === 'process/output')).toBe(false)
+    }
+    srv.child.kill('SIGKILL')
   })
 })

@@ -15,7 +15,14 @@ over stdin/stdout, or over WebSocket with --listen.
 
 Options:
   --listen ws://HOST:PORT      serve WebSocket connections (loopback only unless --allow-remote)
-  --allow-remote               accept a non-loopback --listen address
+  --allow-remote               accept a non-loopback --listen address (and any Host header)
+  --token-file FILE            the token clients must send (else $EXEC_NATIVE_SERVE_TOKEN, else a
+                               random one, printed to stderr and written to a 0600 file)
+  --no-auth                    no token (loopback only): any local program can connect
+  --allow-origin ORIGIN        let pages of ORIGIN connect (repeatable); other Origins get 403
+  --max-connections N          WebSocket connections at once (default 64)
+  --ping-interval-ms N         ping period; a peer silent for two periods is dropped (default 30000)
+  --handshake-timeout-ms N     time to complete a handshake (default 10000)
   --retained-output-bytes N    output kept per process (default 1048576)
   --max-processes N            processes per connection (default 64)
   --exited-retention-ms N      how long an exited process stays readable (default 30000)
@@ -23,6 +30,9 @@ Options:
 `
 
 const NUMERIC = {
+  '--max-connections': 'maxConnections',
+  '--ping-interval-ms': 'pingIntervalMs',
+  '--handshake-timeout-ms': 'handshakeTimeoutMs',
   '--retained-output-bytes': 'retainedOutputBytes',
   '--max-processes': 'maxProcesses',
   '--exited-retention-ms': 'exitedRetentionMs',
@@ -46,6 +56,9 @@ export function parseServeArgs(args) {
     if (arg === '-h' || arg === '--help') opts.help = true
     else if (arg === '--listen') opts.listen = next()
     else if (arg === '--allow-remote') opts.allowRemote = true
+    else if (arg === '--no-auth') opts.noAuth = true
+    else if (arg === '--token-file') opts.tokenFile = next()
+    else if (arg === '--allow-origin') (opts.allowOrigin ??= []).push(next())
     else if (arg in NUMERIC) {
       const raw = next()
       const n = Number(raw)

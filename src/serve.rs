@@ -29,6 +29,62 @@ pub struct ServeOptions {
   pub max_processes: Option<f64>,
   /// @default 30000
   pub exited_retention_ms: Option<f64>,
+  /// The token WebSocket clients must send (`Authorization: Bearer <token>`,
+  /// or `?token=<token>`). Absent: read from `tokenFile`, else from
+  /// `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
+  /// stderr and written to a file only the user can read
+  /// (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
+  /// `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
+  pub token: Option<String>,
+  /// A file holding the token (its first line).
+  pub token_file: Option<String>,
+  /// No authentication; only on a loopback address. @default false
+  pub no_auth: Option<bool>,
+  /// Origins whose pages may connect (exact: `http://localhost:5173`). A
+  /// handshake with any other `Origin` header is refused (403). @default []
+  pub allow_origin: Option<Vec<String>>,
+  /// WebSocket connections at once; more are refused (503). @default 64
+  pub max_connections: Option<f64>,
+  /// Milliseconds between pings; a peer silent for two intervals is dropped
+  /// and its processes terminated. @default 30000
+  pub ping_interval_ms: Option<f64>,
+  /// Milliseconds a connection has to complete its handshake. @default 10000
+  pub handshake_timeout_ms: Option<f64>,
+}
+
+/// The listener's token: given, from a file, from the environment, or made.
+fn resolve_token(
+  token: Option<String>,
+  token_file: Option<String>,
+  no_auth: bool,
+  addr: std::net::SocketAddr,
+) -> std::result::Result<(Option<String>, bool), ExecError> {
+  if no_auth {
+    if !addr.ip().is_loopback() {
+      return Err(ExecError::invalid(format!(
+        "noAuth is only allowed on a loopback address, not {} (anyone who can connect could run commands)",
+        addr.ip()
+      )));
+    }
+    return Ok((None, false));
+  }
+  let from_file = token_file
+    .map(|f| {
+      std::fs::read_to_string(&f)
+        .map(|t| t.lines().next().unwrap_or("").trim().to_owned())
+        .map_err(|e| ExecError::invalid(format!("cannot read the token file {f}: {e}")))
+    })
+    .transpose()?;
+  let given = token
+    .or(from_file)
+    .or_else(|| std::env::var("EXEC_NATIVE_SERVE_TOKEN").ok());
+  match given {
+    Some(t) if t.len() < 16 => Err(ExecError::invalid(
+      "the token must be at least 16 characters long",
+    )),
+    Some(t) => Ok((Some(t), false)),
+    None => Ok((Some(server::random_token()?), true)),
+  }
 }
 
 /// Run the exec-server. Over stdio it resolves when stdin closes, after the
@@ -68,9 +124,50 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
       .as_deref()
       .map(|l| server::parse_listen(l, allow_remote))
       .transpose()?;
-    Ok((addr, config))
+    let mut policy = server::WsPolicy {
+      allow_remote,
+      ..Default::default()
+    };
+    policy.allowed_origins = match o
+      .map(|o| args::prop(o, "allowOrigin"))
+      .transpose()?
+      .flatten()
+    {
+      Some(v) => args::opt_string_array(Some(v), "options.allowOrigin")?,
+      None => Vec::new(),
+    };
+    policy.max_connections = args::opt_usize(o, "maxConnections", policy.max_connections)?;
+    policy.ping_interval =
+      args::opt_ms(o, "pingIntervalMs", policy.ping_interval.as_millis() as u64)?;
+    policy.handshake_timeout = args::opt_ms(
+      o,
+      "handshakeTimeoutMs",
+      policy.handshake_timeout.as_millis() as u64,
+    )?;
+    if policy.max_connections == 0
+      || policy.ping_interval.is_zero()
+      || policy.handshake_timeout.is_zero()
+    {
+      return Err(crate::error::type_error(
+        "options.maxConnections, pingIntervalMs and handshakeTimeoutMs must be at least 1",
+      ));
+    }
+    let token = o
+      .map(|o| args::opt_string(o, "token"))
+      .transpose()?
+      .flatten();
+    let token_file = o
+      .map(|o| args::opt_string(o, "tokenFile"))
+      .transpose()?
+      .flatten();
+    let no_auth = o
+      .map(|o| args::opt_bool(o, "noAuth"))
+      .transpose()?
+      .flatten()
+      .unwrap_or(false);
+    Ok((addr, config, policy, (token, token_file, no_auth)))
   })();
-  let (addr, config) = match parsed {
+  let (addr, config, mut policy, (token, token_file, no_auth)) = match parsed {
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
@@ -81,10 +178,19 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
         Ok(())
       }
       Some(addr) => {
+        let (token, made) = resolve_token(token, token_file, no_auth, addr)?;
         let listener = server::bind_ws(addr).await?;
         let local = listener.local_addr().unwrap_or(addr);
+        if let (Some(t), true) = (&token, made) {
+          let file = server::write_token_file(t, local.port())?;
+          eprintln!(
+            "exec-native: token {t} (also in {}; clients send Authorization: Bearer <token>)",
+            file.display()
+          );
+        }
+        policy.token = token;
         eprintln!("exec-native: listening on ws://{local}");
-        server::serve_ws(listener, config).await
+        server::serve_ws(listener, config, policy).await
       }
     }
   };

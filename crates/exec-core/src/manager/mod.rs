@@ -539,7 +539,12 @@ impl ProcessManager {
         if rows == 0 || cols == 0 {
           return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
         }
-        let env = spec.env.build();
+        let mut env = spec.env.build();
+        // a terminal of ours: TERM is xterm-256color unless the caller set it
+        // (not whatever the host's own terminal was)
+        if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
+          env.retain(|(k, _)| k != "TERM");
+        }
         let mark = crate::tree::new_mark(cfg.owner);
         let mut guard = crate::limits::LimitGuard::new(&spec.limits, &mark);
         // the limits are set in the child before exec, as for pipes (a PTY

@@ -6,18 +6,31 @@
 pub mod protocol;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::manager::{ManagerConfig, ProcessManager};
 use protocol::{RpcError, INVALID_REQUEST, PARSE_ERROR};
+
+/// Requests of one connection waiting for their answer at once; more are
+/// answered at once with `-32000` (`EBUSY`).
+pub const MAX_PENDING_REQUESTS: usize = 1024;
 
 /// Largest accepted message (a line or a WebSocket frame).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -86,6 +99,14 @@ pub async fn serve_connection(
       // a notification from the client: none are defined, so nothing to do
       continue;
     };
+    if tasks.len() >= MAX_PENDING_REQUESTS {
+      let e = RpcError::new(
+        protocol::SERVER_BUSY,
+        format!("exec: {MAX_PENDING_REQUESTS} requests are pending on this connection, wait for answers (EBUSY)"),
+      );
+      let _ = out.send(protocol::response(&id, Err(e)).to_string()).await;
+      continue;
+    }
     let (m, ev, o) = (manager.clone(), ev_tx.clone(), out.clone());
     tasks.spawn(async move {
       let r = protocol::dispatch(&m, &ev, &method, params).await;
@@ -152,7 +173,17 @@ fn split_request(v: Value) -> Result<Split, (Value, RpcError)> {
   };
   let params = obj.remove("params").unwrap_or(Value::Null);
   if !(params.is_object() || params.is_null()) {
-    return Err(invalid(id_or_null, "params must be an object"));
+    // well-formed JSON-RPC (by-position params), but not what a method takes
+    return Err((
+      id_or_null,
+      RpcError::new(
+        protocol::INVALID_PARAMS,
+        format!(
+          "exec: params must be an object (named parameters), got {} (EINVAL)",
+          protocol::kind(&params)
+        ),
+      ),
+    ));
   }
   Ok((id, method, params))
 }
@@ -289,13 +320,177 @@ pub async fn bind_ws(addr: SocketAddr) -> Result<TcpListener, ExecError> {
     .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot listen on ws://{addr}: {e}")))
 }
 
+/// Who may use the WebSocket listener, and the limits of its connections.
+///
+/// A local listener is reachable by every web page the user opens (a page may
+/// connect to `ws://127.0.0.1`, and DNS rebinding makes any name point there),
+/// so by default a handshake carrying an `Origin` header is refused, a `Host`
+/// that is not a loopback name is refused, and a bearer token is required.
+#[derive(Clone, Debug)]
+pub struct WsPolicy {
+  /// The token a client must present (`Authorization: Bearer <token>`, or
+  /// `?token=<token>` for browsers); `None` only with `--no-auth` on loopback.
+  pub token: Option<String>,
+  /// Origins a browser page may connect from (exact, e.g.
+  /// `http://localhost:5173`); any other `Origin` header is refused (403).
+  pub allowed_origins: Vec<String>,
+  /// Accept any `Host` header (a non-loopback listener).
+  pub allow_remote: bool,
+  /// Connections at once; more are refused (503).
+  pub max_connections: usize,
+  /// A TCP connection must complete its handshake within this.
+  pub handshake_timeout: Duration,
+  /// A ping is sent this often; a peer silent for two intervals is dropped
+  /// (and its processes terminated).
+  pub ping_interval: Duration,
+}
+
+impl Default for WsPolicy {
+  fn default() -> Self {
+    WsPolicy {
+      token: None,
+      allowed_origins: Vec::new(),
+      allow_remote: false,
+      max_connections: 64,
+      handshake_timeout: Duration::from_secs(10),
+      ping_interval: Duration::from_secs(30),
+    }
+  }
+}
+
+/// A random token of 32 bytes from the OS, hex-encoded.
+pub fn random_token() -> Result<String, ExecError> {
+  use std::io::Read;
+  let mut bytes = [0u8; 32];
+  std::fs::File::open("/dev/urandom")
+    .and_then(|mut f| f.read_exact(&mut bytes))
+    .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot read /dev/urandom: {e}")))?;
+  Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Write `token` to a file only the user can read: `<dir>/exec-native/serve-<port>.token`
+/// under `$XDG_RUNTIME_DIR`, else the temp directory (`exec-native-<uid>`).
+pub fn write_token_file(token: &str, port: u16) -> Result<std::path::PathBuf, ExecError> {
+  use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+  let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+    Some(d) if !d.is_empty() => std::path::PathBuf::from(d).join("exec-native"),
+    _ => std::env::temp_dir().join(format!("exec-native-{}", unsafe { libc::getuid() })),
+  };
+  let io = |e: std::io::Error| {
+    ExecError::new(
+      ErrorCode::EIO,
+      format!("cannot write the token file in {}: {e}", dir.display()),
+    )
+  };
+  std::fs::DirBuilder::new()
+    .recursive(true)
+    .mode(0o700)
+    .create(&dir)
+    .map_err(io)?;
+  std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+  let path = dir.join(format!("serve-{port}.token"));
+  let _ = std::fs::remove_file(&path);
+  let mut f = std::fs::OpenOptions::new()
+    .write(true)
+    .create_new(true)
+    .mode(0o600)
+    .open(&path)
+    .map_err(io)?;
+  std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes()).map_err(io)?;
+  Ok(path)
+}
+
+/// Compare without an early exit, so the time taken says nothing of the token.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+  let mut diff = a.len() ^ b.len();
+  for i in 0..a.len().max(b.len()) {
+    diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
+  }
+  diff == 0
+}
+
+/// Whether a `Host` header names this machine's loopback (`localhost`,
+/// `*.localhost`, `127.0.0.0/8`, `::1`), with or without a port.
+pub fn is_loopback_host(host: &str) -> bool {
+  let name = if let Some(rest) = host.strip_prefix('[') {
+    rest.split(']').next().unwrap_or("")
+  } else {
+    match host.rsplit_once(':') {
+      Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+      _ => host,
+    }
+  };
+  let name = name.trim_end_matches('.').to_ascii_lowercase();
+  name == "localhost"
+    || name.ends_with(".localhost")
+    || name.parse::<IpAddr>().is_ok_and(is_loopback)
+}
+
+/// Why a handshake is refused: the HTTP status and the reason.
+fn check_handshake(req: &Request, policy: &WsPolicy) -> Result<(), (u16, String)> {
+  let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+  if !policy.allow_remote {
+    match header("host") {
+      Some(h) if is_loopback_host(h) => {}
+      Some(h) => {
+        return Err((
+          403,
+          format!("Host '{h}' is not a loopback name (DNS rebinding?); start with --allow-remote to accept it"),
+        ))
+      }
+      None => return Err((400, "a Host header is required".into())),
+    }
+  }
+  if let Some(origin) = header("origin") {
+    if !policy.allowed_origins.iter().any(|o| o == origin) {
+      return Err((
+        403,
+        format!(
+          "Origin '{origin}' is not allowed (start with --allow-origin {origin} to allow it)"
+        ),
+      ));
+    }
+  }
+  if let Some(token) = &policy.token {
+    let bearer = header("authorization")
+      .and_then(|a| a.strip_prefix("Bearer "))
+      .map(str::trim);
+    let query = req
+      .uri()
+      .query()
+      .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
+    let ok = [bearer, query]
+      .into_iter()
+      .flatten()
+      .any(|t| same_secret(t.as_bytes(), token.as_bytes()));
+    if !ok {
+      return Err((
+        401,
+        "a token is required: Authorization: Bearer <token> (or ?token=<token>)".into(),
+      ));
+    }
+  }
+  Ok(())
+}
+
+fn refuse(status: u16, why: String) -> ErrorResponse {
+  let mut r = ErrorResponse::new(Some(format!("exec-native: {why}\n")));
+  *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+  r
+}
+
 /// Accept WebSocket connections for ever; each one is served on its own.
-pub async fn serve_ws(listener: TcpListener, config: ManagerConfig) -> Result<(), ExecError> {
+pub async fn serve_ws(
+  listener: TcpListener,
+  config: ManagerConfig,
+  policy: WsPolicy,
+) -> Result<(), ExecError> {
+  let slots = Arc::new(Semaphore::new(policy.max_connections));
   loop {
-    let (stream, _) = match listener.accept().await {
+    let (mut stream, _) = match listener.accept().await {
       Ok(s) => s,
       Err(e) if is_transient(&e) => {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         continue;
       }
       Err(e) => {
@@ -305,47 +500,119 @@ pub async fn serve_ws(listener: TcpListener, config: ManagerConfig) -> Result<()
         ));
       }
     };
-    let config = config.clone();
+    let Ok(slot) = slots.clone().try_acquire_owned() else {
+      tokio::spawn(async move {
+        let _ = stream
+          .write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+          )
+          .await;
+      });
+      continue;
+    };
+    let (config, policy) = (config.clone(), policy.clone());
     tokio::spawn(async move {
+      let _slot = slot;
       let _ = stream.set_nodelay(true);
       let mut ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
-      ws_config.max_message_size = Some(MAX_MESSAGE_BYTES);
-      ws_config.max_frame_size = Some(MAX_MESSAGE_BYTES);
-      let Ok(ws) = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config)).await
-      else {
+      // read up to twice the limit, so that a message just over it gets an
+      // answer (-32700) as on stdio; past that the connection is closed (1009)
+      ws_config.max_message_size = Some(2 * MAX_MESSAGE_BYTES);
+      ws_config.max_frame_size = Some(2 * MAX_MESSAGE_BYTES);
+      // the callback's error type is tungstenite's (an HTTP response)
+      #[allow(clippy::result_large_err)]
+      let check = |req: &Request, resp: Response| match check_handshake(req, &policy) {
+        Ok(()) => Ok(resp),
+        Err((status, why)) => Err(refuse(status, why)),
+      };
+      let handshake =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config));
+      let Ok(Ok(ws)) = tokio::time::timeout(policy.handshake_timeout, handshake).await else {
         return;
       };
-      let (mut sink, mut source) = ws.split();
-      let (in_tx, in_rx) = mpsc::channel(16);
-      let (out_tx, mut out_rx) = mpsc::channel::<String>(256);
-      let read_task = tokio::spawn(async move {
-        while let Some(m) = source.next().await {
-          let m = match m {
-            Ok(Message::Text(t)) => Incoming::Text(t.to_string()),
-            Ok(Message::Binary(_)) => {
-              Incoming::Invalid("binary frames are not supported, send text".into())
-            }
-            Ok(Message::Close(_)) | Err(_) => break,
-            Ok(_) => continue,
-          };
-          if in_tx.send(m).await.is_err() {
-            break;
-          }
-        }
-      });
-      let write_task = tokio::spawn(async move {
-        while let Some(text) = out_rx.recv().await {
-          if sink.send(Message::Text(text.into())).await.is_err() {
-            break;
-          }
-        }
-        let _ = sink.close().await;
-      });
-      serve_connection(config, in_rx, out_tx).await;
-      read_task.abort();
-      let _ = tokio::time::timeout(std::time::Duration::from_secs(5), write_task).await;
+      serve_ws_connection(ws, config, policy.ping_interval).await;
     });
   }
+}
+
+/// Serve one accepted WebSocket: frames in, answers and notifications out,
+/// pings to notice a vanished peer, a close frame with a code at the end.
+async fn serve_ws_connection(
+  ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+  config: ManagerConfig,
+  ping_interval: Duration,
+) {
+  let (mut sink, mut source) = ws.split();
+  let (in_tx, in_rx) = mpsc::channel(16);
+  let (out_tx, mut out_rx) = mpsc::channel::<String>(256);
+  let started = Instant::now();
+  let last_heard = Arc::new(AtomicU64::new(0));
+  let close: Arc<std::sync::Mutex<Option<CloseFrame>>> = Default::default();
+  let (heard, close_in) = (last_heard.clone(), close.clone());
+  let read_task = tokio::spawn(async move {
+    while let Some(m) = source.next().await {
+      heard.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+      let m = match m {
+        Ok(Message::Text(t)) if t.len() > MAX_MESSAGE_BYTES => Incoming::Invalid(format!(
+          "a message of {} bytes is over the limit of {MAX_MESSAGE_BYTES}",
+          t.len()
+        )),
+        Ok(Message::Text(t)) => Incoming::Text(t.to_string()),
+        Ok(Message::Binary(_)) => {
+          Incoming::Invalid("binary frames are not supported, send text".into())
+        }
+        Ok(Message::Close(_)) => break,
+        Err(WsError::Capacity(e)) => {
+          *close_in.lock().unwrap() = Some(CloseFrame {
+            code: CloseCode::Size,
+            reason: format!("{e}").into(),
+          });
+          break;
+        }
+        Err(_) => break,
+        Ok(_) => continue,
+      };
+      if in_tx.send(m).await.is_err() {
+        break;
+      }
+    }
+  });
+  let close_out = close.clone();
+  let write_task = tokio::spawn(async move {
+    let mut ping = tokio::time::interval_at(Instant::now() + ping_interval, ping_interval);
+    loop {
+      tokio::select! {
+        text = out_rx.recv() => {
+          let Some(text) = text else { break };
+          if sink.send(Message::Text(text.into())).await.is_err() {
+            return;
+          }
+        }
+        _ = ping.tick() => {
+          let silent = started.elapsed().as_millis() as u64 - last_heard.load(Ordering::Relaxed);
+          if silent > 2 * ping_interval.as_millis() as u64 {
+            *close_out.lock().unwrap() = Some(CloseFrame {
+              code: CloseCode::Away,
+              reason: "no answer to pings".into(),
+            });
+            break;
+          }
+          if sink.send(Message::Ping(Default::default())).await.is_err() {
+            return;
+          }
+        }
+      }
+    }
+    let frame = close_out.lock().unwrap().take().unwrap_or(CloseFrame {
+      code: CloseCode::Normal,
+      reason: "bye".into(),
+    });
+    let _ = sink.send(Message::Close(Some(frame))).await;
+    let _ = sink.close().await;
+  });
+  serve_connection(config, in_rx, out_tx).await;
+  read_task.abort();
+  let _ = tokio::time::timeout(Duration::from_secs(5), write_task).await;
 }
 
 fn is_transient(e: &std::io::Error) -> bool {

@@ -25,6 +25,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// Too many requests pending on the connection.
+pub const SERVER_BUSY: i64 = -32000;
 
 /// The JSON-RPC code of an exec-native error code. EINVAL is "invalid params".
 pub fn rpc_code(code: ErrorCode) -> i64 {
@@ -127,11 +129,42 @@ pub fn notification(ev: &ProcessEvent) -> Value {
   json!({ "jsonrpc": "2.0", "method": format!("process/{}", ev.kind.name()), "params": p })
 }
 
+/// Longest `processId` accepted (bytes).
+pub const MAX_PROCESS_ID_BYTES: usize = 256;
+
 fn params<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, RpcError> {
   if v.is_null() {
     return Err(RpcError::invalid_params("params are missing"));
   }
+  if let Some(Value::String(id)) = v.get("processId") {
+    if id.len() > MAX_PROCESS_ID_BYTES {
+      return Err(RpcError::invalid_params(format!(
+        "processId is {} bytes long, at most {MAX_PROCESS_ID_BYTES}",
+        id.len()
+      )));
+    }
+  }
   serde_json::from_value(v).map_err(RpcError::invalid_params)
+}
+
+/// A count or a number of milliseconds: a non-negative integer, also when a
+/// client's JSON library writes it as a float (`1000.0`).
+fn integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+  use serde::de::Error;
+  match Option::<Value>::deserialize(d)? {
+    None | Some(Value::Null) => Ok(None),
+    Some(Value::Number(n)) => match (n.as_u64(), n.as_f64()) {
+      (Some(u), _) => Ok(Some(u)),
+      (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f < u64::MAX as f64 => Ok(Some(f as u64)),
+      _ => Err(D::Error::custom(format!(
+        "expected a non-negative integer, got {n}"
+      ))),
+    },
+    Some(other) => Err(D::Error::custom(format!(
+      "expected a non-negative integer, got {}",
+      kind(&other)
+    ))),
+  }
 }
 
 #[derive(Deserialize)]
@@ -152,7 +185,7 @@ struct StartParams {
 }
 
 /// The JSON type of `v`, for error messages.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
   match v {
     Value::Null => "null",
     Value::Bool(_) => "a boolean",
@@ -286,6 +319,7 @@ enum ModeParam {
 struct TerminateParams {
   process_id: String,
   mode: Option<ModeParam>,
+  #[serde(default, deserialize_with = "integral")]
   timeout_ms: Option<u64>,
 }
 
@@ -293,6 +327,7 @@ struct TerminateParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WaitParams {
   process_id: String,
+  #[serde(default, deserialize_with = "integral")]
   timeout_ms: Option<u64>,
 }
 
@@ -300,8 +335,11 @@ struct WaitParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReadParams {
   process_id: String,
+  #[serde(default, deserialize_with = "integral")]
   after_seq: Option<u64>,
-  max_bytes: Option<usize>,
+  #[serde(default, deserialize_with = "integral")]
+  max_bytes: Option<u64>,
+  #[serde(default, deserialize_with = "integral")]
   wait_ms: Option<u64>,
 }
 
@@ -437,7 +475,9 @@ pub async fn dispatch(
         .read(
           &p.process_id,
           p.after_seq.unwrap_or(0),
-          p.max_bytes.unwrap_or(DEFAULT_READ_MAX_BYTES),
+          p.max_bytes.map_or(DEFAULT_READ_MAX_BYTES, |n| {
+            n.min(usize::MAX as u64) as usize
+          }),
           Duration::from_millis(p.wait_ms.unwrap_or(0).min(MAX_WAIT_MS)),
         )
         .await?;
