@@ -41,7 +41,7 @@ pub struct ExecuteOptions {
   pub env_denylist: Option<Vec<String>>,
   /// Also kill the child when the host dies by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-  /// path). @default false
+  /// path; macOS has no such signal: there it does nothing). @default false
   pub die_with_parent: Option<bool>,
   /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
   #[napi(ts_type = "'utf8' | 'buffer'")]
@@ -116,7 +116,7 @@ pub struct SpawnOptions {
   pub env_denylist: Option<Vec<String>>,
   /// Also kill the child when the host dies by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-  /// path). @default false
+  /// path; macOS has no such signal: there it does nothing). @default false
   pub die_with_parent: Option<bool>,
   /// Least milliseconds between two calls of the same callback: output is
   /// coalesced in between (the first chunk is delivered at once). @default 10

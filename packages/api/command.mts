@@ -13,10 +13,10 @@
  */
 import { createRequire } from 'node:module'
 
-import type * as Native from '../../index.js'
+import type * as Native from 'exec-native'
 
 const require = createRequire(import.meta.url)
-const native: typeof Native = require('../../index.js')
+const native: typeof Native = require('exec-native')
 
 export type {
   AdoptedProcess,
@@ -31,7 +31,7 @@ export type {
   TruncateResult,
   TruncationInfo,
   ToolCallResult,
-} from '../../index.js'
+} from 'exec-native'
 
 export const runCommand: typeof Native.runCommand = native.runCommand
 export const CommandRunner: typeof Native.CommandRunner = native.CommandRunner

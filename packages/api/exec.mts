@@ -22,10 +22,10 @@ import { createRequire } from 'node:module'
 import Path from 'node:path'
 import { Writable } from 'node:stream'
 
-import type * as Native from '../../index.js'
+import type * as Native from 'exec-native'
 
 const require = createRequire(import.meta.url)
-const native: typeof Native = require('../../index.js')
+const native: typeof Native = require('exec-native')
 
 export type Language = 'typescript' | 'javascript' | 'python' | 'bash'
 export type ExecutionOptions = Native.ExecuteOptions

@@ -12,10 +12,10 @@
  */
 import { createRequire } from 'node:module'
 
-import type * as Native from '../../index.js'
+import type * as Native from 'exec-native'
 
 const require = createRequire(import.meta.url)
-const native: typeof Native = require('../../index.js')
+const native: typeof Native = require('exec-native')
 
 export const PythonSession = native.PythonSession
 export type PythonSession = Native.PythonSession
@@ -29,7 +29,7 @@ export type {
   SessionExecuteOptions,
   ShellExecuteResult,
   ShellSessionOptions,
-} from '../../index.js'
+} from 'exec-native'
 
 /** Status of a session execution. */
 export type SessionStatus = Native.PythonExecuteResult['status']

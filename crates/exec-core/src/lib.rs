@@ -11,6 +11,7 @@ pub mod language;
 pub mod limits;
 pub mod manager;
 pub mod mcp;
+pub mod platform;
 pub mod reaper;
 pub mod run;
 pub mod server;

@@ -31,6 +31,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::{ErrorCode, ExecError};
+use crate::platform::{self, Resource};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -194,24 +195,14 @@ impl Limits {
 }
 
 /// This process's `(soft, hard)` limit of `res`.
-fn host_limit(res: libc::__rlimit_resource_t) -> (u64, u64) {
-  let mut lim = libc::rlimit64 {
-    rlim_cur: libc::RLIM64_INFINITY,
-    rlim_max: libc::RLIM64_INFINITY,
-  };
-  unsafe { libc::getrlimit64(res, &mut lim) };
-  (lim.rlim_cur, lim.rlim_max)
+fn host_limit(res: Resource) -> (u64, u64) {
+  platform::get_rlimit(res)
 }
 
 /// A limit the child could not set (setrlimit fails with EPERM, which would
 /// surface as a puzzling spawn error): above the host's hard limit without
 /// root, or more open files than the kernel allows (`fs.nr_open`).
-fn check_hard(
-  res: libc::__rlimit_resource_t,
-  name: &str,
-  value: u64,
-  hard: u64,
-) -> Result<(), ExecError> {
+fn check_hard(res: Resource, name: &str, value: u64, hard: u64) -> Result<(), ExecError> {
   let too_high = |max: u64, whose: &str| {
     Err(ExecError::invalid(format!(
       "limits.{name} of {value} is above {whose} ({max})"
@@ -222,9 +213,7 @@ fn check_hard(
     return too_high(host_hard, "the hard limit of this host");
   }
   if res == libc::RLIMIT_NOFILE {
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-      .ok()
-      .and_then(|s| s.trim().parse::<u64>().ok());
+    let nr_open = platform::max_open_files_ceiling();
     if let Some(max) = nr_open.filter(|m| hard > *m) {
       return too_high(max, "the kernel's maximum fs.nr_open");
     }
@@ -234,7 +223,7 @@ fn check_hard(
 
 /// What runs in the child between fork and exec.
 pub struct ChildPlan {
-  rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+  rlimits: Vec<(Resource, u64, u64)>,
   cgroup_procs: Vec<std::ffi::CString>,
   /// With `die_with_parent`: the host's pid, to catch a host that died before
   /// the prctl.
@@ -251,20 +240,9 @@ impl ChildPlan {
       libc::signal(libc::SIGXCPU, libc::SIG_DFL);
     }
     if let Some(parent) = self.pdeathsig_parent {
-      unsafe {
-        if libc::prctl(
-          libc::PR_SET_PDEATHSIG,
-          libc::SIGKILL as libc::c_ulong,
-          0,
-          0,
-          0,
-        ) != 0
-        {
-          return Err(std::io::Error::last_os_error());
-        }
-        if libc::getppid() != parent {
-          libc::_exit(137);
-        }
+      platform::kill_me_with_parent()?;
+      if unsafe { libc::getppid() } != parent {
+        unsafe { libc::_exit(137) };
       }
     }
     for path in &self.cgroup_procs {
@@ -280,13 +258,7 @@ impl ChildPlan {
       }
     }
     for &(res, soft, hard) in &self.rlimits {
-      let lim = libc::rlimit64 {
-        rlim_cur: soft,
-        rlim_max: hard,
-      };
-      if unsafe { libc::setrlimit64(res, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
-      }
+      platform::set_rlimit(res, soft, hard)?;
     }
     Ok(())
   }

@@ -53,7 +53,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::error::{ErrorCode, ExecError};
+#[cfg(target_os = "linux")]
+use crate::error::ErrorCode;
+use crate::error::ExecError;
 use crate::tree::{self, Needle};
 
 /// `EXEC_NATIVE_SUBREAPER=1` in the host's environment makes it a subreaper

@@ -622,9 +622,7 @@ where
 
 fn grow_pipe(fd: i32) {
   // best effort: a larger pipe means fewer wake-ups for a heavy writer
-  unsafe {
-    libc::fcntl(fd, libc::F_SETPIPE_SZ, HEAVY_PIPE_SIZE);
-  }
+  crate::platform::grow_pipe(fd, HEAVY_PIPE_SIZE);
 }
 
 /// Read what is in the pipe right now (non-blocking), bounded.

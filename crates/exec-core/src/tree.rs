@@ -46,6 +46,7 @@ pub const MAX_NEEDLE: usize = 96;
 /// value), built in a fixed buffer so that it can be prepared ahead of a
 /// signal handler.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read by the /proc scan only
 pub struct Needle {
   buf: [u8; MAX_NEEDLE],
   len: usize,
@@ -70,6 +71,7 @@ impl Needle {
     Some(Needle { buf, len })
   }
 
+  #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
   fn bytes(&self) -> &[u8] {
     &self.buf[..self.len]
   }
@@ -157,6 +159,7 @@ fn environ_contains(pid: i32, needle: &[u8]) -> bool {
 }
 
 /// What one read of `/proc/<pid>/environ` found.
+#[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Environ {
   Hit,
@@ -235,13 +238,16 @@ fn environ_match(pid: i32, needle: &[u8]) -> Environ {
 }
 
 /// Probing pids one by one beats listing /proc up to this many.
+#[cfg(target_os = "linux")]
 const RANGE_SCAN_MAX: i64 = 4096;
 
+#[cfg(target_os = "linux")]
 fn read_small(path: &str) -> Option<String> {
   std::fs::read_to_string(path).ok()
 }
 
 /// The last pid the kernel allocated (in this pid namespace) and `pid_max`.
+#[cfg(target_os = "linux")]
 fn last_pid_and_max() -> Option<(i64, i64)> {
   let last = read_small("/proc/loadavg")?
     .split_whitespace()

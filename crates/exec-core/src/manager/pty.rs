@@ -169,13 +169,7 @@ fn child_setup(plan: Option<&ChildPlan>) -> io::Result<()> {
       return Err(io::Error::last_os_error());
     }
     // descriptors the host left without FD_CLOEXEC do not reach the program
-    // (Linux 5.11+; older kernels keep them, as pipe children do)
-    libc::syscall(
-      libc::SYS_close_range,
-      3 as libc::c_uint,
-      libc::c_uint::MAX,
-      libc::CLOSE_RANGE_CLOEXEC,
-    );
+    crate::platform::cloexec_from(3);
   }
   match plan {
     Some(p) => p.apply(),

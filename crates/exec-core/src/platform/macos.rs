@@ -1,0 +1,45 @@
+//! macOS: the twins of the Linux calls.
+
+use std::io;
+
+/// macOS has no parent-death signal: a no-op (see [`DIE_WITH_PARENT`]).
+/// Children of a host that died are still found by their group.
+pub fn kill_me_with_parent() -> io::Result<()> {
+  Ok(())
+}
+
+/// Whether [`kill_me_with_parent`] does anything on this system.
+pub const DIE_WITH_PARENT: bool = false;
+
+/// Mark every descriptor from `first` up close-on-exec. Async-signal-safe:
+/// one fcntl per possible descriptor up to the soft RLIMIT_NOFILE (capped).
+pub fn cloexec_from(first: i32) {
+  let max = unsafe { libc::getdtablesize() }.min(1 << 16);
+  for fd in first.max(0)..max {
+    unsafe {
+      let flags = libc::fcntl(fd, libc::F_GETFD);
+      if flags >= 0 {
+        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+      }
+    }
+  }
+}
+
+/// macOS pipes size themselves (up to 64 KiB): a no-op.
+pub fn grow_pipe(_fd: i32, _bytes: i32) {}
+
+/// `kern.maxfilesperproc`: a hard RLIMIT_NOFILE above it cannot be set.
+pub fn max_open_files_ceiling() -> Option<u64> {
+  let mut v: libc::c_int = 0;
+  let mut len = std::mem::size_of::<libc::c_int>();
+  let r = unsafe {
+    libc::sysctlbyname(
+      c"kern.maxfilesperproc".as_ptr(),
+      (&mut v as *mut libc::c_int).cast(),
+      &mut len,
+      std::ptr::null_mut(),
+      0,
+    )
+  };
+  (r == 0 && v > 0).then_some(v as u64)
+}

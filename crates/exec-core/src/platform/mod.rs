@@ -1,0 +1,80 @@
+//! The calls that differ between Linux and macOS, each with its twin for the
+//! other system. Everything above this module is portable POSIX (process
+//! groups, signals, pipes, PTYs); what only one kernel offers (prctl, pipe
+//! sizes, close_range, `/proc/sys`) lives here, so a new target only touches
+//! this folder.
+//!
+//! What the twin does where a call has no equivalent is stated on the call:
+//! it is always "less" (a pipe keeps its default size), never different
+//! behaviour of what does run.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
+
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::*;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!("exec-native supports Linux and macOS only");
+
+/// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned
+/// enum in glibc, an `int` in musl and on macOS.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub type Resource = libc::__rlimit_resource_t;
+/// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned
+/// enum in glibc, an `int` in musl and on macOS.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub type Resource = libc::c_int;
+
+/// This process's `(soft, hard)` limit of `res` (`RLIM_INFINITY` is
+/// `u64::MAX`; every supported target is 64-bit, so `rlim_t` is 64 bits).
+pub fn get_rlimit(res: Resource) -> (u64, u64) {
+  let mut lim = libc::rlimit {
+    rlim_cur: libc::RLIM_INFINITY,
+    rlim_max: libc::RLIM_INFINITY,
+  };
+  unsafe { libc::getrlimit(res, &mut lim) };
+  (lim.rlim_cur, lim.rlim_max)
+}
+
+/// Set this process's limit of `res`. Async-signal-safe (one system call):
+/// meant for the child between fork and exec.
+pub fn set_rlimit(res: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
+  let lim = libc::rlimit {
+    rlim_cur: soft,
+    rlim_max: hard,
+  };
+  if unsafe { libc::setrlimit(res, &lim) } != 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn rlimits_round_trip() {
+    let (soft, hard) = get_rlimit(libc::RLIMIT_NOFILE);
+    assert!(soft <= hard && soft > 0);
+    set_rlimit(libc::RLIMIT_NOFILE, soft, hard).unwrap();
+    assert_eq!(get_rlimit(libc::RLIMIT_NOFILE), (soft, hard));
+    // soft above hard is refused, and nothing changes
+    let err = set_rlimit(libc::RLIMIT_NOFILE, 2, 1).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(get_rlimit(libc::RLIMIT_NOFILE), (soft, hard));
+  }
+
+  #[test]
+  fn the_kernel_file_ceiling_is_known_or_none() {
+    // the host's own hard limit was set under the ceiling
+    let n = max_open_files_ceiling().expect("fs.nr_open / kern.maxfilesperproc");
+    let (_, hard) = get_rlimit(libc::RLIMIT_NOFILE);
+    assert!(hard == u64::MAX || hard <= n, "hard {hard} ceiling {n}");
+  }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every target in package.json's napi.targets compiles (npm run lint runs this).
+#   scripts/check-targets.sh           clippy (-D warnings) for each target, and
+#                                      a real musl link with `napi build -x`
+#   scripts/check-targets.sh --quick   clippy only
+# rustup adds the targets' standard libraries; zig and cargo-zigbuild (the
+# musl linker napi-rs uses) install from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=$(node -p "require('./package.json').napi.targets.join(' ')")
+host=$(rustc -vV | sed -n 's/^host: //p')
+missing=$(comm -23 <(tr ' ' '\n' <<<"$targets" | sort) <(rustup target list --installed | sort))
+[ -z "$missing" ] || rustup target add $missing
+for t in $targets; do
+  [ "$t" = "$host" ] && continue # the host is linted by `cargo clippy` itself
+  echo "== cargo clippy --target $t"
+  cargo clippy --quiet --workspace --all-targets --target "$t" -- -D warnings
+done
+[ "${1:-}" = "--quick" ] && exit 0
+
+# musl for real: a shared object linked by zig against musl
+if ! command -v cargo-zigbuild >/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check ziglang cargo-zigbuild
+fi
+out=target/musl-link
+echo "== napi build -x --target x86_64-unknown-linux-musl"
+npx napi build --platform -x --target x86_64-unknown-linux-musl --output-dir "$out" >/dev/null
+file="$out/exec-native.linux-x64-musl.node"
+readelf -d "$file" | grep -q 'NEEDED.*libc.so' || { echo "$file is not linked against musl" >&2; exit 1; }
+echo "linked: $file ($(du -h "$file" | cut -f1))"
