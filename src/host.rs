@@ -27,7 +27,7 @@ pub fn init_env(env: &Env) -> Result<()> {
   OWNER.with(|o| o.set(id));
   // environment teardown (process exit, worker termination): kill what it runs
   env.add_env_cleanup_hook(id, |id| {
-    exec_core::group::kill_all(Some(id));
+    exec_core::group::shutdown(Some(id));
   })?;
   // process.exit() on the main thread does not run env cleanup hooks, but it
   // does run exit(3), and so atexit handlers
@@ -45,7 +45,7 @@ pub fn init_env(env: &Env) -> Result<()> {
 }
 
 extern "C" fn kill_everything_at_exit() {
-  exec_core::group::kill_all(None);
+  exec_core::group::shutdown(None);
   // the cgroups of runs with limits (emptied, removed)
   exec_core::cgroup::remove_all_signal_safe();
 }

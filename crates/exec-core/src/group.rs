@@ -2,13 +2,15 @@
 //! that nothing is left behind when the host goes away.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+
+use crate::error::{ErrorCode, ExecError};
 
 /// Send `sig` to process group `pgid`. Returns false when the group is empty.
 pub fn signal_group(pgid: i32, sig: Signal) -> bool {
@@ -165,9 +167,96 @@ fn slot_clear(pgid: i32) {
   }
 }
 
+/// Spawns in flight: from before the fork until the child is registered.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The whole host is going away (exit, or a terminating signal).
+static CLOSING_ALL: AtomicBool = AtomicBool::new(false);
+/// Environments (workers) that went away: their spawns are refused.
+static CLOSED_OWNERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// How long the exit paths wait for spawns in flight to register.
+const SPAWN_SETTLE: Duration = Duration::from_secs(1);
+
+/// Held by a spawn path from before the fork until its child is registered
+/// (see [`begin_spawn`]). While one is held, the exit and teardown paths wait
+/// before they kill, so a child being spawned cannot slip past them; after
+/// they began, new spawns of the departing host (or environment) are refused.
+pub struct SpawnTicket {
+  owner: u64,
+  _reaper: crate::reaper::Spawning,
+}
+
+/// Take a ticket for one spawn by `owner`, or `ECANCELED` when that host
+/// environment (or the whole process) is shutting down.
+pub fn begin_spawn(owner: u64) -> Result<SpawnTicket, ExecError> {
+  // count first, then look at the flags: an exit path sets its flag, then
+  // reads the count (both SeqCst), so one of the two sides sees the other
+  IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+  let ticket = SpawnTicket {
+    owner,
+    _reaper: crate::reaper::spawning(),
+  };
+  let closed = CLOSING_ALL.load(Ordering::SeqCst)
+    || CLOSED_OWNERS
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .contains(&owner);
+  if closed {
+    return Err(ExecError::new(
+      ErrorCode::ECANCELED,
+      "the host is shutting down: no new process is started",
+    ));
+  }
+  Ok(ticket)
+}
+
+impl SpawnTicket {
+  /// The child is spawned: track its group (the ticket is then given back).
+  pub fn register(self, pgid: i32) {
+    register(pgid, self.owner);
+  }
+}
+
+impl Drop for SpawnTicket {
+  fn drop(&mut self) {
+    IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+  }
+}
+
+/// Wait (bounded) until no spawn is between its fork and its registration.
+/// Async-signal-safe (an atomic load and nanosleep); a spawn interrupted on
+/// this very thread cannot finish, hence the bound.
+fn settle_spawns() {
+  let mut waited = Duration::ZERO;
+  let step = Duration::from_millis(1);
+  while IN_FLIGHT.load(Ordering::SeqCst) > 0 && waited < SPAWN_SETTLE {
+    let ts = libc::timespec {
+      tv_sec: 0,
+      tv_nsec: step.as_nanos() as libc::c_long,
+    };
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    waited += step;
+  }
+}
+
+/// Refuse new spawns of `owner` (or of everyone with `None`) and let those in
+/// flight register, so that a kill that follows sees them all.
+fn close_spawns(owner: Option<u64>) {
+  match owner {
+    None => CLOSING_ALL.store(true, Ordering::SeqCst),
+    Some(o) => CLOSED_OWNERS
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .push(o),
+  }
+  settle_spawns();
+}
+
 /// SIGKILL every tracked group and every process marked by this host.
 /// Async-signal-safe: no locks, no allocation.
 pub fn kill_all_signal_safe(prefix: &crate::tree::Needle) {
+  // no new spawns; those in flight get registered before the kill
+  CLOSING_ALL.store(true, Ordering::SeqCst);
+  settle_spawns();
   for s in SLOT_TABLE.iter() {
     let p = s.load(Ordering::Relaxed);
     if p > 1 {
@@ -215,6 +304,14 @@ pub fn live_count() -> usize {
     .unwrap_or_else(|e| e.into_inner())
     .as_ref()
     .map_or(0, |m| m.len())
+}
+
+/// The host environment `owner` (or the whole process, `None`) goes away:
+/// refuse its new spawns, let those in flight register, and SIGKILL all it
+/// runs. For exit, env teardown and worker termination.
+pub fn shutdown(owner: Option<u64>) -> usize {
+  close_spawns(owner);
+  kill_all(owner)
 }
 
 /// SIGKILL every live group of `owner` (or of everyone with `None`). Used when

@@ -217,6 +217,17 @@ fn exec_image(spec: &ProcessSpec, mark: &str) -> Result<crate::spawn::ExecImage,
   crate::spawn::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
 }
 
+/// The value of a finished task. A panic goes on up; a task the runtime
+/// cancelled (it is shutting down, and this future is dropped with it) has no
+/// value to give, so this never completes instead of panicking.
+async fn joined<T>(r: Result<T, tokio::task::JoinError>) -> T {
+  match r {
+    Ok(v) => v,
+    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+    Err(_) => std::future::pending().await,
+  }
+}
+
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
@@ -243,12 +254,12 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
     let started = Instant::now();
     let shown = spec.program.display().to_string();
-    // until the child is registered, it is not taken for an orphan (reaper)
-    let spawning = crate::reaper::spawning();
+    // until the child is registered, the exit paths wait for it and the
+    // reaper does not take it for an orphan
+    let ticket = group::begin_spawn(owner)?;
     let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0);
-    group::register(pid as i32, owner);
-    drop(spawning);
+    ticket.register(pid as i32);
     guard.set_leader(pid as i32);
 
     let stop = CancellationToken::new();
@@ -398,8 +409,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       group::unregister(pgid);
     }
     let (out, err) = self.drain(policy).await;
-    let (stdout, stdout_bytes) = out.expect("stdout pump panicked");
-    let (stderr, stderr_bytes) = err.expect("stderr pump panicked");
+    let (stdout, stdout_bytes) = joined(out).await;
+    let (stderr, stderr_bytes) = joined(err).await;
     Finished {
       outcome: self.outcome_of(phase, policy, stdout_bytes, stderr_bytes),
       stdout,

@@ -550,8 +550,9 @@ impl ProcessManager {
         // the limits are set in the child before exec, as for pipes (a PTY
         // child is forked anyway); dieWithParent does not apply (see StartSpec)
         let plan = guard.child_plan(false)?;
-        // until the child is registered, it is not taken for an orphan (reaper)
-        let spawning = crate::reaper::spawning();
+        // until the child is registered, the exit paths wait for it and the
+        // reaper does not take it for an orphan
+        let ticket = group::begin_spawn(cfg.owner)?;
         let spawned = pty::spawn(
           &resolved,
           &spec.argv,
@@ -562,8 +563,7 @@ impl ProcessManager {
           plan,
         )?;
         let pid = spawned.pid;
-        group::register(pid as i32, cfg.owner);
-        drop(spawning);
+        ticket.register(pid as i32);
         guard.set_leader(pid as i32);
         let p = make(Some(spawned.master));
         p.pid.store(pid, Ordering::Release);

@@ -224,15 +224,15 @@ impl Worker {
     cmd.stdout(Stdio::piped());
     cmd.stderr(Stdio::piped());
     let mut cmd = tokio::process::Command::from(cmd);
-    // until the child is registered, it is not taken for an orphan (reaper)
-    let spawning = crate::reaper::spawning();
+    // until the child is registered, the exit paths wait for it and the
+    // reaper does not take it for an orphan
+    let ticket = group::begin_spawn(owner)?;
     let spawned = cmd.spawn();
     // closes our copy of the worker's end: EOF then means the worker is gone
     drop(cmd);
     let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0) as i32;
-    group::register(pid, owner);
-    drop(spawning);
+    ticket.register(pid);
     guard.set_leader(pid);
     let limit_hit = Arc::new(Mutex::new(None));
     // the watchdog runs for the worker's whole life (also between executions:
