@@ -399,3 +399,21 @@ describe('ProcessManager lifecycle', () => {
     expect(m.list().every((p) => !p.running)).toBe(true)
   })
 })
+
+describe('ProcessManager.close', () => {
+  it('waits for processes still being started when it is called (10 rounds of 20 starts, close after 1 ms)', async () => {
+    const { isRunning } = await import('./helpers')
+    let runningAfterClose = 0
+    for (let round = 0; round < 10; round++) {
+      const m = new ProcessManager({ maxProcesses: 64 })
+      const starts = Array.from({ length: 20 }, () => m.start({ argv: ['sleep', '30'] }).catch(() => null))
+      await new Promise((r) => setTimeout(r, 1))
+      await m.close()
+      // close() has resolved: whatever started is gone now, not later
+      const started = (await Promise.all(starts)).filter((s) => s !== null)
+      runningAfterClose += started.filter((s) => isRunning(s!.pid)).length
+      for (const s of started) if (isRunning(s!.pid)) process.kill(s!.pid, 'SIGKILL')
+    }
+    expect(runningAfterClose).toBe(0)
+  })
+})

@@ -775,6 +775,11 @@ impl ProcessManager {
   /// after `close_grace`) and wait for them.
   pub async fn close(&self) {
     self.inner.closed.store(true, Ordering::Release);
+    // starts already past `reserve` finish first (they are in `starting`
+    // until their process is in `procs`, or failed): none is missed
+    while !self.inner.table().starting.is_empty() {
+      tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let procs: Vec<Arc<Proc>> = self.inner.table().procs.values().cloned().collect();
     let grace = self.inner.config.close_grace;
     let waits = procs.iter().map(|p| async move {
