@@ -640,7 +640,10 @@ export interface ProcessManagerConfig {
    * the interleaved log that `read` serves. @default 1048576
    */
   retainedOutputBytes?: number
-  /** Processes that may run at once; `start` fails with `EBUSY` past it. @default 64 */
+  /**
+   * Processes that may run at once (at least 1); `start` fails with `EBUSY`
+   * past it. @default 64
+   */
   maxProcesses?: number
   /**
    * Milliseconds an exited process stays readable (`snapshot`, `read`,

@@ -417,3 +417,28 @@ describe('ProcessManager.close', () => {
     expect(runningAfterClose).toBe(0)
   })
 })
+
+describe('PTY descriptors', () => {
+  it('a finished PTY holds no /dev/ptmx descriptor while it is retained', async () => {
+    const { readdirSync } = await import('node:fs')
+    const fds = () => readdirSync('/proc/self/fd').length
+    const m = new ProcessManager({ exitedRetentionMs: 60_000 })
+    const warm = await m.start({ argv: ['true'], io: { type: 'pty', rows: 24, cols: 80 } })
+    await m.wait(warm.processId, { timeoutMs: 10_000 })
+    const before = fds()
+    for (let i = 0; i < 40; i++) {
+      let closed!: () => void
+      const done = new Promise<void>((r) => (closed = r))
+      const { processId } = await m.start({ argv: ['echo', `run ${i}`], io: { type: 'pty', rows: 24, cols: 80 } }, (e) => {
+        if (e.type === 'closed') closed()
+      })
+      await done
+      expect(m.snapshot(processId).running).toBe(false)
+    }
+    // all 40 are still retained (readable), none holds its terminal
+    expect(m.list().length).toBe(41)
+    expect(fds() - before).toBeLessThan(5)
+    expect(() => m.resize(warm.processId, { rows: 30, cols: 100 })).toThrow(/has ended: its terminal is closed/)
+    await m.close()
+  })
+})

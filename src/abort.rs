@@ -5,7 +5,7 @@
 use exec_core::CancellationToken;
 use napi::bindgen_prelude::*;
 
-use crate::args::{prop, ArgResult};
+use crate::args::{prop, take_exception, ArgResult};
 use crate::error::type_error;
 
 /// `signal.addEventListener` / `removeEventListener`.
@@ -19,13 +19,18 @@ pub struct AbortBinding {
 
 impl AbortBinding {
   pub fn detach(self, env: &Env) {
-    let _ = (|| -> Result<()> {
+    let r = (|| -> Result<()> {
       let signal = self.signal.get_value(env)?;
       let listener = self.listener.borrow_back(env)?;
       let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
       remove.apply(signal, FnArgs::from(("abort".to_owned(), listener)))?;
       Ok(())
     })();
+    // a signal whose removeEventListener throws must not keep the result
+    // from being delivered: the run is over, its listener is moot
+    if r.is_err() {
+      take_exception(env.raw());
+    }
   }
 }
 
@@ -41,7 +46,11 @@ pub fn bind(
   let Some(v) = prop(options, "signal")? else {
     return Ok(None);
   };
-  let bad = || type_error("options.signal must be an AbortSignal");
+  let raw = env.raw();
+  let bad = || match take_exception(raw) {
+    Some(why) => type_error(format!("options.signal could not be used: {why}")),
+    None => type_error("options.signal must be an AbortSignal"),
+  };
   let signal: Object = unsafe { v.cast() }.map_err(|_| bad())?;
   let aborted: Unknown = signal.get_named_property("aborted").map_err(|_| bad())?;
   if aborted.get_type().ok() != Some(napi::ValueType::Boolean) {

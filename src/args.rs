@@ -73,10 +73,42 @@ pub fn options<'a>(v: Option<Unknown<'a>>, name: &str) -> ArgResult<Option<Objec
 
 /// A property, `None` when absent, undefined or null.
 pub fn prop<'a>(obj: &Object<'a>, key: &str) -> ArgResult<Option<Unknown<'a>>> {
-  let v: Unknown = obj
-    .get_named_property(key)
-    .map_err(|e| type_error(format!("options.{key}: {e}")))?;
+  let v: Unknown = obj.get_named_property(key).map_err(|e| {
+    let why = take_exception(obj.value().env).unwrap_or_else(|| e.to_string());
+    type_error(format!("options.{key} could not be read: {why}"))
+  })?;
   Ok(if is_nullish(&v) { None } else { Some(v) })
+}
+
+/// The message of a JavaScript exception now pending (a getter or a Proxy
+/// trap of the caller's object threw), cleared: the call then rejects with a
+/// clear `EINVAL` instead of throwing the caller's error synchronously.
+pub fn take_exception(env: napi::sys::napi_env) -> Option<String> {
+  use napi::sys;
+  let mut pending = false;
+  if unsafe { sys::napi_is_exception_pending(env, &mut pending) } != sys::Status::napi_ok
+    || !pending
+  {
+    return None;
+  }
+  let mut exc = std::ptr::null_mut();
+  unsafe { sys::napi_get_and_clear_last_exception(env, &mut exc) };
+  if exc.is_null() {
+    return Some("it threw".to_owned());
+  }
+  // String(exception), without letting a second throw escape
+  let mut s = std::ptr::null_mut();
+  if unsafe { sys::napi_coerce_to_string(env, exc, &mut s) } != sys::Status::napi_ok {
+    let mut again = std::ptr::null_mut();
+    unsafe { sys::napi_get_and_clear_last_exception(env, &mut again) };
+    return Some("it threw".to_owned());
+  }
+  let mut len = 0usize;
+  unsafe { sys::napi_get_value_string_utf8(env, s, std::ptr::null_mut(), 0, &mut len) };
+  let mut buf = vec![0u8; len + 1];
+  unsafe { sys::napi_get_value_string_utf8(env, s, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+  buf.truncate(len);
+  Some(format!("it threw {}", String::from_utf8_lossy(&buf)))
 }
 
 pub fn opt_string(obj: &Object, key: &str) -> ArgResult<Option<String>> {
@@ -208,11 +240,21 @@ pub fn env_spec(obj: Option<&Object>) -> ArgResult<EnvSpec> {
       )));
     }
     let env_obj = unsafe { v.cast::<Object>() }.map_err(|e| type_error(e.to_string()))?;
-    let keys = Object::keys(&env_obj).map_err(|e| type_error(e.to_string()))?;
+    let raw_env = env_obj.value().env;
+    let keys = Object::keys(&env_obj).map_err(|e| {
+      let why = take_exception(raw_env).unwrap_or_else(|| e.to_string());
+      type_error(format!("options.env could not be read: {why}"))
+    })?;
     for k in keys {
-      let val: Unknown = env_obj
-        .get_named_property(&k)
-        .map_err(|e| type_error(e.to_string()))?;
+      if k.contains('\0') {
+        return Err(type_error(format!(
+          "options.env has a variable name with a NUL byte: {k:?}"
+        )));
+      }
+      let val: Unknown = env_obj.get_named_property(&k).map_err(|e| {
+        let why = take_exception(raw_env).unwrap_or_else(|| e.to_string());
+        type_error(format!("options.env.{k} could not be read: {why}"))
+      })?;
       match kind(&val) {
         // like Node: undefined drops the variable
         ValueType::Undefined => spec.remove.push(k),

@@ -28,7 +28,8 @@ pub struct ProcessManagerConfig {
   /// Bytes of output kept per process: per stream buffer (head + tail) and for
   /// the interleaved log that `read` serves. @default 1048576
   pub retained_output_bytes: Option<f64>,
-  /// Processes that may run at once; `start` fails with `EBUSY` past it. @default 64
+  /// Processes that may run at once (at least 1); `start` fails with `EBUSY`
+  /// past it. @default 64
   pub max_processes: Option<f64>,
   /// Milliseconds an exited process stays readable (`snapshot`, `read`,
   /// `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
@@ -474,6 +475,11 @@ impl ProcessManager {
         c.retained_output_bytes = n as usize;
       }
       if let Some(n) = args::opt_number_in(obj.as_ref(), "maxProcesses")? {
+        if n < 1.0 {
+          return Err(crate::error::type_error(format!(
+            "config.maxProcesses must be at least 1, got {n}"
+          )));
+        }
         c.max_processes = n as usize;
       }
       if let Some(n) = args::opt_number_in(obj.as_ref(), "exitedRetentionMs")? {

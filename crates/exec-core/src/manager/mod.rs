@@ -158,7 +158,9 @@ struct Proc {
   state: Mutex<state::State>,
   changed: watch::Sender<u64>,
   input: tokio::sync::Mutex<Input>,
-  master: Option<Mutex<Box<dyn MasterPty + Send>>>,
+  /// The terminal's master while the process runs (dropped at its end, so a
+  /// finished PTY holds no `/dev/ptmx` descriptor while it is retained).
+  master: Mutex<Option<Box<dyn MasterPty + Send>>>,
   exited: AtomicBool,
   /// The `EXEC_NATIVE_RUN_ID` of its tree.
   mark: std::sync::OnceLock<String>,
@@ -474,7 +476,7 @@ impl ProcessManager {
         )),
         changed: watch::channel(0).0,
         input: tokio::sync::Mutex::new(Input::Closed),
-        master: master.map(Mutex::new),
+        master: Mutex::new(master),
         exited: AtomicBool::new(false),
         mark: std::sync::OnceLock::new(),
       })
@@ -604,6 +606,8 @@ impl ProcessManager {
           });
           let _ = reader.await;
           stopper.abort();
+          // the terminal is done: its master goes now, not after the retention
+          drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
           // what is left of the tree (the group, and marked escapees)
           group::terminate_tree_later(pid as i32, mark, owner, grace);
           proc.finish(exit).await;
@@ -679,17 +683,21 @@ impl ProcessManager {
   /// Resize the terminal (the child gets SIGWINCH).
   pub fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<(), ExecError> {
     let p = self.get(id)?;
-    let Some(master) = &p.master else {
+    if !p.pty {
       return Err(ExecError::invalid(format!(
         "process '{id}' uses pipes, not a terminal: only io.type 'pty' can be resized"
       )));
-    };
+    }
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("rows and cols must be at least 1"));
     }
+    let master = p.master.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(master) = master.as_ref() else {
+      return Err(ExecError::invalid(format!(
+        "process '{id}' has ended: its terminal is closed"
+      )));
+    };
     let r = master
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
       .resize(pty::size(rows, cols))
       .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot resize: {e}")));
     r
