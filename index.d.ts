@@ -39,6 +39,29 @@ export declare class CommandRunner {
    * (TypeError, `EINVAL`) only when `args` is not an object.
    */
   call(args: { command?: string; timeout?: number; check_pid?: number; kill_pid?: number }): Promise<ToolCallResult>
+  /**
+   * Start an interactive command (codex's unified exec): `bash -c
+   * <command>` on a pseudo-terminal. Resolves after `yieldMs` with the
+   * output so far and, while it still runs, a `sessionId` for `write`;
+   * sooner when it ends or waits for input (`awaitingInput`). Never rejects
+   * for the command's failures (`isError`, `error`); rejects (TypeError,
+   * `EINVAL`) for options of the wrong type.
+   */
+  start(command: string, options?: StartCommandOptions): Promise<InteractiveResult>
+  /**
+   * Send `chars` to an interactive command (keystrokes: `\r` is Enter,
+   * `\u0003` Ctrl-C, `\u0004` Ctrl-D) and resolve with the output that
+   * came back within `yieldMs`. An unknown or ended session resolves with
+   * `isError` and `errorCode: 'ESRCH'`.
+   */
+  write(sessionId: number, chars: string, options?: WriteCommandOptions): Promise<InteractiveResult>
+  /**
+   * Terminate an interactive command's whole tree (SIGTERM, then SIGKILL)
+   * and resolve with its last output.
+   */
+  killSession(sessionId: number): Promise<InteractiveResult>
+  /** The ids of the interactive commands still running. */
+  sessions(): Array<number>
   /** Every background process of this runner with its status, oldest first. */
   listBackground(): Array<BackgroundProcessInfo>
   /**
@@ -262,6 +285,11 @@ export interface BackgroundCheck {
   error?: string
   /** `'ELIMIT'` when a resource limit stopped it. */
   errorCode?: string
+  /**
+   * It runs and is blocked reading its input (a terminal or a pipe), which
+   * a background command never gets: use `start()` for interactive ones.
+   */
+  awaitingInput: boolean
 }
 
 /** A command moved to the background. */
@@ -556,6 +584,32 @@ export interface ExecuteOptions {
  * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
  */
 export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
+
+/** The answer of `start` and `write`: the output since the last answer. */
+export interface InteractiveResult {
+  /** Present while the command runs: pass it to `write`. null once it ended. */
+  sessionId: number | null
+  pid: number
+  /**
+   * What it printed since the last answer (a terminal merges stdout and
+   * stderr), sanitized and tail-truncated.
+   */
+  output: string
+  truncation: TruncationInfo
+  /** null while it runs. */
+  exitCode: number | null
+  signal: string | null
+  /** Blocked reading its terminal (or stdin) and quiet for 300 ms: it wants input. */
+  awaitingInput: boolean
+  /** Over 4 MiB came between two answers and the oldest was lost. */
+  dropped: boolean
+  /** Formatted for the model. */
+  text: string
+  isError: boolean
+  /** `exec: ... (CODE)`: the command could not start, or `write` named an unknown session. */
+  error?: string
+  errorCode?: string
+}
 
 /**
  * SIGKILL every process group started from this Node environment that is
@@ -1204,6 +1258,36 @@ export interface SpawnResult {
   errorCode?: string
 }
 
+/** Options of `CommandRunner.start` (an interactive command). */
+export interface StartCommandOptions {
+  /**
+   * Milliseconds to collect output before answering; the answer comes
+   * sooner when the command ends or waits for input. @default 10000
+   */
+  yieldMs?: number
+  /**
+   * A pseudo-terminal (`true`: the program sees a terminal, prompts and
+   * Ctrl-C work) or pipes with stdin open (`false`). @default true
+   */
+  tty?: boolean
+  /** Terminal size. @default 24 */
+  rows?: number
+  /** @default 200 */
+  cols?: number
+  /** Working directory. @default the runner's cwd, else process.cwd() */
+  cwd?: string
+  /** As in `CommandOptions`. */
+  env?: Record<string, string>
+  /** @default true */
+  extendEnv?: boolean
+  /** Lines shown of each answer's output (the last ones). @default the runner's (2000) */
+  maxLines?: number
+  /** Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
+  maxBytes?: number
+  /** Resource limits of the command's tree. @default the runner's */
+  limits?: ResourceLimits
+}
+
 /** Truncation of both streams. */
 export interface StreamsTruncation {
   stdout: TruncationInfo
@@ -1340,4 +1424,13 @@ export interface WaitOptions {
    * for the exit.
    */
   timeoutMs?: number
+}
+
+/** Options of `CommandRunner.write`. */
+export interface WriteCommandOptions {
+  /**
+   * Milliseconds to collect output after the write; sooner when the
+   * command ends or waits for input again. @default 250
+   */
+  yieldMs?: number
 }

@@ -490,3 +490,76 @@ print('done')"`,
     expect(code).toBe(0)
   }, 20_000)
 })
+
+describe('interactive commands: runner.start / runner.write', () => {
+  it('a prompt is answered at once with awaitingInput, and write sends the answer', { timeout: 30_000 }, async () => {
+    const r = new CommandRunner({ cwd: tmpdir() })
+    try {
+      const t0 = Date.now()
+      const a = await r.start(`read -p 'Continue? ' x; echo "got $x"`)
+      // well before the 10 s yield: the prompt was seen waiting
+      expect(Date.now() - t0).toBeLessThan(5000)
+      expect(a).toMatchObject({ output: 'Continue? ', awaitingInput: true, exitCode: null })
+      expect(typeof a.sessionId).toBe('number')
+      expect(a.text).toBe(`Continue? \n\n[waiting for input: session ${a.sessionId} (pid ${a.pid}) is reading its terminal; send keys with write(${a.sessionId}, ...)]`)
+      expect(r.sessions()).toEqual([a.sessionId])
+      const b = await r.write(a.sessionId!, 'yes\r')
+      expect(b).toMatchObject({ output: 'yes\ngot yes\n', exitCode: 0, sessionId: null, awaitingInput: false })
+      expect(b.text).toBe('yes\ngot yes\n\nexit code: 0')
+      expect(r.sessions()).toEqual([])
+      const gone = await r.write(a.sessionId!, 'x')
+      expect(gone).toMatchObject({ isError: true, errorCode: 'ESRCH' })
+    } finally {
+      await r.close()
+    }
+  })
+
+  it('python input(), Ctrl-C, pipes, and a command that just ends', { timeout: 30_000 }, async () => {
+    const r = new CommandRunner({ cwd: tmpdir() })
+    try {
+      const py = await r.start(`python3 -c "x = input('name? '); print('hi', x)"`)
+      expect(py).toMatchObject({ output: 'name? ', awaitingInput: true })
+      expect((await r.write(py.sessionId!, 'bob\r')).output).toBe('bob\nhi bob\n')
+
+      const sl = await r.start('sleep 30', { yieldMs: 300 })
+      // sleeping is not waiting for input
+      expect(sl).toMatchObject({ awaitingInput: false, exitCode: null })
+      expect(sl.text).toContain(`[still running after 300 ms: session ${sl.sessionId}`)
+      const c = await r.write(sl.sessionId!, '\u0003', { yieldMs: 5000 })
+      expect(c).toMatchObject({ signal: 'SIGINT', sessionId: null })
+      expect(isRunning(sl.pid)).toBe(false)
+
+      const done = await r.start('echo hi; sleep 0.2; echo bye')
+      expect(done).toMatchObject({ output: 'hi\nbye\n', exitCode: 0, sessionId: null })
+
+      const cat = await r.start('cat', { tty: false, yieldMs: 5000 })
+      expect(cat).toMatchObject({ awaitingInput: true, output: '' })
+      expect(cat.text).toContain('is reading its stdin')
+      const echoed = await r.write(cat.sessionId!, 'piped\n')
+      expect(echoed).toMatchObject({ output: 'piped\n', awaitingInput: true })
+      const killed = await r.killSession(cat.sessionId!)
+      expect(killed.sessionId).toBe(null)
+      expect(isRunning(cat.pid)).toBe(false)
+    } finally {
+      await r.close()
+    }
+  })
+
+  it('output is tail-truncated per answer; close() kills running sessions; checkBackground reports awaitingInput', { timeout: 30_000 }, async () => {
+    const r = new CommandRunner({ cwd: tmpdir(), maxLines: 5 })
+    const many = await r.start('seq 1 100; read x')
+    expect(many.output).toBe('96\n97\n98\n99\n100\n')
+    expect(many.truncation).toMatchObject({ truncated: true, truncatedBy: 'lines', totalLines: 100 })
+    expect(many.awaitingInput).toBe(true)
+    // background commands read /dev/null; a pipe inside a pipeline is not input
+    const bg = await r.run('sleep 1000 | cat', { background: true })
+    await sleep(300)
+    expect(r.checkBackground(bg.pid).awaitingInput).toBe(false)
+    // while a session's own pipeline is not waiting for its input either
+    const pipeline = await r.start('sleep 1000 | cat', { tty: false, yieldMs: 600 })
+    expect(pipeline).toMatchObject({ awaitingInput: false, exitCode: null })
+    expect(await r.close()).toBeGreaterThanOrEqual(3)
+    expect(isRunning(many.pid)).toBe(false)
+    expect((await r.start('true')).errorCode).toBe('ECANCELED')
+  })
+})

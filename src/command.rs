@@ -66,6 +66,91 @@ pub struct CommandOptions {
   pub cleanup: Option<bool>,
 }
 
+/// Options of `CommandRunner.start` (an interactive command).
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)]
+pub struct StartCommandOptions {
+  /// Milliseconds to collect output before answering; the answer comes
+  /// sooner when the command ends or waits for input. @default 10000
+  pub yield_ms: Option<f64>,
+  /// A pseudo-terminal (`true`: the program sees a terminal, prompts and
+  /// Ctrl-C work) or pipes with stdin open (`false`). @default true
+  pub tty: Option<bool>,
+  /// Terminal size. @default 24
+  pub rows: Option<u32>,
+  /// @default 200
+  pub cols: Option<u32>,
+  /// Working directory. @default the runner's cwd, else process.cwd()
+  pub cwd: Option<String>,
+  /// As in `CommandOptions`.
+  pub env: Option<HashMap<String, String>>,
+  /// @default true
+  pub extend_env: Option<bool>,
+  /// Lines shown of each answer's output (the last ones). @default the runner's (2000)
+  pub max_lines: Option<f64>,
+  /// Bytes shown of each answer's output (the last ones). @default the runner's (51200)
+  pub max_bytes: Option<f64>,
+  /// Resource limits of the command's tree. @default the runner's
+  pub limits: Option<crate::options::ResourceLimits>,
+}
+
+/// Options of `CommandRunner.write`.
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)]
+pub struct WriteCommandOptions {
+  /// Milliseconds to collect output after the write; sooner when the
+  /// command ends or waits for input again. @default 250
+  pub yield_ms: Option<f64>,
+}
+
+/// The answer of `start` and `write`: the output since the last answer.
+#[napi(object, object_from_js = false)]
+pub struct InteractiveResult {
+  /// Present while the command runs: pass it to `write`. null once it ended.
+  #[napi(ts_type = "number | null")]
+  pub session_id: Either<u32, Null>,
+  pub pid: u32,
+  /// What it printed since the last answer (a terminal merges stdout and
+  /// stderr), sanitized and tail-truncated.
+  pub output: String,
+  pub truncation: TruncationInfo,
+  /// null while it runs.
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// Blocked reading its terminal (or stdin) and quiet for 300 ms: it wants input.
+  pub awaiting_input: bool,
+  /// Over 4 MiB came between two answers and the oldest was lost.
+  pub dropped: bool,
+  /// Formatted for the model.
+  pub text: String,
+  pub is_error: bool,
+  /// `exec: ... (CODE)`: the command could not start, or `write` named an unknown session.
+  pub error: Option<String>,
+  pub error_code: Option<String>,
+}
+
+fn interactive_to_js(r: core::InteractiveResult) -> InteractiveResult {
+  InteractiveResult {
+    session_id: match r.session_id {
+      Some(id) => Either::A(id),
+      None => Either::B(Null),
+    },
+    pid: r.pid,
+    truncation: truncation_info(&r.output.truncation, r.output.binary),
+    output: r.output.text,
+    exit_code: code_or_null(r.exit_code),
+    signal: nullable(r.signal),
+    awaiting_input: r.awaiting_input,
+    dropped: r.dropped,
+    text: r.text,
+    is_error: r.is_error,
+    error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
+    error: r.error.map(|e| e.message()),
+  }
+}
+
 /// Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings.
 #[napi(object, object_to_js = false)]
 #[allow(dead_code)]
@@ -238,6 +323,9 @@ pub struct BackgroundCheck {
   pub error: Option<String>,
   /// `'ELIMIT'` when a resource limit stopped it.
   pub error_code: Option<String>,
+  /// It runs and is blocked reading its input (a terminal or a pipe), which
+  /// a background command never gets: use `start()` for interactive ones.
+  pub awaiting_input: bool,
 }
 
 /// One entry of `listBackground()`.
@@ -347,6 +435,7 @@ fn check_to_js(c: CheckResult) -> BackgroundCheck {
     is_error: c.is_error,
     error_code: c.error.as_ref().map(|e| e.code.as_str().to_owned()),
     error: c.error.map(|e| e.message()),
+    awaiting_input: c.awaiting_input,
   }
 }
 
@@ -500,10 +589,15 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
 }
 
 fn read_pid(v: &Unknown) -> ArgResult<u32> {
-  let n = args::number(v, "pid")?;
+  read_id(v, "pid")
+}
+
+/// A positive integer argument (a pid, a session id).
+fn read_id(v: &Unknown, name: &str) -> ArgResult<u32> {
+  let n = args::number(v, name)?;
   if !(1.0..=(i32::MAX as f64)).contains(&n) || n.fract() != 0.0 {
     return Err(type_error(format!(
-      "pid must be a positive integer, got {n}"
+      "{name} must be a positive integer, got {n}"
     )));
   }
   Ok(n as u32)
@@ -657,6 +751,121 @@ impl CommandRunner {
         })
       },
     )
+  }
+
+  /// Start an interactive command (codex's unified exec): `bash -c
+  /// <command>` on a pseudo-terminal. Resolves after `yieldMs` with the
+  /// output so far and, while it still runs, a `sessionId` for `write`;
+  /// sooner when it ends or waits for input (`awaitingInput`). Never rejects
+  /// for the command's failures (`isError`, `error`); rejects (TypeError,
+  /// `EINVAL`) for options of the wrong type.
+  #[napi(
+    ts_args_type = "command: string, options?: StartCommandOptions",
+    ts_return_type = "Promise<InteractiveResult>"
+  )]
+  pub fn start<'env>(
+    &self,
+    env: &'env Env,
+    command: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, InteractiveResult>> {
+    let parsed = (|| -> ArgResult<_> {
+      let command = args::string(&command, "command")?;
+      let obj = args::options(options, "options")?;
+      let base = read_command_options(obj.as_ref(), &self.defaults)?;
+      let mut o = core::StartOptions::new(base.cwd);
+      o.env = base.env;
+      o.limits = base.limits;
+      o.resource_limits = base.resource_limits;
+      if let Some(ms) = args::opt_number_in(obj.as_ref(), "yieldMs")? {
+        o.yield_time = Duration::from_micros((ms * 1000.0) as u64);
+      }
+      if let Some(t) = args::opt_bool_in(obj.as_ref(), "tty")? {
+        o.tty = t;
+      }
+      for (key, slot) in [("rows", &mut o.rows), ("cols", &mut o.cols)] {
+        if let Some(n) = args::opt_number_in(obj.as_ref(), key)? {
+          if !(1.0..=10000.0).contains(&n) {
+            return Err(type_error(format!(
+              "options.{key} must be from 1 to 10000, got {n}"
+            )));
+          }
+          *slot = n as u16;
+        }
+      }
+      Ok((command, o))
+    })();
+    let (command, opts) = match parsed {
+      Ok(p) => p,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let runner = self.runner.clone();
+    env.spawn_future_with_callback(
+      async move { Ok(runner.start(&command, opts).await) },
+      |_, r| Ok(interactive_to_js(r)),
+    )
+  }
+
+  /// Send `chars` to an interactive command (keystrokes: `\r` is Enter,
+  /// `\u0003` Ctrl-C, `\u0004` Ctrl-D) and resolve with the output that
+  /// came back within `yieldMs`. An unknown or ended session resolves with
+  /// `isError` and `errorCode: 'ESRCH'`.
+  #[napi(
+    ts_args_type = "sessionId: number, chars: string, options?: WriteCommandOptions",
+    ts_return_type = "Promise<InteractiveResult>"
+  )]
+  pub fn write<'env>(
+    &self,
+    env: &'env Env,
+    session_id: Unknown<'env>,
+    chars: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, InteractiveResult>> {
+    let parsed = (|| -> ArgResult<_> {
+      let id = read_id(&session_id, "sessionId")?;
+      let chars = args::string(&chars, "chars")?;
+      let obj = args::options(options, "options")?;
+      let yield_time = args::opt_number_in(obj.as_ref(), "yieldMs")?
+        .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
+        .unwrap_or(core::interactive::DEFAULT_WRITE_YIELD);
+      Ok((id, chars, yield_time))
+    })();
+    let (id, chars, yield_time) = match parsed {
+      Ok(p) => p,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let runner = self.runner.clone();
+    env.spawn_future_with_callback(
+      async move { Ok(runner.write(id, chars.as_bytes(), yield_time).await) },
+      |_, r| Ok(interactive_to_js(r)),
+    )
+  }
+
+  /// Terminate an interactive command's whole tree (SIGTERM, then SIGKILL)
+  /// and resolve with its last output.
+  #[napi(
+    ts_args_type = "sessionId: number",
+    ts_return_type = "Promise<InteractiveResult>"
+  )]
+  pub fn kill_session<'env>(
+    &self,
+    env: &'env Env,
+    session_id: Unknown<'env>,
+  ) -> Result<PromiseRaw<'env, InteractiveResult>> {
+    let id = match read_id(&session_id, "sessionId") {
+      Ok(id) => id,
+      Err(e) => return reject_type_error(env, e),
+    };
+    let runner = self.runner.clone();
+    env.spawn_future_with_callback(async move { Ok(runner.kill_session(id).await) }, |_, r| {
+      Ok(interactive_to_js(r))
+    })
+  }
+
+  /// The ids of the interactive commands still running.
+  #[napi]
+  pub fn sessions(&self) -> Vec<u32> {
+    self.runner.sessions()
   }
 
   /// Every background process of this runner with its status, oldest first.

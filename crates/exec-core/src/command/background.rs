@@ -75,6 +75,9 @@ pub struct CheckResult {
   pub is_error: bool,
   /// ELIMIT when a resource limit stopped it.
   pub error: Option<ExecError>,
+  /// It runs and is blocked reading a terminal or a pipe (see
+  /// [`crate::platform::awaiting_input`]).
+  pub awaiting_input: bool,
 }
 
 /// One entry of [`CommandRunner::list`].
@@ -122,6 +125,8 @@ struct Inner {
   foreground: Mutex<HashMap<u32, CancellationToken>>,
   /// Directories logs were written to (swept on close).
   dirs: Mutex<BTreeSet<PathBuf>>,
+  /// Interactive sessions (`start` / `write`).
+  interactive: super::interactive::Interactive,
 }
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -238,6 +243,7 @@ impl CommandRunner {
       std::thread::spawn(move || sweep_logs(&dir, age, &HashSet::new()));
     }
     let dirs = BTreeSet::from([config.output_dir.clone()]);
+    let config_owner = config.owner;
     CommandRunner {
       inner: Arc::new(Inner {
         config,
@@ -245,6 +251,7 @@ impl CommandRunner {
         procs: Mutex::new(BTreeMap::new()),
         foreground: Mutex::new(HashMap::new()),
         dirs: Mutex::new(dirs),
+        interactive: super::interactive::Interactive::new(config_owner),
       }),
     }
   }
@@ -441,6 +448,45 @@ impl CommandRunner {
     Ok(check_result(&p))
   }
 
+  /// Start an interactive command (see [`super::interactive`]).
+  pub async fn start(
+    &self,
+    command: &str,
+    opts: super::interactive::StartOptions,
+  ) -> super::interactive::InteractiveResult {
+    if self.is_closed() {
+      return super::interactive::InteractiveResult::failed(ExecError::new(
+        ErrorCode::ECANCELED,
+        "the command runner is closed",
+      ));
+    }
+    self.inner.interactive.start(command, opts).await
+  }
+
+  /// Send keystrokes to an interactive command and read what came back.
+  pub async fn write(
+    &self,
+    session: u32,
+    chars: &[u8],
+    yield_time: Duration,
+  ) -> super::interactive::InteractiveResult {
+    self
+      .inner
+      .interactive
+      .write(session, chars, yield_time)
+      .await
+  }
+
+  /// Terminate an interactive command's tree and read its last output.
+  pub async fn kill_session(&self, session: u32) -> super::interactive::InteractiveResult {
+    self.inner.interactive.kill(session).await
+  }
+
+  /// The interactive sessions still running.
+  pub fn sessions(&self) -> Vec<u32> {
+    self.inner.interactive.ids()
+  }
+
   /// Every background process of this runner, oldest first.
   pub fn list(&self) -> Vec<BackgroundInfo> {
     let mut all: Vec<Arc<BgProc>> = guard(&self.inner.procs).values().cloned().collect();
@@ -489,8 +535,9 @@ impl CommandRunner {
     for c in &fg {
       c.cancel();
     }
-    let count = running.len() + fg.len();
+    let count = running.len() + fg.len() + self.inner.interactive.ids().len();
     futures_join(running.iter().map(|p| kill_proc(p))).await;
+    self.inner.interactive.close().await;
     if let Some(age) = self.inner.config.retention {
       let dirs: Vec<PathBuf> = guard(&self.inner.dirs).iter().cloned().collect();
       let _ = tokio::task::spawn_blocking(move || {
@@ -560,7 +607,15 @@ fn check_result(p: &BgProc) -> CheckResult {
     text.push_str("\n\n");
     text.push_str(&format_left_running(&left, &log));
   }
+  let awaiting_input = outcome.is_none() && crate::platform::awaiting_input(p.pid as i32);
+  if awaiting_input {
+    text.push_str(&format!(
+      "\n\n[waiting for input: process {} is blocked reading its input, which this runner does not feed; use start() for interactive commands]",
+      p.pid
+    ));
+  }
   CheckResult {
+    awaiting_input,
     pid: p.pid,
     running: outcome.is_none(),
     exit_code,

@@ -11,6 +11,7 @@
 
 pub mod background;
 pub mod format;
+pub mod interactive;
 pub mod offload;
 pub mod sanitize;
 pub mod tool;
@@ -24,6 +25,7 @@ use crate::spawn::EnvSpec;
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
 pub use format::ProcessState;
+pub use interactive::{Interactive, InteractiveResult, StartOptions};
 pub use offload::LogStatus;
 pub use sanitize::{sanitize, sanitize_bytes};
 pub use truncate::{truncate_tail, Limits, TruncatedBy, Truncation};

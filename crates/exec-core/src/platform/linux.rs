@@ -53,3 +53,99 @@ pub fn max_open_files_ceiling() -> Option<u64> {
     .ok()
     .and_then(|s| s.trim().parse::<u64>().ok())
 }
+
+/// Whether `pid` or one of its descendants is blocked reading its input: a
+/// terminal, or the pipe that is `pid`'s own stdin (not a pipe between two
+/// commands of a pipeline). `/proc/<p>/syscall` shows a read of such a
+/// descriptor, or a poll/select while stdin is a terminal; when the syscall
+/// file cannot be read, the kernel's wait channel says the same.
+pub fn awaiting_input(pid: i32) -> bool {
+  let input = fd_target(pid, 0);
+  let mut todo = vec![pid];
+  let mut seen = 0;
+  while let Some(p) = todo.pop() {
+    seen += 1;
+    if seen > 256 {
+      break;
+    }
+    if blocked_reading(p, input.as_deref()) {
+      return true;
+    }
+    todo.extend(children(p));
+  }
+  false
+}
+
+fn children(pid: i32) -> Vec<i32> {
+  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    return Vec::new();
+  };
+  tasks
+    .flatten()
+    .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+    .flat_map(|s| {
+      s.split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect::<Vec<i32>>()
+    })
+    .collect()
+}
+
+fn fd_target(pid: i32, fd: i64) -> Option<String> {
+  std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+    .ok()
+    .map(|l| l.to_string_lossy().into_owned())
+}
+
+fn is_terminal(target: &str) -> bool {
+  target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
+}
+
+/// A terminal, or the session's own input pipe.
+fn is_input(target: &str, input: Option<&str>) -> bool {
+  is_terminal(target) || (target.starts_with("pipe:") && input == Some(target))
+}
+
+fn blocked_reading(pid: i32, input: Option<&str>) -> bool {
+  let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    return false;
+  };
+  // state after the command name's closing parenthesis: S = interruptible sleep
+  if stat.rsplit_once(") ").map(|(_, r)| r.starts_with('S')) != Some(true) {
+    return false;
+  }
+  let stdin_is_tty = || fd_target(pid, 0).is_some_and(|t| is_terminal(&t));
+  if let Ok(sys) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) {
+    let mut f = sys.split_whitespace();
+    let Some(nr) = f.next().and_then(|n| n.parse::<i64>().ok()) else {
+      return false;
+    };
+    let arg0 = f
+      .next()
+      .and_then(|a| i64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    if nr == libc::SYS_read || nr == libc::SYS_readv || nr == libc::SYS_pread64 {
+      return arg0
+        .and_then(|fd| fd_target(pid, fd))
+        .is_some_and(|t| is_input(&t, input));
+    }
+    let polls = [
+      libc::SYS_ppoll,
+      libc::SYS_pselect6,
+      libc::SYS_epoll_pwait,
+      #[cfg(target_arch = "x86_64")]
+      libc::SYS_poll,
+      #[cfg(target_arch = "x86_64")]
+      libc::SYS_select,
+      #[cfg(target_arch = "x86_64")]
+      libc::SYS_epoll_wait,
+    ];
+    return polls.contains(&nr) && stdin_is_tty();
+  }
+  let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+  match wchan.trim() {
+    "n_tty_read" => true,
+    "pipe_read" | "pipe_wait" => fd_target(pid, 0).is_some_and(|t| is_input(&t, input)),
+    "wait_woken" | "do_select" | "do_sys_poll" | "ep_poll" => stdin_is_tty(),
+    _ => false,
+  }
+}

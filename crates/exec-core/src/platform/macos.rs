@@ -43,3 +43,9 @@ pub fn max_open_files_ceiling() -> Option<u64> {
   };
   (r == 0 && v > 0).then_some(v as u64)
 }
+
+/// macOS has no `/proc`: a prompt waiting for input is not detected (the
+/// answer then waits its whole yield time).
+pub fn awaiting_input(_pid: i32) -> bool {
+  false
+}
