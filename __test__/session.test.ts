@@ -154,6 +154,42 @@ describe('PythonSession', () => {
     expect(r.status).toBe('interrupted')
   })
 
+  it('the interrupted cell shows neither the driver frames nor its handler', async () => {
+    const s = await python()
+    const running = s.execute('import time\ntime.sleep(100)')
+    await sleep(300)
+    expect(s.interrupt()).toBe(true)
+    const r = await running
+    expect(r.status).toBe('interrupted')
+    expect(r.exception!.traceback).toBe(
+      'Traceback (most recent call last):\n  File "<cell 1>", line 2, in <module>\n    time.sleep(100)\nKeyboardInterrupt\n',
+    )
+    // a cell sees Python's own handler, and one it installs is used by the next cells
+    const h = await s.execute('import signal\nsignal.getsignal(signal.SIGINT) is signal.default_int_handler')
+    expect(h.resultValue).toBe('True')
+    await s.execute('hits = []\ndef mine(n, f):\n    hits.append(n)\nold = signal.signal(signal.SIGINT, mine)\nold is signal.default_int_handler')
+    const next = s.execute('import time\nfor _ in range(50):\n    time.sleep(0.02)\n    if hits: break\nlen(hits)')
+    await sleep(200)
+    s.interrupt()
+    expect((await next).resultValue).toBe('1')
+  })
+
+  it('a child of os.fork() in a cell never answers the session', async () => {
+    const s = await python()
+    const r = await s.execute('import os, time\nchild = os.fork()\nif child == 0:\n    time.sleep(0.3)\nchild')
+    expect(r.status).toBe('ok')
+    const child = Number(r.resultValue)
+    expect(child).toBeGreaterThan(0)
+    for (let i = 0; i < 20; i++) {
+      const c = await s.execute('os.getpid(), child', { timeout: 10000 })
+      expect(c.status).toBe('ok')
+      expect(c.resultValue).toBe(`(${s.pid}, ${child})`)
+      await sleep(25)
+    }
+    // the child ended when it came back from the cell
+    expect(alive(child)).toBe(false)
+  })
+
   it('a timeout interrupts a cell, keeping the namespace', async () => {
     const s = await python()
     await s.execute('x = 7')
