@@ -142,7 +142,10 @@ export declare class PythonSession {
    * resolves with `died`; queued and later calls reject with ECANCELED.
    */
   close(): Promise<void>
-  /** The interpreter's pid; 0 while none runs (after it died, after `close`). */
+  /**
+   * The interpreter's pid; 0 while none runs (from the moment it died, also
+   * between cells, until the next cell starts a new one; after `close`).
+   */
   get pid(): number
   /** Whether `close()` was called. */
   get closed(): boolean
@@ -174,7 +177,10 @@ export declare class ShellSession {
   reset(): Promise<void>
   /** End the shell and every process of its group (background jobs included). */
   close(): Promise<void>
-  /** The shell's pid; 0 while none runs. */
+  /**
+   * The shell's pid; 0 while none runs (from the moment it died until the
+   * next command starts a new one; after `close`).
+   */
   get pid(): number
   get closed(): boolean
 }
@@ -787,7 +793,8 @@ export interface PythonExecuteResult {
   signal: string | null
   /**
    * The interpreter is gone and its namespace with it (`died`, or a `timeout`
-   * the interrupt did not stop).
+   * the interrupt did not stop); also true, with `restarted`, on a cell that
+   * ran in a new interpreter because the last one died between cells.
    */
   stateLost: boolean
   /** This cell ran in a new interpreter because the previous one was lost. */
@@ -1052,7 +1059,11 @@ export interface ShellExecuteResult {
   executionTime: number
   /** With `died`: the signal that ended the shell, or null. */
   signal: string | null
-  /** The shell is gone, and its cwd, variables, aliases and functions with it. */
+  /**
+   * The shell is gone, and its cwd, variables, aliases and functions with it;
+   * also true, with `restarted`, on a command that ran in a new shell because
+   * the last one died between commands.
+   */
   stateLost: boolean
   /** This command ran in a new shell because the previous one was lost. */
   restarted: boolean

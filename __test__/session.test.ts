@@ -238,6 +238,22 @@ describe('PythonSession', () => {
     expect(next.resultValue).toBe('False')
   })
 
+  it('an interpreter that dies between cells is seen at once and replaced before the next cell', async () => {
+    const s = await python()
+    await s.execute('x = 1')
+    const pid = s.pid
+    process.kill(pid, 'SIGKILL')
+    const until = Date.now() + 5000
+    while (s.pid !== 0 && Date.now() < until) await sleep(10)
+    expect(s.pid).toBe(0)
+    const r = await s.execute('"x" in globals(), 6 * 7')
+    expect(r).toMatchObject({ status: 'ok', resultValue: '(False, 42)', restarted: true, stateLost: true })
+    expect(s.pid).not.toBe(pid)
+    // killed right before the call: the cell is not dropped
+    process.kill(s.pid, 'SIGKILL')
+    expect(await s.execute('1 + 1')).toMatchObject({ status: 'ok', resultValue: '2', restarted: true, stateLost: true })
+  })
+
   it('a segfault gives died with the signal', async () => {
     const s = await python()
     const r = await s.execute('import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)')
@@ -459,6 +475,24 @@ describe('ShellSession', () => {
     const next = await s.execute('pwd')
     expect(next.restarted).toBe(true)
     expect(next.stdout).toBe('/\n')
+  })
+
+  it('TMOUT of the host does not log the shell out; one set in the session is seen and replaced', async () => {
+    const s = await shell({ env: { TMOUT: '1' }, cwd: '/' })
+    await s.execute('cd /tmp; X=1')
+    const pid = s.pid
+    await sleep(2500)
+    expect(s.pid).toBe(pid)
+    expect(await s.execute('echo "[$X][$TMOUT]"; pwd')).toMatchObject({ status: 'ok', stdout: '[1][]\n/tmp\n', stateLost: false })
+    await s.execute('TMOUT=1')
+    const until = Date.now() + 10000
+    while (s.pid !== 0 && Date.now() < until) await sleep(10)
+    expect(s.pid).toBe(0)
+    const r = await s.execute('echo "[$X]"; pwd')
+    expect(r).toMatchObject({ status: 'ok', stdout: '[]\n/\n', restarted: true, stateLost: true })
+    // killed right before the call: the command is not dropped
+    process.kill(s.pid, 'SIGKILL')
+    expect(await s.execute('echo again')).toMatchObject({ status: 'ok', stdout: 'again\n', restarted: true, stateLost: true })
   })
 
   it('exit ends the session with died; the next command starts a new shell', async () => {

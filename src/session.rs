@@ -154,7 +154,8 @@ pub struct PythonExecuteResult {
   #[napi(ts_type = "string | null")]
   pub signal: Either<String, Null>,
   /// The interpreter is gone and its namespace with it (`died`, or a `timeout`
-  /// the interrupt did not stop).
+  /// the interrupt did not stop); also true, with `restarted`, on a cell that
+  /// ran in a new interpreter because the last one died between cells.
   pub state_lost: bool,
   /// This cell ran in a new interpreter because the previous one was lost.
   pub restarted: bool,
@@ -188,7 +189,9 @@ pub struct ShellExecuteResult {
   /// With `died`: the signal that ended the shell, or null.
   #[napi(ts_type = "string | null")]
   pub signal: Either<String, Null>,
-  /// The shell is gone, and its cwd, variables, aliases and functions with it.
+  /// The shell is gone, and its cwd, variables, aliases and functions with it;
+  /// also true, with `restarted`, on a command that ran in a new shell because
+  /// the last one died between commands.
   pub state_lost: bool,
   /// This command ran in a new shell because the previous one was lost.
   pub restarted: bool,
@@ -442,7 +445,8 @@ impl PythonSession {
     resolve_after(env, async move { inner.close().await })
   }
 
-  /// The interpreter's pid; 0 while none runs (after it died, after `close`).
+  /// The interpreter's pid; 0 while none runs (from the moment it died, also
+  /// between cells, until the next cell starts a new one; after `close`).
   #[napi(getter)]
   pub fn pid(&self) -> i32 {
     self.inner.pid()
@@ -546,7 +550,8 @@ impl ShellSession {
     resolve_after(env, async move { inner.close().await })
   }
 
-  /// The shell's pid; 0 while none runs.
+  /// The shell's pid; 0 while none runs (from the moment it died until the
+  /// next command starts a new one; after `close`).
   #[napi(getter)]
   pub fn pid(&self) -> i32 {
     self.inner.pid()

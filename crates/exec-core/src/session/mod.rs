@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStderr, ChildStdout};
-use tokio::sync::oneshot;
+use tokio::process::{ChildStderr, ChildStdout};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -155,7 +155,10 @@ pub(crate) enum Event {
 
 /// The long-lived process of a session.
 pub(crate) struct Worker {
-  child: Child,
+  /// The worker's exit status once it is reaped: a task owns the child and
+  /// waits for it, so the exit is seen when it happens, also between
+  /// executions (see [`Worker::exit_watch`]).
+  exited: watch::Receiver<Option<ExitStatus>>,
   pub pid: i32,
   stdout: Option<ChildStdout>,
   stderr: Option<ChildStderr>,
@@ -261,11 +264,21 @@ impl Worker {
         ));
       }
     };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (tx, exited) = watch::channel(None);
+    tokio::spawn(async move {
+      let st = child
+        .wait()
+        .await
+        .unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(0x7f00));
+      let _ = tx.send(Some(st));
+    });
     Ok(Worker {
       pid,
-      stdout: child.stdout.take(),
-      stderr: child.stderr.take(),
-      child,
+      stdout,
+      stderr,
+      exited,
       ctl,
       ctl_open: true,
       inbox: Vec::new(),
@@ -330,6 +343,19 @@ impl Worker {
       ErrorCode::ESPAWN,
       format!("{shown} exited during startup (exit code {code}): {text}"),
     )
+  }
+
+  /// A receiver that sees the worker's exit status when it is reaped.
+  pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+    self.exited.clone()
+  }
+
+  /// Whether the worker has exited (and been reaped).
+  pub fn has_exited(&mut self) -> bool {
+    if self.exit.is_none() {
+      self.exit = *self.exited.borrow();
+    }
+    self.exit.is_some()
   }
 
   /// Send a request on the control channel.
@@ -407,8 +433,7 @@ impl Worker {
             err.ready().await;
           }
         },
-        st = self.child.wait() => {
-          let st = st.unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(0x7f00));
+        st = wait_exited(&mut self.exited) => {
           self.exit = Some(st);
           self.drain_after_exit(out, err).await;
           return Event::Exited(st);
@@ -441,12 +466,12 @@ impl Worker {
     if let Some(st) = self.exit {
       return Some(st);
     }
-    match tokio::time::timeout(limit, self.child.wait()).await {
-      Ok(Ok(st)) => {
+    match tokio::time::timeout(limit, wait_exited(&mut self.exited)).await {
+      Ok(st) => {
         self.exit = Some(st);
         Some(st)
       }
-      _ => None,
+      Err(_) => None,
     }
   }
 
@@ -475,7 +500,7 @@ impl Worker {
     group::signal_group(self.pid, Signal::SIGKILL);
     // and the descendants that left the group (setsid, double fork)
     crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
-    let _ = self.child.start_kill();
+    self.kill_leader();
     let st = self.wait_exit(Duration::from_secs(5)).await;
     // SIGKILL is asynchronous: return once the group's processes are dead
     let until = Instant::now() + Duration::from_secs(2);
@@ -487,6 +512,14 @@ impl Worker {
     }
     group::unregister(self.pid);
     st
+  }
+
+  /// SIGKILL the worker itself (it may have left its group), unless it is
+  /// reaped already (its pid may be another process's by now).
+  fn kill_leader(&mut self) {
+    if !self.has_exited() {
+      let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), Signal::SIGKILL);
+    }
   }
 
   /// SIGKILL the processes of the worker's group other than the worker itself.
@@ -511,7 +544,7 @@ impl Drop for Worker {
     if self.exit.is_none() || group::group_alive(self.pid) {
       crate::reaper::before_kill(self.guard.mark());
       group::signal_group(self.pid, Signal::SIGKILL);
-      let _ = self.child.start_kill();
+      self.kill_leader();
     }
     crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
     group::unregister(self.pid);
@@ -533,6 +566,15 @@ where
         break;
       }
     }
+  }
+}
+
+/// The exit status, once the task that owns the child has reaped it.
+async fn wait_exited(rx: &mut watch::Receiver<Option<ExitStatus>>) -> ExitStatus {
+  match rx.wait_for(|s| s.is_some()).await {
+    Ok(st) => (*st).unwrap_or(std::os::unix::process::ExitStatusExt::from_raw(0x7f00)),
+    // the task is gone without a status (the runtime is shutting down)
+    Err(_) => std::os::unix::process::ExitStatusExt::from_raw(0x7f00),
   }
 }
 
@@ -768,10 +810,11 @@ impl Control {
     false
   }
 
-  /// The execution is over; whether it was interrupted.
-  pub fn end(&self) -> bool {
+  /// The execution is over: whether it was interrupted, whether the worker
+  /// had started it.
+  pub fn end(&self) -> (bool, bool) {
     let mut s = self.lock();
-    let was = s.interrupted;
+    let was = (s.interrupted, s.started);
     s.in_flight = false;
     s.started = false;
     s.pending = false;

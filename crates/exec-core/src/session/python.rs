@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
+use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
   closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker, WorkerSpec,
 };
@@ -93,7 +93,8 @@ pub struct CellResult {
   /// With `Died` (and a killing timeout): how the interpreter ended.
   pub exit_code: Option<i32>,
   pub signal: Option<String>,
-  /// The interpreter is gone and its namespace with it.
+  /// The interpreter is gone and its namespace with it; also set (with
+  /// `restarted`) when the last one died between cells.
   pub state_lost: bool,
   /// This cell ran in a new interpreter because the previous one was lost.
   pub restarted: bool,
@@ -150,7 +151,7 @@ impl PythonSession {
     self.core.pid()
   }
 
-  /// Send one request and follow it to its end. Returns the outcome, whether
+  /// Send one request and follow it to its end. Returns how it ended, whether
   /// a timeout fired, and the cell's number (from the driver's start message).
   #[allow(clippy::too_many_arguments)]
   async fn run_request<O: OutputSink, E: OutputSink>(
@@ -162,7 +163,7 @@ impl PythonSession {
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> (Outcome<Message>, bool, u32) {
+  ) -> (Followed<Message>, bool, u32) {
     let request = serde_json::json!({ "op": "run", "id": id, "code": code, "init": init });
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
@@ -194,11 +195,11 @@ impl PythonSession {
       w.signal(Signal::SIGINT);
       Escalate::Until(Instant::now() + self.opts.kill_grace)
     };
-    let (outcome, _) = self
+    let followed = self
       .core
       .follow(w, out, err, deadline, on_message, on_deadline)
       .await;
-    (outcome, timed_out, count)
+    (followed, timed_out, count)
   }
 
   /// Run a cell. Output goes to `out`/`err` as it comes (and is captured).
@@ -224,15 +225,29 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> Result<CellResult, ExecError> {
-    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
-    let id = slot.take_id();
+    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
-    let mut w = slot.worker.take().expect("a worker was started");
-    let (outcome, timed_out, count) = self
-      .run_request(&mut w, id, code, false, &mut out, &mut err, opts.timeout)
-      .await;
+    let mut retried = false;
+    let (w, outcome, timed_out, count) = loop {
+      let id = slot.take_id();
+      let mut w = slot.worker.take().expect("a worker was started");
+      let (run, timed_out, count) = self
+        .run_request(&mut w, id, code, false, &mut out, &mut err, opts.timeout)
+        .await;
+      // the interpreter died before it started the cell (between cells, and
+      // the death was not seen yet): the cell runs in a new one
+      if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
+        let st = *st;
+        self.core.lost(&mut slot, w, st, false, closed_error).await;
+        entry.lost_idle = true;
+        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        retried = true;
+        continue;
+      }
+      break (w, run.outcome, timed_out, count);
+    };
     let execution_time = started.elapsed();
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
 
@@ -249,8 +264,8 @@ impl PythonSession {
       execution_time,
       exit_code: None,
       signal: None,
-      state_lost: false,
-      restarted,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
       error: None,
     };
     match outcome {
@@ -348,8 +363,22 @@ impl Boot<()> for PythonSession {
         .run_request(&mut w, id, &init, true, &mut out, &mut err, timeout)
         .await
       {
-        (Outcome::Done(m), _, _) if m.status.as_deref() == Some("ok") => {}
-        (Outcome::Done(m), _, _) => {
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          _,
+          _,
+        ) if m.status.as_deref() == Some("ok") => {}
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          _,
+          _,
+        ) => {
           w.kill().await;
           let what = m
             .exception
@@ -357,7 +386,14 @@ impl Boot<()> for PythonSession {
             .unwrap_or_default();
           return Err(ExecError::invalid(format!("initCode failed: {what}")));
         }
-        (Outcome::Canceled, _, _) => return Err(closed_error()),
+        (
+          Followed {
+            outcome: Outcome::Canceled,
+            ..
+          },
+          _,
+          _,
+        ) => return Err(closed_error()),
         _ => {
           init_ended(&mut w, None, "initCode").await?;
           let (text, _) = rendered_text(&err.buf);

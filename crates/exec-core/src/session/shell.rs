@@ -20,7 +20,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
+use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
   closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker,
   WorkerSpec,
@@ -100,7 +100,8 @@ pub struct CommandResult {
   pub execution_time: Duration,
   /// With `Died`: the signal that ended the shell.
   pub signal: Option<String>,
-  /// The shell is gone, and its cwd, variables and functions with it.
+  /// The shell is gone, and its cwd, variables and functions with it; also
+  /// set (with `restarted`) when the last one died between commands.
   pub state_lost: bool,
   /// This command ran in a new shell because the previous one was lost.
   pub restarted: bool,
@@ -149,6 +150,10 @@ impl ShellSession {
       die_with_parent: opts.die_with_parent,
     };
     let cwd = opts.cwd.display().to_string();
+    let mut spec = spec;
+    // bash logs itself out after TMOUT seconds at the prompt, which is where
+    // a session's shell waits between commands
+    spec.env.remove.push("TMOUT".into());
     let core = Core::new(spec, opts.owner, opts.startup_timeout, cwd)?;
     let session = ShellSession { opts, core };
     {
@@ -171,7 +176,7 @@ impl ShellSession {
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> Result<(Outcome<(i32, String)>, bool, bool), ExecError> {
+  ) -> Result<(Followed<(i32, String)>, bool), ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
@@ -221,11 +226,11 @@ impl ShellSession {
         Escalate::Until(Instant::now() + KILL_OTHERS_EVERY)
       }
     };
-    let (outcome, interrupted) = self
+    let followed = self
       .core
       .follow(w, out, err, deadline, on_message, on_deadline)
       .await;
-    Ok((outcome, phase > 0 && phase != u32::MAX, interrupted))
+    Ok((followed, phase > 0 && phase != u32::MAX))
   }
 
   /// Run a command. Output goes to `out`/`err` as it comes (and is captured).
@@ -255,15 +260,30 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
-    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
-    let id = slot.take_id();
+    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
-    let mut w = slot.worker.take().expect("a shell was started");
-    let (outcome, timed_out, interrupted) = self
-      .run_request(&mut w, id, command, &mut out, &mut err, opts.timeout)
-      .await?;
+    let mut retried = false;
+    let (w, outcome, timed_out, interrupted) = loop {
+      let id = slot.take_id();
+      let mut w = slot.worker.take().expect("a shell was started");
+      let (run, timed_out) = self
+        .run_request(&mut w, id, command, &mut out, &mut err, opts.timeout)
+        .await?;
+      // the shell died before it started the command (between commands, and
+      // the death was not seen yet): the command runs in a new one
+      if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
+        let st = *st;
+        self.core.lost(&mut slot, w, st, false, closed_error).await;
+        slot.state = self.opts.cwd.display().to_string();
+        entry.lost_idle = true;
+        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        retried = true;
+        continue;
+      }
+      break (w, run.outcome, timed_out, run.interrupted);
+    };
     let execution_time = started.elapsed();
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
     let mut result = CommandResult {
@@ -277,8 +297,8 @@ impl ShellSession {
       cwd: slot.state.clone(),
       execution_time,
       signal: None,
-      state_lost: false,
-      restarted,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
       error: None,
     };
     match outcome {
@@ -408,9 +428,21 @@ impl Boot<String> for ShellSession {
         .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
         .await
       {
-        Ok((Outcome::Done((_, cwd)), false, _)) => slot.state = cwd,
-        Ok((Outcome::Canceled, _, _)) => return Err(closed_error()),
-        Ok((outcome, _, _)) => {
+        Ok((
+          Followed {
+            outcome: Outcome::Done((_, cwd)),
+            ..
+          },
+          false,
+        )) => slot.state = cwd,
+        Ok((
+          Followed {
+            outcome: Outcome::Canceled,
+            ..
+          },
+          _,
+        )) => return Err(closed_error()),
+        Ok((Followed { outcome, .. }, _)) => {
           let st = match outcome {
             Outcome::Died(st) | Outcome::Killed(st) => st,
             _ => None,
