@@ -129,7 +129,9 @@ export declare class PythonSession {
   execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
   /**
    * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-   * namespace survives). Returns false when no cell is running.
+   * namespace survives): the oldest cell whose promise has not settled, held
+   * until it starts if it is queued; never the cell after it. Returns false
+   * when there is none, or it has just finished.
    */
   interrupt(): boolean
   /**
@@ -170,7 +172,9 @@ export declare class ShellSession {
   execute(command: string, options?: SessionExecuteOptions): Promise<ShellExecuteResult>
   /**
    * Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
-   * cwd and variables stay. Returns false when no command is running.
+   * cwd and variables stay. Targets the oldest command whose promise has not
+   * settled (held until it starts if queued), never the one after it.
+   * Returns false when there is none, or it has just finished.
    */
   interrupt(): boolean
   /** Replace the shell by a fresh one (initial cwd; `initScript` runs again). */

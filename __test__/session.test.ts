@@ -597,6 +597,56 @@ describe('sessions whose interpreter a limit stops at startup', () => {
   })
 })
 
+describe('interrupts and limits land on the execution they belong to', () => {
+  // keeps the JavaScript thread busy: the first execution ends and the next
+  // starts in the addon while the first promise cannot settle yet
+  const block = (ms: number) => {
+    const until = Date.now() + ms
+    while (Date.now() < until);
+  }
+
+  it('interrupt() targets the execution the caller sees running, never the next one', async () => {
+    const py = await python()
+    const sh = await shell()
+    const cases = [
+      { s: py, quick: 'pass', slow: 'import time\ntime.sleep(1)\n"b"' },
+      { s: sh, quick: 'true', slow: 'sleep 1; echo b' },
+    ]
+    for (const { s, quick, slow } of cases) {
+      const a = s.execute(quick)
+      const b = s.execute(slow)
+      block(500)
+      s.interrupt()
+      expect(['ok', 'interrupted']).toContain((await a).status)
+      expect((await b).status).toBe('ok')
+      // once the first has settled, the next one is the target
+      const c = s.execute(quick)
+      const d = s.execute(slow)
+      await c
+      expect(s.interrupt()).toBe(true)
+      expect((await d).status).toBe('interrupted')
+      expect(s.interrupt()).toBe(false)
+    }
+  })
+
+  it('a maxProcesses hit is reported on the cell that caused it', async () => {
+    const code = 'import subprocess\nps = []\nfor i in range(10):\n    try:\n        ps.append(subprocess.Popen(["sleep", "5"]))\n    except OSError:\n        pass'
+    for (let i = 0; i < 3; i++) {
+      const s = await python({ limits: { maxProcesses: 6 } })
+      const r = await s.execute(code)
+      expect(r).toMatchObject({ status: 'died', errorCode: 'ELIMIT', stateLost: true })
+      expect(r.error).toBe('exec: process limit of 6 exceeded (ELIMIT)')
+      await sleep(100)
+      expect(await s.execute('1 + 1')).toMatchObject({ status: 'ok', resultValue: '2', restarted: true })
+      await s.close()
+    }
+    const b = await shell({ limits: { maxProcesses: 6 } })
+    const r = await b.execute('for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; echo started')
+    expect(r).toMatchObject({ status: 'died', errorCode: 'ELIMIT' })
+    expect((await b.execute('echo next')).status).toBe('ok')
+  })
+})
+
 describe('no leftovers', () => {
   it('every process group is released after close', async () => {
     const s = await PythonSession.start()

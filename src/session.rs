@@ -297,13 +297,15 @@ where
 }
 
 /// `execute` of either class: `run` joins the session's queue now (so calls
-/// run in the order they were made), `convert` makes the JS result.
+/// run in the order they were made), `convert` makes the JS result. The
+/// execution's ticket is dropped on the JavaScript thread as the promise
+/// settles: until then `interrupt()` targets this execution, never the next.
 fn execute_in<'env, R, F, V>(
   env: &'env Env,
   code: &Unknown<'env>,
   options: Option<Unknown<'env>>,
   what: &str,
-  run: impl FnOnce(ExecArgs) -> F,
+  run: impl FnOnce(ExecArgs) -> (core::Ticket, F),
   convert: fn(R) -> V,
 ) -> Result<PromiseRaw<'env, V>>
 where
@@ -315,11 +317,14 @@ where
     Ok(a) => a,
     Err(e) => return reject_type_error(env, e),
   };
-  let run = run(a);
+  let (ticket, run) = run(a);
   let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, move |env, r| match r {
-    Err(e) => Err(coded_error(env, e)),
-    Ok(r) => Ok(convert(r)),
+  env.spawn_future_with_callback(fut, move |env, r| {
+    drop(ticket);
+    match r {
+      Err(e) => Err(coded_error(env, e)),
+      Ok(r) => Ok(convert(r)),
+    }
   })
 }
 
@@ -398,7 +403,7 @@ impl PythonSession {
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
     let inner = &self.inner;
-    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
     execute_in(env, &code, options, "code", run, |r| PythonExecuteResult {
       status: status(r.status),
       stdout: r.stdout,
@@ -424,7 +429,9 @@ impl PythonSession {
   }
 
   /// Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-  /// namespace survives). Returns false when no cell is running.
+  /// namespace survives): the oldest cell whose promise has not settled, held
+  /// until it starts if it is queued; never the cell after it. Returns false
+  /// when there is none, or it has just finished.
   #[napi]
   pub fn interrupt(&self) -> bool {
     self.inner.interrupt()
@@ -511,7 +518,7 @@ impl ShellSession {
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ShellExecuteResult>> {
     let inner = &self.inner;
-    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
     execute_in(env, &command, options, "command", run, |r| {
       ShellExecuteResult {
         status: status(r.status),
@@ -531,7 +538,9 @@ impl ShellSession {
   }
 
   /// Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
-  /// cwd and variables stay. Returns false when no command is running.
+  /// cwd and variables stay. Targets the oldest command whose promise has not
+  /// settled (held until it starts if queued), never the one after it.
+  /// Returns false when there is none, or it has just finished.
   #[napi]
   pub fn interrupt(&self) -> bool {
     self.inner.interrupt()

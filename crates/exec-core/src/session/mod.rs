@@ -305,6 +305,17 @@ impl Worker {
     self.guard.explain(sig.as_deref(), code)
   }
 
+  /// Whether the tree is over a watched limit now (the watchdog's finding,
+  /// or one look): then it is killed, and [`Self::limit_error`] says which.
+  pub fn over_limit_now(&mut self) -> bool {
+    let Some(e) = self.limit_error(None).or_else(|| self.guard.check()) else {
+      return false;
+    };
+    *self.limit_hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    self.guard.kill_tree(self.pid);
+    true
+  }
+
   /// What a shell's exit code of a command (128+N for a signal death) means
   /// under the limits.
   pub fn explain_exit_code(&self, code: i32) -> Option<ExecError> {
@@ -684,6 +695,13 @@ pub fn live_members(pgid: i32) -> Vec<i32> {
 /// The queue is joined synchronously (in call order: `execute` called twice in
 /// a row runs in that order, whatever order the runtime polls the futures in)
 /// and handed on from one [`Turn`] to the next.
+///
+/// Every execution has a number (its generation). `interrupt()` targets the
+/// oldest execution whose caller has not taken its result yet (its
+/// [`Ticket`] is alive): the one the caller sees running. A SIGINT goes only
+/// to the worker running that very execution; one asked for before it started
+/// is held until it starts; one that comes when it is over does nothing. So an
+/// interrupt never lands in the next execution.
 #[derive(Default, Clone)]
 pub(crate) struct Control {
   state: Arc<Mutex<ControlState>>,
@@ -694,19 +712,40 @@ struct ControlState {
   /// A turn holds the queue.
   busy: bool,
   waiters: VecDeque<oneshot::Sender<()>>,
+  next_gen: u64,
+  /// Executions whose caller has not taken the result, in call order, and
+  /// whether each is over.
+  live: VecDeque<(u64, bool)>,
   pgid: i32,
-  in_flight: bool,
+  /// The execution whose request the worker has (0: none, or an init request).
+  running: u64,
+  /// The worker confirmed it started that request.
   started: bool,
-  pending: bool,
+  /// An interrupt held for this execution until its request starts (0: none).
+  pending: u64,
+  /// The running request got a SIGINT from `interrupt()`.
   interrupted: bool,
 }
 
+impl ControlState {
+  fn mark_over(&mut self, gen: u64) {
+    if let Some(e) = self.live.iter_mut().find(|e| e.0 == gen) {
+      e.1 = true;
+    }
+    if self.pending == gen {
+      self.pending = 0;
+    }
+  }
+}
+
 /// A place in the queue; [`Turn::ready`] waits for it. Dropping a turn (held or
-/// not) hands the queue on.
+/// not) hands the queue on, and ends its execution for `interrupt()`.
 pub(crate) struct Turn {
   state: Arc<Mutex<ControlState>>,
   rx: Option<oneshot::Receiver<()>>,
   held: bool,
+  /// The execution's generation (0 for `reset`, which is not interrupted).
+  gen: u64,
 }
 
 impl Turn {
@@ -723,10 +762,19 @@ impl Turn {
     }
     self.held
   }
+
+  /// The execution's generation.
+  pub fn gen(&self) -> u64 {
+    self.gen
+  }
 }
 
 impl Drop for Turn {
   fn drop(&mut self) {
+    if self.gen != 0 {
+      let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+      s.mark_over(self.gen);
+    }
     let held = self.held
       || self.rx.as_mut().is_some_and(|rx| {
         // the queue may have been handed to us in the meantime
@@ -735,6 +783,24 @@ impl Drop for Turn {
       });
     if held {
       hand_on(&self.state);
+    }
+  }
+}
+
+/// An execution as its caller sees it: `interrupt()` may target it until the
+/// ticket is dropped, which the caller does once it has the result (the
+/// JavaScript binding: when the promise settles, on the JavaScript thread).
+pub struct Ticket {
+  state: Arc<Mutex<ControlState>>,
+  gen: u64,
+}
+
+impl Drop for Ticket {
+  fn drop(&mut self) {
+    let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    s.live.retain(|e| e.0 != self.gen);
+    if s.pending == self.gen {
+      s.pending = 0;
     }
   }
 }
@@ -754,15 +820,34 @@ impl Control {
     self.state.lock().unwrap_or_else(|e| e.into_inner())
   }
 
-  /// Join the queue now.
+  /// Join the queue now (`reset`: not a target of `interrupt()`).
   pub fn join(&self) -> Turn {
     let mut s = self.lock();
+    self.join_locked(&mut s, 0)
+  }
+
+  /// Join the queue now with an execution, which `interrupt()` targets until
+  /// the ticket is dropped.
+  pub fn join_execution(&self) -> (Turn, Ticket) {
+    let mut s = self.lock();
+    s.next_gen += 1;
+    let gen = s.next_gen;
+    s.live.push_back((gen, false));
+    let ticket = Ticket {
+      state: self.state.clone(),
+      gen,
+    };
+    (self.join_locked(&mut s, gen), ticket)
+  }
+
+  fn join_locked(&self, s: &mut ControlState, gen: u64) -> Turn {
     if !s.busy {
       s.busy = true;
       return Turn {
         state: self.state.clone(),
         rx: None,
         held: true,
+        gen,
       };
     }
     let (tx, rx) = oneshot::channel();
@@ -771,53 +856,59 @@ impl Control {
       state: self.state.clone(),
       rx: Some(rx),
       held: false,
+      gen,
     }
   }
 
-  /// A request was sent to the worker of group `pgid`.
-  pub fn begin(&self, pgid: i32) {
+  /// A request of execution `gen` (0: an init request) was sent to the
+  /// worker of group `pgid`.
+  pub fn begin(&self, pgid: i32, gen: u64) {
     let mut s = self.lock();
     s.pgid = pgid;
-    s.in_flight = true;
+    s.running = gen;
     s.started = false;
     s.interrupted = false;
   }
 
-  /// The worker confirmed it runs the request: deliver a pending interrupt.
+  /// The worker confirmed it runs the request: deliver an interrupt held for it.
   pub fn started(&self) {
     let mut s = self.lock();
     s.started = true;
-    if s.pending {
-      s.pending = false;
+    if s.running != 0 && s.pending == s.running {
+      s.pending = 0;
       s.interrupted = true;
       group::signal_group(s.pgid, Signal::SIGINT);
     }
   }
 
-  /// SIGINT the running execution; one that is queued or about to start gets
-  /// it as soon as it starts. False when nothing runs or waits.
+  /// SIGINT the execution the caller sees running (the oldest whose result
+  /// it has not taken); one that has not started gets it when it starts.
+  /// False when there is none, or it is over.
   pub fn interrupt(&self) -> bool {
     let mut s = self.lock();
-    if s.in_flight && s.started {
+    let Some(&(gen, over)) = s.live.front() else {
+      return false;
+    };
+    if over {
+      return false;
+    }
+    if s.running == gen && s.started {
       s.interrupted = true;
       group::signal_group(s.pgid, Signal::SIGINT);
-      return true;
+    } else {
+      s.pending = gen;
     }
-    if s.in_flight || s.busy {
-      s.pending = true;
-      return true;
-    }
-    false
+    true
   }
 
-  /// The execution is over: whether it was interrupted, whether the worker
-  /// had started it.
+  /// The request is over: whether `interrupt()` hit it, whether the worker
+  /// had started it. An interrupt held for a request that never started stays
+  /// held (the execution may send it again to a new worker).
   pub fn end(&self) -> (bool, bool) {
     let mut s = self.lock();
     let was = (s.interrupted, s.started);
-    s.in_flight = false;
+    s.running = 0;
     s.started = false;
-    s.pending = false;
     s.interrupted = false;
     was
   }

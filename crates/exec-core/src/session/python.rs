@@ -13,7 +13,8 @@ use tokio::time::Instant;
 
 use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
-  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker, WorkerSpec,
+  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn, Worker,
+  WorkerSpec,
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
@@ -157,6 +158,7 @@ impl PythonSession {
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
+    gen: u64,
     id: u64,
     code: &str,
     init: bool,
@@ -168,7 +170,7 @@ impl PythonSession {
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
     // a failed send: the interpreter is gone, its exit is reported
-    let (deadline, _) = self.core.send_request(w, &line, timeout).await;
+    let (deadline, _) = self.core.send_request(w, gen, &line, timeout).await;
     let mut timed_out = false;
     let mut count = 0;
     let on_message = |m: &[u8]| {
@@ -211,10 +213,32 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
+    let (ticket, run) = self.execute_ticketed(code, opts, out, err);
+    async move {
+      let r = run.await;
+      drop(ticket);
+      r
+    }
+  }
+
+  /// [`Self::execute`], with the cell's [`Ticket`]: `interrupt()` targets
+  /// the cell until the caller drops it (once it has taken the result).
+  pub fn execute_ticketed<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    code: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> (
+    Ticket,
+    impl Future<Output = Result<CellResult, ExecError>> + Send + 'static,
+  ) {
     // the place in the queue is taken now, in call order
-    let turn = self.core.control.join();
+    let (turn, ticket) = self.core.control.join_execution();
     let this = self.clone();
-    async move { this.execute_in_turn(turn, &code, &opts, out, err).await }
+    (ticket, async move {
+      this.execute_in_turn(turn, &code, &opts, out, err).await
+    })
   }
 
   async fn execute_in_turn<O: OutputSink, E: OutputSink>(
@@ -230,11 +254,20 @@ impl PythonSession {
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
     let mut retried = false;
-    let (w, outcome, timed_out, count) = loop {
+    let (mut w, outcome, timed_out, count) = loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a worker was started");
       let (run, timed_out, count) = self
-        .run_request(&mut w, id, code, false, &mut out, &mut err, opts.timeout)
+        .run_request(
+          &mut w,
+          turn.gen(),
+          id,
+          code,
+          false,
+          &mut out,
+          &mut err,
+          opts.timeout,
+        )
         .await;
       // the interpreter died before it started the cell (between cells, and
       // the death was not seen yet): the cell runs in a new one
@@ -267,6 +300,15 @@ impl PythonSession {
       state_lost: entry.lost_idle,
       restarted: entry.restarted,
       error: None,
+    };
+    // a watched limit passed by the end of the cell (processes it left, a
+    // fork the kernel refused) is this cell's, not the next one's
+    let outcome = match outcome {
+      Outcome::Done(m) if w.over_limit_now() => {
+        result.exception = m.exception;
+        Outcome::Died(None)
+      }
+      o => o,
     };
     match outcome {
       Outcome::Done(m) => {
@@ -360,7 +402,7 @@ impl Boot<()> for PythonSession {
       let mut err = Capture::new(4096, crate::run::Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
-        .run_request(&mut w, id, &init, true, &mut out, &mut err, timeout)
+        .run_request(&mut w, 0, id, &init, true, &mut out, &mut err, timeout)
         .await
       {
         (

@@ -225,15 +225,17 @@ impl<S: Send> Core<S> {
     Ok(w)
   }
 
-  /// Send one request line. Returns the request's deadline, and whether the
-  /// line was sent (a worker that is gone has 2 s to report how it ended).
+  /// Send one request line of execution `gen` (0: init). Returns the
+  /// request's deadline, and whether the line was sent (a worker that is gone
+  /// has 2 s to report how it ended).
   pub async fn send_request(
     &self,
     w: &mut Worker,
+    gen: u64,
     line: &[u8],
     timeout: Option<Duration>,
   ) -> (Option<Instant>, bool) {
-    self.control.begin(w.pid);
+    self.control.begin(w.pid, gen);
     let deadline = timeout.map(|t| Instant::now() + t);
     if w.send(line).await.is_err() {
       return (Some(Instant::now() + Duration::from_secs(2)), false);

@@ -22,8 +22,8 @@ use tokio::time::Instant;
 
 use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
-  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker,
-  WorkerSpec,
+  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn,
+  Worker, WorkerSpec,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::run::{format_duration, Discard, OutputSink};
@@ -171,6 +171,7 @@ impl ShellSession {
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
+    gen: u64,
     id: u64,
     command: &str,
     out: &mut O,
@@ -184,7 +185,10 @@ impl ShellSession {
       "__exec_id={id}; \\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
       ansi_c_quote(command)
     );
-    let (deadline, sent) = self.core.send_request(w, line.as_bytes(), timeout).await;
+    let (deadline, sent) = self
+      .core
+      .send_request(w, gen, line.as_bytes(), timeout)
+      .await;
     // 0: running, 1: interrupted by the timeout, 2..: killing the command's
     // processes; u32::MAX: the line could not be sent
     let mut phase = if sent { 0u32 } else { u32::MAX };
@@ -243,10 +247,32 @@ impl ShellSession {
     out: O,
     err: E,
   ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
+    let (ticket, run) = self.execute_ticketed(command, opts, out, err);
+    async move {
+      let r = run.await;
+      drop(ticket);
+      r
+    }
+  }
+
+  /// [`Self::execute`], with the command's [`Ticket`]: `interrupt()` targets
+  /// the command until the caller drops it (once it has taken the result).
+  pub fn execute_ticketed<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    command: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> (
+    Ticket,
+    impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static,
+  ) {
     // the place in the queue is taken now, in call order
-    let turn = self.core.control.join();
+    let (turn, ticket) = self.core.control.join_execution();
     let this = self.clone();
-    async move { this.execute_in_turn(turn, &command, &opts, out, err).await }
+    (ticket, async move {
+      this.execute_in_turn(turn, &command, &opts, out, err).await
+    })
   }
 
   async fn execute_in_turn<O: OutputSink, E: OutputSink>(
@@ -265,11 +291,19 @@ impl ShellSession {
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
     let mut retried = false;
-    let (w, outcome, timed_out, interrupted) = loop {
+    let (mut w, outcome, timed_out, interrupted) = loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a shell was started");
       let (run, timed_out) = self
-        .run_request(&mut w, id, command, &mut out, &mut err, opts.timeout)
+        .run_request(
+          &mut w,
+          turn.gen(),
+          id,
+          command,
+          &mut out,
+          &mut err,
+          opts.timeout,
+        )
         .await?;
       // the shell died before it started the command (between commands, and
       // the death was not seen yet): the command runs in a new one
@@ -300,6 +334,12 @@ impl ShellSession {
       state_lost: entry.lost_idle,
       restarted: entry.restarted,
       error: None,
+    };
+    // a watched limit passed by the end of the command (processes it left, a
+    // fork the kernel refused) is this command's, not the next one's
+    let outcome = match outcome {
+      Outcome::Done(_) if w.over_limit_now() => Outcome::Died(None),
+      o => o,
     };
     match outcome {
       Outcome::Done((code, cwd)) => {
@@ -425,7 +465,7 @@ impl Boot<String> for ShellSession {
       let mut err = Capture::new(4096, Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
-        .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
+        .run_request(&mut w, 0, id, &init, &mut out, &mut err, timeout)
         .await
       {
         Ok((

@@ -514,3 +514,25 @@ async fn shell_that_logs_itself_out_between_commands_is_seen_and_replaced() {
   assert!(r.restarted && r.state_lost, "{r:?}");
   s.close().await;
 }
+
+#[tokio::test]
+async fn interrupt_targets_the_execution_whose_ticket_is_held() {
+  let s = py().await;
+  let (ta, a) = s.execute_ticketed("pass".into(), opts(10_000), Discard, Discard);
+  let (tb, b) = s.execute_ticketed(
+    "import time\ntime.sleep(1)\n'b'".into(),
+    opts(10_000),
+    Discard,
+    Discard,
+  );
+  let b = tokio::spawn(b);
+  assert_eq!(a.await.unwrap().status, SessionStatus::Ok);
+  // `a` is over but its caller still holds the ticket: nothing to interrupt
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  assert!(!s.interrupt());
+  drop(ta);
+  let r = b.await.unwrap().unwrap();
+  assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
+  drop(tb);
+  s.close().await;
+}
