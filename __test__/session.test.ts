@@ -530,6 +530,30 @@ describe('ShellSession', () => {
     await expect(s.execute('echo a\0b')).rejects.toMatchObject({ code: 'EINVAL' })
   })
 
+  it('a command cannot switch completion off: protected names, and tampering reported at once', async () => {
+    const s = await shell({ cwd: '/' })
+    // the names the report uses are read-only or not variables at all
+    for (const cmd of ['unset -f __exec_done', '__exec_done() { :; }', 'unset __exec_id', 'declare -r __exec_id', 'unset PROMPT_COMMAND']) {
+      await s.execute('cd /tmp')
+      const begin = Date.now()
+      const r = await s.execute(cmd, { timeout: 5000 })
+      expect(Date.now() - begin).toBeLessThan(3000)
+      expect(['ok', 'error']).toContain(r.status)
+      expect(r.stateLost).toBe(false)
+      expect(await s.execute('pwd', { timeout: 5000 })).toMatchObject({ status: 'ok', stdout: '/tmp\n' })
+    }
+    // what cannot be protected is detected: the result says so, the next command gets a new shell
+    for (const cmd of ['builtin() { :; }', 'enable -n printf', 'sleep 0.5; builtin() { :; }']) {
+      await s.execute('cd /tmp')
+      const begin = Date.now()
+      const r = await s.execute(cmd, { timeout: 10000 })
+      expect(Date.now() - begin).toBeLessThan(5000)
+      expect(r).toMatchObject({ status: 'died', errorCode: 'EIO', stateLost: true })
+      expect(r.error).toMatch(/^exec: the command switched off the shell session's completion report .* \(EIO\)$/)
+      expect(await s.execute('pwd', { timeout: 5000 })).toMatchObject({ status: 'ok', stdout: '/\n', restarted: true })
+    }
+  })
+
   it('runs 100 sequential commands in one session', async () => {
     const s = await shell()
     await s.execute('n=0')

@@ -369,6 +369,32 @@ impl Worker {
     self.exit.is_some()
   }
 
+  /// Bytes sent on the control channel that the worker has not read yet
+  /// (`None` where the platform cannot tell).
+  pub fn unread_by_worker(&self) -> Option<usize> {
+    unread_by_peer(self.ctl.as_raw_fd())
+  }
+
+  /// Send a few bytes on the control channel without waiting (false: they
+  /// did not fit, or the channel is closed).
+  pub fn try_send(&self, bytes: &[u8]) -> bool {
+    self.ctl.try_write(bytes).is_ok_and(|n| n == bytes.len())
+  }
+
+  /// Take what the worker has written on the control channel by now into the
+  /// inbox; whether a complete message is there.
+  pub fn poll_messages(&mut self) -> bool {
+    let mut buf = [0u8; 4096];
+    while self.ctl_open {
+      match self.ctl.try_read(&mut buf) {
+        Ok(0) => self.ctl_open = false,
+        Ok(n) => self.inbox.extend_from_slice(&buf[..n]),
+        Err(_) => break,
+      }
+    }
+    self.inbox.contains(&self.separator)
+  }
+
   /// Send a request on the control channel.
   pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
     self.ctl.write_all(bytes).await
@@ -618,6 +644,20 @@ fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S)
     sink.write(&buf[..n as usize]);
     got += n as usize;
   }
+}
+
+/// Bytes written on the socket `fd` that its peer has not read yet (Linux:
+/// SIOCOUTQ; a unix socket's data stays charged to the sender until read).
+#[cfg(target_os = "linux")]
+fn unread_by_peer(fd: i32) -> Option<usize> {
+  let mut n: libc::c_int = 0;
+  let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+  (r == 0 && n >= 0).then_some(n as usize)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unread_by_peer(_fd: i32) -> Option<usize> {
+  None
 }
 
 /// Pids whose process group is `pgid`.

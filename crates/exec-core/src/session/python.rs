@@ -188,14 +188,14 @@ impl PythonSession {
         _ => None,
       }
     };
-    let on_deadline = |w: &Worker| {
+    let on_deadline = |w: &mut Worker| {
       if timed_out {
         return Escalate::Kill;
       }
       // interrupt first; the cell has `kill_grace` to stop
       timed_out = true;
       w.signal(Signal::SIGINT);
-      Escalate::Until(Instant::now() + self.opts.kill_grace)
+      Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
     };
     let followed = self
       .core

@@ -35,8 +35,8 @@ pub(crate) enum Outcome<T> {
 
 /// What to do when a request's deadline passes.
 pub(crate) enum Escalate {
-  /// Wait again, until then.
-  Until(Instant),
+  /// Wait again, until then (`None`: until a message or the exit).
+  Until(Option<Instant>),
   /// Kill the worker (the request ends `Killed`).
   Kill,
 }
@@ -252,7 +252,7 @@ impl<S: Send> Core<S> {
     err: &mut E,
     mut deadline: Option<Instant>,
     mut on_message: impl FnMut(&[u8]) -> Option<T>,
-    mut on_deadline: impl FnMut(&Worker) -> Escalate,
+    mut on_deadline: impl FnMut(&mut Worker) -> Escalate,
   ) -> Followed<T> {
     let outcome = loop {
       match w.next_event(out, err, deadline, &self.closing).await {
@@ -263,7 +263,7 @@ impl<S: Send> Core<S> {
         }
         Event::Exited(st) => break Outcome::Died(Some(st)),
         Event::Deadline => match on_deadline(w) {
-          Escalate::Until(at) => deadline = Some(at),
+          Escalate::Until(at) => deadline = at,
           Escalate::Kill => break Outcome::Killed(w.kill().await),
         },
         Event::Canceled => {

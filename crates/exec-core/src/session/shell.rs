@@ -29,16 +29,22 @@ use crate::error::{ErrorCode, ExecError};
 use crate::run::{format_duration, Discard, OutputSink};
 use crate::spawn::EnvSpec;
 
-/// Sent once after bash starts. `PROMPT_COMMAND` is made read-only so that a
-/// command cannot switch completion reporting off by accident.
+/// Sent once after bash starts. The completion report uses no variable (the
+/// status comes as an argument, expanded from the read-only `PROMPT_COMMAND`)
+/// and a read-only function, so a command can neither unset nor redefine
+/// them. What a command can still do (redefine `builtin`, `enable -n printf`)
+/// is detected: see [`ShellSession::run_request`].
 const BOOTSTRAP: &str = concat!(
-  "set +o history +H +m; unset HISTFILE; PS1=''; PS2=''; PS0=''; __exec_id=''; ",
-  "__exec_done() { \\builtin local s=$?; if [ -n \"$__exec_id\" ]; then ",
-  "\\builtin printf 'D %s %d %s\\0' \"$__exec_id\" \"$s\" \"$PWD\" >&0; __exec_id=''; fi; ",
-  "\\builtin return $s; }; ",
-  "PROMPT_COMMAND=__exec_done; readonly PROMPT_COMMAND; ",
+  "set +o history +H +m; unset HISTFILE; PS1=''; PS2=''; PS0=''; ",
+  "__exec_done() { \\builtin printf 'D %d %s\\0' \"$1\" \"$PWD\" >&0; \\builtin return \"$1\"; }; ",
+  "readonly -f __exec_done; PROMPT_COMMAND='__exec_done \"$?\"'; readonly PROMPT_COMMAND; ",
   "\\builtin printf 'R %d %s %s\\0' \"$$\" \"${BASH_VERSION:-}\" \"$PWD\" >&0\n"
 );
+
+/// A command still running after this long is checked for a shell that no
+/// longer reports completion (then every [`PROBE_EVERY`]).
+const PROBE_AFTER: Duration = Duration::from_millis(200);
+const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// After the SIGINT of a timeout and the grace period: how long the
 /// command's processes are killed (all but the shell) before the shell goes too.
@@ -168,6 +174,17 @@ impl ShellSession {
     self.core.pid()
   }
 
+  /// Send one command and follow it to its end. Returns how it ended, whether
+  /// a timeout fired, and whether the shell stopped reporting completion.
+  ///
+  /// bash says `S <id>` before the command and `D <status> <cwd>` from
+  /// `PROMPT_COMMAND` after it (and after every line it reads, so only the
+  /// first D after the S counts). A command that redefines or disables what
+  /// the report needs leaves bash waiting for input without a D: a command
+  /// that runs long is probed with empty lines, which bash reads only when
+  /// it is back at its prompt (the socket tells how much it has not read);
+  /// two probes read and still no D means the report is broken.
+  #[allow(clippy::too_many_arguments)]
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
@@ -177,12 +194,12 @@ impl ShellSession {
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> Result<(Followed<(i32, String)>, bool), ExecError> {
+  ) -> Result<(Followed<(i32, String)>, bool, bool), ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
     let line = format!(
-      "__exec_id={id}; \\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
+      "\\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
       ansi_c_quote(command)
     );
     let (deadline, sent) = self
@@ -193,17 +210,26 @@ impl ShellSession {
     // processes; u32::MAX: the line could not be sent
     let mut phase = if sent { 0u32 } else { u32::MAX };
     let mut kill_until = None;
+    // the timeout's schedule, and the probes'
+    let mut escalate_at = deadline;
+    let mut probe_at = sent.then(|| Instant::now() + PROBE_AFTER);
+    let mut probes = 0u32;
+    let mut broken = false;
+    let first = match (deadline, probe_at) {
+      (Some(a), Some(b)) => Some(a.min(b)),
+      (a, b) => a.or(b),
+    };
+    let started = std::sync::atomic::AtomicBool::new(false);
     // `$?`, `$PWD`
     let on_message = |m: &[u8]| {
       let text = String::from_utf8_lossy(m).into_owned();
-      let mut parts = text.splitn(4, ' ');
-      let kind = parts.next().unwrap_or("");
-      if parts.next().and_then(|s| s.parse::<u64>().ok()) != Some(id) {
-        return None;
-      }
-      match kind {
-        "S" => self.core.control.started(),
-        "D" => {
+      let mut parts = text.splitn(3, ' ');
+      match parts.next().unwrap_or("") {
+        "S" if parts.next().and_then(|s| s.parse::<u64>().ok()) == Some(id) => {
+          started.store(true, std::sync::atomic::Ordering::Relaxed);
+          self.core.control.started();
+        }
+        "D" if started.load(std::sync::atomic::Ordering::Relaxed) => {
           let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
           let cwd = parts.next().unwrap_or("").to_owned();
           return Some((status, cwd));
@@ -212,29 +238,58 @@ impl ShellSession {
       }
       None
     };
-    let on_deadline = |w: &Worker| match phase {
-      u32::MAX => Escalate::Kill,
-      0 => {
-        phase = 1;
-        w.signal(Signal::SIGINT);
-        Escalate::Until(Instant::now() + self.opts.kill_grace)
+    let on_deadline = |w: &mut Worker| {
+      let now = Instant::now();
+      if probe_at.is_some_and(|t| now >= t) {
+        probe_at = match w.unread_by_worker() {
+          // bash has not read everything yet: it is busy
+          Some(n) if n > 0 => Some(now + PROBE_EVERY),
+          Some(_) if probes < 2 => {
+            probes += 1;
+            w.try_send(b"\n").then(|| now + Duration::from_millis(20))
+          }
+          Some(_) => {
+            if w.poll_messages() {
+              // a report came meanwhile: it is handled first
+              return Escalate::Until(Some(now));
+            }
+            // a timeout's SIGINT before the command started is a timeout
+            broken = started.load(std::sync::atomic::Ordering::Relaxed) || phase == 0;
+            return Escalate::Kill;
+          }
+          None => None,
+        };
       }
-      _ => {
-        // SIGINT was not enough: kill the command's processes, keep the shell
-        let until = *kill_until.get_or_insert_with(|| Instant::now() + KILL_OTHERS_FOR);
-        if Instant::now() >= until {
-          return Escalate::Kill;
-        }
-        phase += 1;
-        w.kill_others();
-        Escalate::Until(Instant::now() + KILL_OTHERS_EVERY)
+      if escalate_at.is_some_and(|t| now >= t) {
+        escalate_at = match phase {
+          u32::MAX => return Escalate::Kill,
+          0 => {
+            phase = 1;
+            w.signal(Signal::SIGINT);
+            Some(now + self.opts.kill_grace)
+          }
+          _ => {
+            // SIGINT was not enough: kill the command's processes, keep the shell
+            let until = *kill_until.get_or_insert_with(|| now + KILL_OTHERS_FOR);
+            if now >= until {
+              return Escalate::Kill;
+            }
+            phase += 1;
+            w.kill_others();
+            Some(now + KILL_OTHERS_EVERY)
+          }
+        };
       }
+      Escalate::Until(match (escalate_at, probe_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+      })
     };
     let followed = self
       .core
-      .follow(w, out, err, deadline, on_message, on_deadline)
+      .follow(w, out, err, first, on_message, on_deadline)
       .await;
-    Ok((followed, phase > 0 && phase != u32::MAX))
+    Ok((followed, phase > 0 && phase != u32::MAX, broken))
   }
 
   /// Run a command. Output goes to `out`/`err` as it comes (and is captured).
@@ -291,10 +346,10 @@ impl ShellSession {
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
     let mut retried = false;
-    let (mut w, outcome, timed_out, interrupted) = loop {
+    let (mut w, outcome, timed_out, interrupted, broken) = loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a shell was started");
-      let (run, timed_out) = self
+      let (run, timed_out, broken) = self
         .run_request(
           &mut w,
           turn.gen(),
@@ -316,7 +371,13 @@ impl ShellSession {
         retried = true;
         continue;
       }
-      break (w, run.outcome, timed_out, run.interrupted);
+      break (
+        w,
+        run.outcome,
+        timed_out && !broken,
+        run.interrupted,
+        broken,
+      );
     };
     let execution_time = started.elapsed();
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
@@ -371,7 +432,7 @@ impl ShellSession {
         let killed = matches!(outcome, Outcome::Killed(_));
         let lost = self
           .core
-          .lost(&mut slot, w, st, killed || timed_out, || {
+          .lost(&mut slot, w, st, (killed && !broken) || timed_out, || {
             ExecError::new(
               ErrorCode::TIMEOUT,
               format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
@@ -386,6 +447,12 @@ impl ShellSession {
         }
         result.status = lost.status;
         result.error = lost.error;
+        if broken && result.error.is_none() {
+          result.error = Some(ExecError::new(
+            ErrorCode::EIO,
+            "the command switched off the shell session's completion report (it redefined or disabled a builtin the session needs, such as `builtin` or `printf`), so the shell was killed and its state lost; the next command starts a new shell",
+          ));
+        }
         slot.state = self.opts.cwd.display().to_string();
       }
       Outcome::Canceled => {
@@ -474,6 +541,7 @@ impl Boot<String> for ShellSession {
             ..
           },
           false,
+          _,
         )) => slot.state = cwd,
         Ok((
           Followed {
@@ -481,8 +549,9 @@ impl Boot<String> for ShellSession {
             ..
           },
           _,
+          _,
         )) => return Err(closed_error()),
-        Ok((Followed { outcome, .. }, _)) => {
+        Ok((Followed { outcome, .. }, _, _)) => {
           let st = match outcome {
             Outcome::Died(st) | Outcome::Killed(st) => st,
             _ => None,
