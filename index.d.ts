@@ -119,7 +119,8 @@ export declare class PythonSession {
    * ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
    * start), ELIMIT (a `limits` entry stopped it or `initCode`:
    * `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
-   * EINVAL (`initCode` raised; bad options as a TypeError).
+   * EINVAL (`initCode` raised; bad options as a TypeError), TIMEOUT (`initCode`
+   * still running at `startupTimeout`).
    */
   static start(options?: PythonSessionOptions): Promise<PythonSession>
   /**
@@ -161,7 +162,8 @@ export declare class ShellSession {
   /**
    * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
    * ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
-   * `initScript`), EINVAL (not bash, or `initScript` ended the shell).
+   * `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
+   * (`initScript` still running at `startupTimeout`).
    */
   static start(options?: ShellSessionOptions): Promise<ShellSession>
   /**

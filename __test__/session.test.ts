@@ -671,6 +671,21 @@ describe('interrupts and limits land on the execution they belong to', () => {
   })
 })
 
+describe('init code that outlives startupTimeout', () => {
+  it('is reported as the timeout it is, naming it (python and bash)', async () => {
+    const begin = Date.now()
+    await expect(PythonSession.start({ initCode: 'import time\ntime.sleep(30)', startupTimeout: 500 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      message: 'exec: initCode did not complete within the startupTimeout of 0.5s (TIMEOUT)',
+    })
+    await expect(ShellSession.start({ initScript: 'sleep 30', startupTimeout: 500 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      message: 'exec: initScript did not complete within the startupTimeout of 0.5s (TIMEOUT)',
+    })
+    expect(Date.now() - begin).toBeLessThan(15000)
+  })
+})
+
 describe('no leftovers', () => {
   it('every process group is released after close', async () => {
     const s = await PythonSession.start()

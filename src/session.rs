@@ -363,7 +363,8 @@ impl PythonSession {
   /// ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
   /// start), ELIMIT (a `limits` entry stopped it or `initCode`:
   /// `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
-  /// EINVAL (`initCode` raised; bad options as a TypeError).
+  /// EINVAL (`initCode` raised; bad options as a TypeError), TIMEOUT (`initCode`
+  /// still running at `startupTimeout`).
   #[napi(
     ts_args_type = "options?: PythonSessionOptions",
     ts_return_type = "Promise<PythonSession>"
@@ -477,7 +478,8 @@ pub struct ShellSession {
 impl ShellSession {
   /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
   /// ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
-  /// `initScript`), EINVAL (not bash, or `initScript` ended the shell).
+  /// `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
+  /// (`initScript` still running at `startupTimeout`).
   #[napi(
     ts_args_type = "options?: ShellSessionOptions",
     ts_return_type = "Promise<ShellSession>"

@@ -410,9 +410,20 @@ impl Boot<()> for PythonSession {
             outcome: Outcome::Done(m),
             ..
           },
-          _,
+          false,
           _,
         ) if m.status.as_deref() == Some("ok") => {}
+        (
+          Followed {
+            outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
+            ..
+          },
+          true,
+          _,
+        ) => {
+          init_ended(&mut w, None, "initCode").await?;
+          return Err(init_timeout("initCode", self.opts.startup_timeout));
+        }
         (
           Followed {
             outcome: Outcome::Done(m),
@@ -449,6 +460,17 @@ impl Boot<()> for PythonSession {
     self.core.install(slot, w);
     Ok(())
   }
+}
+
+/// `initCode did not complete within the startupTimeout of 1s` (TIMEOUT).
+pub(crate) fn init_timeout(what: &str, limit: Duration) -> ExecError {
+  ExecError::new(
+    ErrorCode::TIMEOUT,
+    format!(
+      "{what} did not complete within the startupTimeout of {}",
+      format_duration(limit)
+    ),
+  )
 }
 
 /// Cap a result text at `cap` bytes, head and tail.

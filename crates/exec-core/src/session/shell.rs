@@ -551,12 +551,18 @@ impl Boot<String> for ShellSession {
           _,
           _,
         )) => return Err(closed_error()),
-        Ok((Followed { outcome, .. }, _, _)) => {
+        Ok((Followed { outcome, .. }, timed_out, _)) => {
           let st = match outcome {
             Outcome::Died(st) | Outcome::Killed(st) => st,
             _ => None,
           };
           let st = init_ended(&mut w, st, "initScript").await?;
+          if timed_out {
+            return Err(super::python::init_timeout(
+              "initScript",
+              self.opts.startup_timeout,
+            ));
+          }
           let (code, _) = exit_info(st);
           let (text, _) = rendered_text(&err.buf);
           return Err(ExecError::invalid(format!(
