@@ -530,6 +530,16 @@ describe('ShellSession', () => {
     await expect(s.execute('echo a\0b')).rejects.toMatchObject({ code: 'EINVAL' })
   })
 
+  it('a command killed by a signal adds no tcsetattr noise to stderr', async () => {
+    const s = await shell()
+    const r = await s.execute('sh -c \'kill -TERM $$\'; echo "a=$?"; (kill -9 $BASHPID); echo "b=$?"; echo err >&2')
+    expect(r.stdout).toBe('a=143\nb=137\n')
+    expect(r.stderr).toBe('err\n')
+    // the same words printed by a command stay
+    const look = `bash: [${s.pid + 1}: 2 (255)] tcsetattr: Inappropriate ioctl for device`
+    expect((await s.execute(`echo '${look}' >&2`)).stderr).toBe(look + '\n')
+  })
+
   it('a command cannot switch completion off: protected names, and tampering reported at once', async () => {
     const s = await shell({ cwd: '/' })
     // the names the report uses are read-only or not variables at all

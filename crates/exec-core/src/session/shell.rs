@@ -343,12 +343,13 @@ impl ShellSession {
     }
     let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
-    let mut err = Capture::new(opts.max_output, err);
+    let mut err = TtyNoise::new(Capture::new(opts.max_output, err), &self.core.shown);
     let started = Instant::now();
     let mut retried = false;
     let (mut w, outcome, timed_out, interrupted, broken) = loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a shell was started");
+      err.pid = w.pid;
       let (run, timed_out, broken) = self
         .run_request(
           &mut w,
@@ -464,7 +465,7 @@ impl ShellSession {
         drop(w);
       }
     }
-    let s = Core::finish(slot, turn, out, err).await;
+    let s = Core::finish(slot, turn, out, err.into_inner()).await;
     result.stdout = s.stdout;
     result.stderr = s.stderr;
     result.truncated = s.truncated;
@@ -579,5 +580,169 @@ impl Boot<String> for ShellSession {
     }
     self.core.install(slot, w);
     Ok(())
+  }
+}
+
+/// Drops the line an interactive bash without a terminal prints when a
+/// command dies by a signal (it tries to restore the terminal's modes on its
+/// stderr): `bash: [<pid>: 2 (255)] tcsetattr: Inappropriate ioctl for
+/// device`. Only that exact line of that shell, with its pid, is dropped;
+/// a partial line is held back only while it can still be that line.
+struct TtyNoise<E: OutputSink> {
+  inner: E,
+  /// The shell's name as bash prints it in its errors.
+  name: String,
+  /// The shell's pid.
+  pid: i32,
+  /// The start of the current line, while it may be the noise.
+  held: Vec<u8>,
+  /// Inside a line that is not the noise (passed through up to its end).
+  passing: bool,
+}
+
+enum Noise {
+  Yes,
+  Maybe,
+  No,
+}
+
+impl<E: OutputSink> TtyNoise<E> {
+  fn new(inner: E, shown: &str) -> Self {
+    let name = std::path::Path::new(shown)
+      .file_name()
+      .map(|n| n.to_string_lossy().into_owned())
+      .unwrap_or_else(|| shown.to_owned());
+    TtyNoise {
+      inner,
+      name,
+      pid: 0,
+      held: Vec::new(),
+      passing: false,
+    }
+  }
+
+  /// Whether `line` (from a line start) is, may become, or is not the noise.
+  fn classify(&self, line: &[u8]) -> Noise {
+    let head = format!("{}: [{}: ", self.name, self.pid);
+    let head = head.as_bytes();
+    let n = line.len().min(head.len());
+    if line[..n] != head[..n] || line.len() > 512 {
+      return Noise::No;
+    }
+    // `<digits> (<digits>)] tcsetattr: <text>\n`
+    let mut rest = &line[n..];
+    if line.len() < head.len() {
+      return Noise::Maybe;
+    }
+    for part in [None, Some(&b" ("[..]), None, Some(&b")] tcsetattr: "[..])] {
+      match part {
+        None => {
+          let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+          if digits == rest.len() {
+            return Noise::Maybe;
+          }
+          if digits == 0 {
+            return Noise::No;
+          }
+          rest = &rest[digits..];
+        }
+        Some(lit) => {
+          let k = rest.len().min(lit.len());
+          if rest[..k] != lit[..k] {
+            return Noise::No;
+          }
+          if k < lit.len() {
+            return Noise::Maybe;
+          }
+          rest = &rest[k..];
+        }
+      }
+    }
+    if rest.ends_with(b"\n") {
+      Noise::Yes
+    } else {
+      Noise::Maybe
+    }
+  }
+
+  /// What was held goes out, and the sink itself.
+  fn into_inner(mut self) -> E {
+    let held = std::mem::take(&mut self.held);
+    self.inner.write(&held);
+    self.inner
+  }
+}
+
+impl<E: OutputSink> OutputSink for TtyNoise<E> {
+  fn write(&mut self, mut data: &[u8]) {
+    while !data.is_empty() {
+      let end = data.iter().position(|&b| b == b'\n').map(|i| i + 1);
+      let (piece, rest) = data.split_at(end.unwrap_or(data.len()));
+      data = rest;
+      if self.passing {
+        self.inner.write(piece);
+        self.passing = end.is_none();
+        continue;
+      }
+      self.held.extend_from_slice(piece);
+      match self.classify(&self.held) {
+        Noise::Yes => self.held.clear(),
+        Noise::Maybe => {}
+        Noise::No => {
+          let held = std::mem::take(&mut self.held);
+          self.inner.write(&held);
+          self.passing = end.is_none();
+        }
+      }
+    }
+  }
+  fn next_tick(&self) -> Option<Instant> {
+    self.inner.next_tick()
+  }
+  fn tick(&mut self) {
+    self.inner.tick()
+  }
+  async fn ready(&mut self) {
+    self.inner.ready().await
+  }
+  async fn finish(&mut self) {
+    self.inner.finish().await
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn filtered(chunks: &[&str]) -> String {
+    let mut f = TtyNoise::new(crate::buffer::HeadTailBuffer::new(1 << 16), "/usr/bin/bash");
+    f.pid = 42;
+    for c in chunks {
+      f.write(c.as_bytes());
+    }
+    let b = f.into_inner();
+    String::from_utf8(b.render().bytes).unwrap()
+  }
+
+  #[test]
+  fn drops_only_the_shells_own_tcsetattr_line() {
+    let noise = "bash: [42: 2 (255)] tcsetattr: Inappropriate ioctl for device\n";
+    assert_eq!(filtered(&[noise]), "");
+    assert_eq!(filtered(&["a\n", noise, "b\n"]), "a\nb\n");
+    // split anywhere
+    let all = format!("x\n{noise}y");
+    for i in 0..all.len() {
+      assert_eq!(filtered(&[&all[..i], &all[i..]]), "x\ny", "split at {i}");
+    }
+    // another pid, another message, or not at a line start: kept
+    for kept in [
+      "bash: [43: 2 (255)] tcsetattr: Inappropriate ioctl for device\n",
+      "bash: [42: 2 (255)] tcgetattr: x\n",
+      "> bash: [42: 2 (255)] tcsetattr: x\n",
+      "bash: [42: \n",
+      "bash: [4",
+    ] {
+      assert_eq!(filtered(&[kept]), kept);
+    }
   }
 }
