@@ -181,6 +181,8 @@ def _main():
             # SIGINT landed between the cell's end and the idle handler
             if outcome is None:
                 outcome = ("interrupted", e)
+            if os.getpid() == driver_pid:
+                signal.signal(signal.SIGINT, idle)
         if os.getpid() != driver_pid:
             # a child of os.fork() that came back from the cell: it ends here
             if outcome is not None and outcome[0] != "ok":
