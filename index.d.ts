@@ -144,7 +144,8 @@ export declare class PythonSession {
    * ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
    * start), ELIMIT (a `limits` entry stopped it or `initCode`:
    * `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
-   * EINVAL (`initCode` raised; bad options as a TypeError).
+   * EINVAL (`initCode` raised; bad options as a TypeError), TIMEOUT (`initCode`
+   * still running at `startupTimeout`).
    */
   static start(options?: PythonSessionOptions): Promise<PythonSession>
   /**
@@ -154,7 +155,9 @@ export declare class PythonSession {
   execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
   /**
    * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-   * namespace survives). Returns false when no cell is running.
+   * namespace survives): the oldest cell whose promise has not settled, held
+   * until it starts if it is queued; never the cell after it. Returns false
+   * when there is none, or it has just finished.
    */
   interrupt(): boolean
   /**
@@ -167,7 +170,10 @@ export declare class PythonSession {
    * resolves with `died`; queued and later calls reject with ECANCELED.
    */
   close(): Promise<void>
-  /** The interpreter's pid; 0 while none runs (after it died, after `close`). */
+  /**
+   * The interpreter's pid; 0 while none runs (from the moment it died, also
+   * between cells, until the next cell starts a new one; after `close`).
+   */
   get pid(): number
   /** Whether `close()` was called. */
   get closed(): boolean
@@ -181,7 +187,8 @@ export declare class ShellSession {
   /**
    * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
    * ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
-   * `initScript`), EINVAL (not bash, or `initScript` ended the shell).
+   * `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
+   * (`initScript` still running at `startupTimeout`).
    */
   static start(options?: ShellSessionOptions): Promise<ShellSession>
   /**
@@ -192,14 +199,19 @@ export declare class ShellSession {
   execute(command: string, options?: SessionExecuteOptions): Promise<ShellExecuteResult>
   /**
    * Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
-   * cwd and variables stay. Returns false when no command is running.
+   * cwd and variables stay. Targets the oldest command whose promise has not
+   * settled (held until it starts if queued), never the one after it.
+   * Returns false when there is none, or it has just finished.
    */
   interrupt(): boolean
   /** Replace the shell by a fresh one (initial cwd; `initScript` runs again). */
   reset(): Promise<void>
   /** End the shell and every process of its group (background jobs included). */
   close(): Promise<void>
-  /** The shell's pid; 0 while none runs. */
+  /**
+   * The shell's pid; 0 while none runs (from the moment it died until the
+   * next command starts a new one; after `close`).
+   */
   get pid(): number
   get closed(): boolean
 }
@@ -846,7 +858,8 @@ export interface PythonExecuteResult {
   signal: string | null
   /**
    * The interpreter is gone and its namespace with it (`died`, or a `timeout`
-   * the interrupt did not stop).
+   * the interrupt did not stop); also true, with `restarted`, on a cell that
+   * ran in a new interpreter because the last one died between cells.
    */
   stateLost: boolean
   /** This cell ran in a new interpreter because the previous one was lost. */
@@ -1111,7 +1124,11 @@ export interface ShellExecuteResult {
   executionTime: number
   /** With `died`: the signal that ended the shell, or null. */
   signal: string | null
-  /** The shell is gone, and its cwd, variables, aliases and functions with it. */
+  /**
+   * The shell is gone, and its cwd, variables, aliases and functions with it;
+   * also true, with `restarted`, on a command that ran in a new shell because
+   * the last one died between commands.
+   */
   stateLost: boolean
   /** This command ran in a new shell because the previous one was lost. */
   restarted: boolean

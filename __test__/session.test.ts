@@ -154,6 +154,42 @@ describe('PythonSession', () => {
     expect(r.status).toBe('interrupted')
   })
 
+  it('the interrupted cell shows neither the driver frames nor its handler', async () => {
+    const s = await python()
+    const running = s.execute('import time\ntime.sleep(100)')
+    await sleep(300)
+    expect(s.interrupt()).toBe(true)
+    const r = await running
+    expect(r.status).toBe('interrupted')
+    expect(r.exception!.traceback).toBe(
+      'Traceback (most recent call last):\n  File "<cell 1>", line 2, in <module>\n    time.sleep(100)\nKeyboardInterrupt\n',
+    )
+    // a cell sees Python's own handler, and one it installs is used by the next cells
+    const h = await s.execute('import signal\nsignal.getsignal(signal.SIGINT) is signal.default_int_handler')
+    expect(h.resultValue).toBe('True')
+    await s.execute('hits = []\ndef mine(n, f):\n    hits.append(n)\nold = signal.signal(signal.SIGINT, mine)\nold is signal.default_int_handler')
+    const next = s.execute('import time\nfor _ in range(50):\n    time.sleep(0.02)\n    if hits: break\nlen(hits)')
+    await sleep(200)
+    s.interrupt()
+    expect((await next).resultValue).toBe('1')
+  })
+
+  it('a child of os.fork() in a cell never answers the session', async () => {
+    const s = await python()
+    const r = await s.execute('import os, time\nchild = os.fork()\nif child == 0:\n    time.sleep(0.3)\nchild')
+    expect(r.status).toBe('ok')
+    const child = Number(r.resultValue)
+    expect(child).toBeGreaterThan(0)
+    for (let i = 0; i < 20; i++) {
+      const c = await s.execute('os.getpid(), child', { timeout: 10000 })
+      expect(c.status).toBe('ok')
+      expect(c.resultValue).toBe(`(${s.pid}, ${child})`)
+      await sleep(25)
+    }
+    // the child ended when it came back from the cell
+    expect(alive(child)).toBe(false)
+  })
+
   it('a timeout interrupts a cell, keeping the namespace', async () => {
     const s = await python()
     await s.execute('x = 7')
@@ -200,6 +236,22 @@ describe('PythonSession', () => {
     const next = await s.execute('"x" in globals()')
     expect(next.restarted).toBe(true)
     expect(next.resultValue).toBe('False')
+  })
+
+  it('an interpreter that dies between cells is seen at once and replaced before the next cell', async () => {
+    const s = await python()
+    await s.execute('x = 1')
+    const pid = s.pid
+    process.kill(pid, 'SIGKILL')
+    const until = Date.now() + 5000
+    while (s.pid !== 0 && Date.now() < until) await sleep(10)
+    expect(s.pid).toBe(0)
+    const r = await s.execute('"x" in globals(), 6 * 7')
+    expect(r).toMatchObject({ status: 'ok', resultValue: '(False, 42)', restarted: true, stateLost: true })
+    expect(s.pid).not.toBe(pid)
+    // killed right before the call: the cell is not dropped
+    process.kill(s.pid, 'SIGKILL')
+    expect(await s.execute('1 + 1')).toMatchObject({ status: 'ok', resultValue: '2', restarted: true, stateLost: true })
   })
 
   it('a segfault gives died with the signal', async () => {
@@ -425,6 +477,24 @@ describe('ShellSession', () => {
     expect(next.stdout).toBe('/\n')
   })
 
+  it('TMOUT of the host does not log the shell out; one set in the session is seen and replaced', async () => {
+    const s = await shell({ env: { TMOUT: '1' }, cwd: '/' })
+    await s.execute('cd /tmp; X=1')
+    const pid = s.pid
+    await sleep(2500)
+    expect(s.pid).toBe(pid)
+    expect(await s.execute('echo "[$X][$TMOUT]"; pwd')).toMatchObject({ status: 'ok', stdout: '[1][]\n/tmp\n', stateLost: false })
+    await s.execute('TMOUT=1')
+    const until = Date.now() + 10000
+    while (s.pid !== 0 && Date.now() < until) await sleep(10)
+    expect(s.pid).toBe(0)
+    const r = await s.execute('echo "[$X]"; pwd')
+    expect(r).toMatchObject({ status: 'ok', stdout: '[]\n/\n', restarted: true, stateLost: true })
+    // killed right before the call: the command is not dropped
+    process.kill(s.pid, 'SIGKILL')
+    expect(await s.execute('echo again')).toMatchObject({ status: 'ok', stdout: 'again\n', restarted: true, stateLost: true })
+  })
+
   it('exit ends the session with died; the next command starts a new shell', async () => {
     const s = await shell({ initScript: 'INIT=done' })
     await s.execute('X=1')
@@ -458,6 +528,40 @@ describe('ShellSession', () => {
     }
     const s = await shell()
     await expect(s.execute('echo a\0b')).rejects.toMatchObject({ code: 'EINVAL' })
+  })
+
+  it('a command killed by a signal adds no tcsetattr noise to stderr', async () => {
+    const s = await shell()
+    const r = await s.execute('sh -c \'kill -TERM $$\'; echo "a=$?"; (kill -9 $BASHPID); echo "b=$?"; echo err >&2')
+    expect(r.stdout).toBe('a=143\nb=137\n')
+    expect(r.stderr).toBe('err\n')
+    // the same words printed by a command stay
+    const look = `bash: [${s.pid + 1}: 2 (255)] tcsetattr: Inappropriate ioctl for device`
+    expect((await s.execute(`echo '${look}' >&2`)).stderr).toBe(look + '\n')
+  })
+
+  it('a command cannot switch completion off: protected names, and tampering reported at once', async () => {
+    const s = await shell({ cwd: '/' })
+    // the names the report uses are read-only or not variables at all
+    for (const cmd of ['unset -f __exec_done', '__exec_done() { :; }', 'unset __exec_id', 'declare -r __exec_id', 'unset PROMPT_COMMAND']) {
+      await s.execute('cd /tmp')
+      const begin = Date.now()
+      const r = await s.execute(cmd, { timeout: 5000 })
+      expect(Date.now() - begin).toBeLessThan(3000)
+      expect(['ok', 'error']).toContain(r.status)
+      expect(r.stateLost).toBe(false)
+      expect(await s.execute('pwd', { timeout: 5000 })).toMatchObject({ status: 'ok', stdout: '/tmp\n' })
+    }
+    // what cannot be protected is detected: the result says so, the next command gets a new shell
+    for (const cmd of ['builtin() { :; }', 'enable -n printf', 'sleep 0.5; builtin() { :; }']) {
+      await s.execute('cd /tmp')
+      const begin = Date.now()
+      const r = await s.execute(cmd, { timeout: 10000 })
+      expect(Date.now() - begin).toBeLessThan(5000)
+      expect(r).toMatchObject({ status: 'died', errorCode: 'EIO', stateLost: true })
+      expect(r.error).toMatch(/^exec: the command switched off the shell session's completion report .* \(EIO\)$/)
+      expect(await s.execute('pwd', { timeout: 5000 })).toMatchObject({ status: 'ok', stdout: '/\n', restarted: true })
+    }
   })
 
   it('runs 100 sequential commands in one session', async () => {
@@ -524,6 +628,71 @@ describe('sessions whose interpreter a limit stops at startup', () => {
     // a limit the interpreter fits in starts normally
     const s = await python({ limits: { memoryBytes: 512 * MIB, openFiles: 256 } })
     expect((await s.execute('1 + 1')).resultValue).toBe('2')
+  })
+})
+
+describe('interrupts and limits land on the execution they belong to', () => {
+  // keeps the JavaScript thread busy: the first execution ends and the next
+  // starts in the addon while the first promise cannot settle yet
+  const block = (ms: number) => {
+    const until = Date.now() + ms
+    while (Date.now() < until);
+  }
+
+  it('interrupt() targets the execution the caller sees running, never the next one', async () => {
+    const py = await python()
+    const sh = await shell()
+    const cases = [
+      { s: py, quick: 'pass', slow: 'import time\ntime.sleep(1)\n"b"' },
+      { s: sh, quick: 'true', slow: 'sleep 1; echo b' },
+    ]
+    for (const { s, quick, slow } of cases) {
+      const a = s.execute(quick)
+      const b = s.execute(slow)
+      block(500)
+      s.interrupt()
+      expect(['ok', 'interrupted']).toContain((await a).status)
+      expect((await b).status).toBe('ok')
+      // once the first has settled, the next one is the target
+      const c = s.execute(quick)
+      const d = s.execute(slow)
+      await c
+      expect(s.interrupt()).toBe(true)
+      expect((await d).status).toBe('interrupted')
+      expect(s.interrupt()).toBe(false)
+    }
+  })
+
+  it('a maxProcesses hit is reported on the cell that caused it', async () => {
+    const code = 'import subprocess\nps = []\nfor i in range(10):\n    try:\n        ps.append(subprocess.Popen(["sleep", "5"]))\n    except OSError:\n        pass'
+    for (let i = 0; i < 3; i++) {
+      const s = await python({ limits: { maxProcesses: 6 } })
+      const r = await s.execute(code)
+      expect(r).toMatchObject({ status: 'died', errorCode: 'ELIMIT', stateLost: true })
+      expect(r.error).toBe('exec: process limit of 6 exceeded (ELIMIT)')
+      await sleep(100)
+      expect(await s.execute('1 + 1')).toMatchObject({ status: 'ok', resultValue: '2', restarted: true })
+      await s.close()
+    }
+    const b = await shell({ limits: { maxProcesses: 6 } })
+    const r = await b.execute('for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; echo started')
+    expect(r).toMatchObject({ status: 'died', errorCode: 'ELIMIT' })
+    expect((await b.execute('echo next')).status).toBe('ok')
+  })
+})
+
+describe('init code that outlives startupTimeout', () => {
+  it('is reported as the timeout it is, naming it (python and bash)', async () => {
+    const begin = Date.now()
+    await expect(PythonSession.start({ initCode: 'import time\ntime.sleep(30)', startupTimeout: 500 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      message: 'exec: initCode did not complete within the startupTimeout of 0.5s (TIMEOUT)',
+    })
+    await expect(ShellSession.start({ initScript: 'sleep 30', startupTimeout: 500 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+      message: 'exec: initScript did not complete within the startupTimeout of 0.5s (TIMEOUT)',
+    })
+    expect(Date.now() - begin).toBeLessThan(15000)
   })
 })
 

@@ -15,6 +15,14 @@
 #                     "value": "42" | null, "exception": {...} | null}
 # status is "ok", "error" or "interrupted". EOF on the socket ends the driver.
 #
+# The channel belongs to this process only: a child made by os.fork() in a
+# cell closes its copy at once (os.register_at_fork), and a forked child that
+# returns from the cell into this loop exits instead of serving requests.
+# SIGINT raises KeyboardInterrupt only while a cell runs: the cell runs with
+# signal.default_int_handler (or the handler a cell installed), the driver
+# waits with a handler that does nothing, so neither the driver's frames nor
+# its handler show in a cell.
+#
 # Python 3.8+ (ast.Module with type_ignores, f-strings).
 
 import ast
@@ -35,6 +43,18 @@ def _main():
     os.dup2(null, 0)
     os.close(null)
     reader = ctl.makefile("rb")
+    driver_pid = os.getpid()
+
+    def forked_child():
+        # a child of os.fork() must never answer on the channel. The fd is
+        # closed without touching the reader, whose lock another thread may
+        # have held at the fork.
+        try:
+            os.close(ctl.detach())
+        except Exception:
+            pass
+
+    os.register_at_fork(after_in_child=forked_child)
 
     # a REPL's view of the world: '' (the cwd) first on sys.path, argv ['']
     sys.argv = [""]
@@ -47,14 +67,15 @@ def _main():
     sys.modules["__main__"] = main_mod
     ns = main_mod.__dict__
 
-    state = {"running": False, "count": 0}
+    # the handler cells run with (a cell may install its own: it is kept for
+    # the next cells)
+    state = {"count": 0, "handler": signal.default_int_handler}
 
-    def on_sigint(signum, frame):
-        # only a running cell is interrupted; the driver itself never is
-        if state["running"]:
-            raise KeyboardInterrupt
+    def idle(signum, frame):
+        # between cells the driver is never interrupted
+        pass
 
-    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGINT, idle)
 
     def send(msg):
         ctl.sendall(json.dumps(msg).encode("utf-8") + b"\n")
@@ -71,11 +92,19 @@ def _main():
             except Exception:
                 pass
 
+    own = _main.__code__.co_filename
+
     def describe(exc, filename):
         tb = exc.__traceback__
         # drop the driver's own frames: the traceback starts in the cell
         while tb is not None and tb.tb_frame.f_code.co_filename != filename:
             tb = tb.tb_next
+        # and none of the driver's frames after it (a handler of the driver)
+        t = tb
+        while t is not None:
+            while t.tb_next is not None and t.tb_next.tb_frame.f_code.co_filename == own:
+                t.tb_next = t.tb_next.tb_next
+            t = t.tb_next
         exc.__traceback__ = tb
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
@@ -131,10 +160,10 @@ def _main():
         outcome = None
         try:
             try:
-                # the flag goes up before "start" is sent: the addon delivers a
-                # held interrupt as soon as it reads "start", and a SIGINT that
-                # found the flag down would be lost
-                state["running"] = True
+                # the cell's handler goes in before "start" is sent: the addon
+                # delivers a held interrupt as soon as it reads "start", and a
+                # SIGINT that found the idle handler would be lost
+                signal.signal(signal.SIGINT, state["handler"])
                 send({"ev": "start", "id": rid, "count": state["count"]})
                 try:
                     outcome = ("ok", run_cell(req.get("code", ""), filename))
@@ -143,11 +172,26 @@ def _main():
                 except BaseException as e:  # SystemExit too: the session goes on
                     outcome = ("error", e)
             finally:
-                state["running"] = False
+                if os.getpid() == driver_pid:
+                    current = signal.getsignal(signal.SIGINT)
+                    signal.signal(signal.SIGINT, idle)
+                    if current is not idle and current is not None:
+                        state["handler"] = current
         except KeyboardInterrupt as e:
-            # SIGINT landed between the cell's end and the flag going down
+            # SIGINT landed between the cell's end and the idle handler
             if outcome is None:
                 outcome = ("interrupted", e)
+            if os.getpid() == driver_pid:
+                signal.signal(signal.SIGINT, idle)
+        if os.getpid() != driver_pid:
+            # a child of os.fork() that came back from the cell: it ends here
+            if outcome is not None and outcome[0] != "ok":
+                try:
+                    traceback.print_exception(type(outcome[1]), outcome[1], outcome[1].__traceback__)
+                except Exception:
+                    pass
+            flush_output()
+            os._exit(0 if outcome is not None and outcome[0] == "ok" else 1)
         status, payload = outcome
         done["status"] = status
         if status == "ok":

@@ -154,7 +154,8 @@ pub struct PythonExecuteResult {
   #[napi(ts_type = "string | null")]
   pub signal: Either<String, Null>,
   /// The interpreter is gone and its namespace with it (`died`, or a `timeout`
-  /// the interrupt did not stop).
+  /// the interrupt did not stop); also true, with `restarted`, on a cell that
+  /// ran in a new interpreter because the last one died between cells.
   pub state_lost: bool,
   /// This cell ran in a new interpreter because the previous one was lost.
   pub restarted: bool,
@@ -188,7 +189,9 @@ pub struct ShellExecuteResult {
   /// With `died`: the signal that ended the shell, or null.
   #[napi(ts_type = "string | null")]
   pub signal: Either<String, Null>,
-  /// The shell is gone, and its cwd, variables, aliases and functions with it.
+  /// The shell is gone, and its cwd, variables, aliases and functions with it;
+  /// also true, with `restarted`, on a command that ran in a new shell because
+  /// the last one died between commands.
   pub state_lost: bool,
   /// This command ran in a new shell because the previous one was lost.
   pub restarted: bool,
@@ -294,13 +297,15 @@ where
 }
 
 /// `execute` of either class: `run` joins the session's queue now (so calls
-/// run in the order they were made), `convert` makes the JS result.
+/// run in the order they were made), `convert` makes the JS result. The
+/// execution's ticket is dropped on the JavaScript thread as the promise
+/// settles: until then `interrupt()` targets this execution, never the next.
 fn execute_in<'env, R, F, V>(
   env: &'env Env,
   code: &Unknown<'env>,
   options: Option<Unknown<'env>>,
   what: &str,
-  run: impl FnOnce(ExecArgs) -> F,
+  run: impl FnOnce(ExecArgs) -> (core::Ticket, F),
   convert: fn(R) -> V,
 ) -> Result<PromiseRaw<'env, V>>
 where
@@ -312,11 +317,14 @@ where
     Ok(a) => a,
     Err(e) => return reject_type_error(env, e),
   };
-  let run = run(a);
+  let (ticket, run) = run(a);
   let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, move |env, r| match r {
-    Err(e) => Err(coded_error(env, e)),
-    Ok(r) => Ok(convert(r)),
+  env.spawn_future_with_callback(fut, move |env, r| {
+    drop(ticket);
+    match r {
+      Err(e) => Err(coded_error(env, e)),
+      Ok(r) => Ok(convert(r)),
+    }
   })
 }
 
@@ -355,7 +363,8 @@ impl PythonSession {
   /// ENOENT (interpreter or cwd missing), ENOTDIR, EACCES, ESPAWN (it did not
   /// start), ELIMIT (a `limits` entry stopped it or `initCode`:
   /// `exec: python3 could not start: memory limit of 1 MiB exceeded (ELIMIT)`),
-  /// EINVAL (`initCode` raised; bad options as a TypeError).
+  /// EINVAL (`initCode` raised; bad options as a TypeError), TIMEOUT (`initCode`
+  /// still running at `startupTimeout`).
   #[napi(
     ts_args_type = "options?: PythonSessionOptions",
     ts_return_type = "Promise<PythonSession>"
@@ -395,7 +404,7 @@ impl PythonSession {
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
     let inner = &self.inner;
-    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
     execute_in(env, &code, options, "code", run, |r| PythonExecuteResult {
       status: status(r.status),
       stdout: r.stdout,
@@ -421,7 +430,9 @@ impl PythonSession {
   }
 
   /// Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-  /// namespace survives). Returns false when no cell is running.
+  /// namespace survives): the oldest cell whose promise has not settled, held
+  /// until it starts if it is queued; never the cell after it. Returns false
+  /// when there is none, or it has just finished.
   #[napi]
   pub fn interrupt(&self) -> bool {
     self.inner.interrupt()
@@ -442,7 +453,8 @@ impl PythonSession {
     resolve_after(env, async move { inner.close().await })
   }
 
-  /// The interpreter's pid; 0 while none runs (after it died, after `close`).
+  /// The interpreter's pid; 0 while none runs (from the moment it died, also
+  /// between cells, until the next cell starts a new one; after `close`).
   #[napi(getter)]
   pub fn pid(&self) -> i32 {
     self.inner.pid()
@@ -466,7 +478,8 @@ pub struct ShellSession {
 impl ShellSession {
   /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
   /// ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
-  /// `initScript`), EINVAL (not bash, or `initScript` ended the shell).
+  /// `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
+  /// (`initScript` still running at `startupTimeout`).
   #[napi(
     ts_args_type = "options?: ShellSessionOptions",
     ts_return_type = "Promise<ShellSession>"
@@ -507,7 +520,7 @@ impl ShellSession {
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ShellExecuteResult>> {
     let inner = &self.inner;
-    let run = |a: ExecArgs| inner.execute(a.code, a.opts, a.out, a.err);
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
     execute_in(env, &command, options, "command", run, |r| {
       ShellExecuteResult {
         status: status(r.status),
@@ -527,7 +540,9 @@ impl ShellSession {
   }
 
   /// Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
-  /// cwd and variables stay. Returns false when no command is running.
+  /// cwd and variables stay. Targets the oldest command whose promise has not
+  /// settled (held until it starts if queued), never the one after it.
+  /// Returns false when there is none, or it has just finished.
   #[napi]
   pub fn interrupt(&self) -> bool {
     self.inner.interrupt()
@@ -546,7 +561,8 @@ impl ShellSession {
     resolve_after(env, async move { inner.close().await })
   }
 
-  /// The shell's pid; 0 while none runs.
+  /// The shell's pid; 0 while none runs (from the moment it died until the
+  /// next command starts a new one; after `close`).
   #[napi(getter)]
   pub fn pid(&self) -> i32 {
     self.inner.pid()

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStderr, ChildStdout};
-use tokio::sync::oneshot;
+use tokio::process::{ChildStderr, ChildStdout};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -155,7 +155,10 @@ pub(crate) enum Event {
 
 /// The long-lived process of a session.
 pub(crate) struct Worker {
-  child: Child,
+  /// The worker's exit status once it is reaped: a task owns the child and
+  /// waits for it, so the exit is seen when it happens, also between
+  /// executions (see [`Worker::exit_watch`]).
+  exited: watch::Receiver<Option<ExitStatus>>,
   pub pid: i32,
   stdout: Option<ChildStdout>,
   stderr: Option<ChildStderr>,
@@ -261,11 +264,21 @@ impl Worker {
         ));
       }
     };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (tx, exited) = watch::channel(None);
+    tokio::spawn(async move {
+      let st = child
+        .wait()
+        .await
+        .unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(0x7f00));
+      let _ = tx.send(Some(st));
+    });
     Ok(Worker {
       pid,
-      stdout: child.stdout.take(),
-      stderr: child.stderr.take(),
-      child,
+      stdout,
+      stderr,
+      exited,
       ctl,
       ctl_open: true,
       inbox: Vec::new(),
@@ -290,6 +303,17 @@ impl Worker {
     }
     let (code, sig) = crate::run::decode_status(st?);
     self.guard.explain(sig.as_deref(), code)
+  }
+
+  /// Whether the tree is over a watched limit now (the watchdog's finding,
+  /// or one look): then it is killed, and [`Self::limit_error`] says which.
+  pub fn over_limit_now(&mut self) -> bool {
+    let Some(e) = self.limit_error(None).or_else(|| self.guard.check()) else {
+      return false;
+    };
+    *self.limit_hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    self.guard.kill_tree(self.pid);
+    true
   }
 
   /// What a shell's exit code of a command (128+N for a signal death) means
@@ -330,6 +354,45 @@ impl Worker {
       ErrorCode::ESPAWN,
       format!("{shown} exited during startup (exit code {code}): {text}"),
     )
+  }
+
+  /// A receiver that sees the worker's exit status when it is reaped.
+  pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+    self.exited.clone()
+  }
+
+  /// Whether the worker has exited (and been reaped).
+  pub fn has_exited(&mut self) -> bool {
+    if self.exit.is_none() {
+      self.exit = *self.exited.borrow();
+    }
+    self.exit.is_some()
+  }
+
+  /// Bytes sent on the control channel that the worker has not read yet
+  /// (`None` where the platform cannot tell).
+  pub fn unread_by_worker(&self) -> Option<usize> {
+    unread_by_peer(self.ctl.as_raw_fd())
+  }
+
+  /// Send a few bytes on the control channel without waiting (false: they
+  /// did not fit, or the channel is closed).
+  pub fn try_send(&self, bytes: &[u8]) -> bool {
+    self.ctl.try_write(bytes).is_ok_and(|n| n == bytes.len())
+  }
+
+  /// Take what the worker has written on the control channel by now into the
+  /// inbox; whether a complete message is there.
+  pub fn poll_messages(&mut self) -> bool {
+    let mut buf = [0u8; 4096];
+    while self.ctl_open {
+      match self.ctl.try_read(&mut buf) {
+        Ok(0) => self.ctl_open = false,
+        Ok(n) => self.inbox.extend_from_slice(&buf[..n]),
+        Err(_) => break,
+      }
+    }
+    self.inbox.contains(&self.separator)
   }
 
   /// Send a request on the control channel.
@@ -407,8 +470,7 @@ impl Worker {
             err.ready().await;
           }
         },
-        st = self.child.wait() => {
-          let st = st.unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(0x7f00));
+        st = wait_exited(&mut self.exited) => {
           self.exit = Some(st);
           self.drain_after_exit(out, err).await;
           return Event::Exited(st);
@@ -441,12 +503,12 @@ impl Worker {
     if let Some(st) = self.exit {
       return Some(st);
     }
-    match tokio::time::timeout(limit, self.child.wait()).await {
-      Ok(Ok(st)) => {
+    match tokio::time::timeout(limit, wait_exited(&mut self.exited)).await {
+      Ok(st) => {
         self.exit = Some(st);
         Some(st)
       }
-      _ => None,
+      Err(_) => None,
     }
   }
 
@@ -475,7 +537,7 @@ impl Worker {
     group::signal_group(self.pid, Signal::SIGKILL);
     // and the descendants that left the group (setsid, double fork)
     crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
-    let _ = self.child.start_kill();
+    self.kill_leader();
     let st = self.wait_exit(Duration::from_secs(5)).await;
     // SIGKILL is asynchronous: return once the group's processes are dead
     let until = Instant::now() + Duration::from_secs(2);
@@ -487,6 +549,14 @@ impl Worker {
     }
     group::unregister(self.pid);
     st
+  }
+
+  /// SIGKILL the worker itself (it may have left its group), unless it is
+  /// reaped already (its pid may be another process's by now).
+  fn kill_leader(&mut self) {
+    if !self.has_exited() {
+      let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), Signal::SIGKILL);
+    }
   }
 
   /// SIGKILL the processes of the worker's group other than the worker itself.
@@ -511,7 +581,7 @@ impl Drop for Worker {
     if self.exit.is_none() || group::group_alive(self.pid) {
       crate::reaper::before_kill(self.guard.mark());
       group::signal_group(self.pid, Signal::SIGKILL);
-      let _ = self.child.start_kill();
+      self.kill_leader();
     }
     crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
     group::unregister(self.pid);
@@ -533,6 +603,15 @@ where
         break;
       }
     }
+  }
+}
+
+/// The exit status, once the task that owns the child has reaped it.
+async fn wait_exited(rx: &mut watch::Receiver<Option<ExitStatus>>) -> ExitStatus {
+  match rx.wait_for(|s| s.is_some()).await {
+    Ok(st) => (*st).unwrap_or(std::os::unix::process::ExitStatusExt::from_raw(0x7f00)),
+    // the task is gone without a status (the runtime is shutting down)
+    Err(_) => std::os::unix::process::ExitStatusExt::from_raw(0x7f00),
   }
 }
 
@@ -565,6 +644,20 @@ fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S)
     sink.write(&buf[..n as usize]);
     got += n as usize;
   }
+}
+
+/// Bytes written on the socket `fd` that its peer has not read yet (Linux:
+/// SIOCOUTQ; a unix socket's data stays charged to the sender until read).
+#[cfg(target_os = "linux")]
+fn unread_by_peer(fd: i32) -> Option<usize> {
+  let mut n: libc::c_int = 0;
+  let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+  (r == 0 && n >= 0).then_some(n as usize)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unread_by_peer(_fd: i32) -> Option<usize> {
+  None
 }
 
 /// Pids whose process group is `pgid`.
@@ -642,6 +735,13 @@ pub fn live_members(pgid: i32) -> Vec<i32> {
 /// The queue is joined synchronously (in call order: `execute` called twice in
 /// a row runs in that order, whatever order the runtime polls the futures in)
 /// and handed on from one [`Turn`] to the next.
+///
+/// Every execution has a number (its generation). `interrupt()` targets the
+/// oldest execution whose caller has not taken its result yet (its
+/// [`Ticket`] is alive): the one the caller sees running. A SIGINT goes only
+/// to the worker running that very execution; one asked for before it started
+/// is held until it starts; one that comes when it is over does nothing. So an
+/// interrupt never lands in the next execution.
 #[derive(Default, Clone)]
 pub(crate) struct Control {
   state: Arc<Mutex<ControlState>>,
@@ -652,19 +752,40 @@ struct ControlState {
   /// A turn holds the queue.
   busy: bool,
   waiters: VecDeque<oneshot::Sender<()>>,
+  next_gen: u64,
+  /// Executions whose caller has not taken the result, in call order, and
+  /// whether each is over.
+  live: VecDeque<(u64, bool)>,
   pgid: i32,
-  in_flight: bool,
+  /// The execution whose request the worker has (0: none, or an init request).
+  running: u64,
+  /// The worker confirmed it started that request.
   started: bool,
-  pending: bool,
+  /// An interrupt held for this execution until its request starts (0: none).
+  pending: u64,
+  /// The running request got a SIGINT from `interrupt()`.
   interrupted: bool,
 }
 
+impl ControlState {
+  fn mark_over(&mut self, gen: u64) {
+    if let Some(e) = self.live.iter_mut().find(|e| e.0 == gen) {
+      e.1 = true;
+    }
+    if self.pending == gen {
+      self.pending = 0;
+    }
+  }
+}
+
 /// A place in the queue; [`Turn::ready`] waits for it. Dropping a turn (held or
-/// not) hands the queue on.
+/// not) hands the queue on, and ends its execution for `interrupt()`.
 pub(crate) struct Turn {
   state: Arc<Mutex<ControlState>>,
   rx: Option<oneshot::Receiver<()>>,
   held: bool,
+  /// The execution's generation (0 for `reset`, which is not interrupted).
+  gen: u64,
 }
 
 impl Turn {
@@ -681,10 +802,19 @@ impl Turn {
     }
     self.held
   }
+
+  /// The execution's generation.
+  pub fn gen(&self) -> u64 {
+    self.gen
+  }
 }
 
 impl Drop for Turn {
   fn drop(&mut self) {
+    if self.gen != 0 {
+      let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+      s.mark_over(self.gen);
+    }
     let held = self.held
       || self.rx.as_mut().is_some_and(|rx| {
         // the queue may have been handed to us in the meantime
@@ -693,6 +823,24 @@ impl Drop for Turn {
       });
     if held {
       hand_on(&self.state);
+    }
+  }
+}
+
+/// An execution as its caller sees it: `interrupt()` may target it until the
+/// ticket is dropped, which the caller does once it has the result (the
+/// JavaScript binding: when the promise settles, on the JavaScript thread).
+pub struct Ticket {
+  state: Arc<Mutex<ControlState>>,
+  gen: u64,
+}
+
+impl Drop for Ticket {
+  fn drop(&mut self) {
+    let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    s.live.retain(|e| e.0 != self.gen);
+    if s.pending == self.gen {
+      s.pending = 0;
     }
   }
 }
@@ -712,15 +860,34 @@ impl Control {
     self.state.lock().unwrap_or_else(|e| e.into_inner())
   }
 
-  /// Join the queue now.
+  /// Join the queue now (`reset`: not a target of `interrupt()`).
   pub fn join(&self) -> Turn {
     let mut s = self.lock();
+    self.join_locked(&mut s, 0)
+  }
+
+  /// Join the queue now with an execution, which `interrupt()` targets until
+  /// the ticket is dropped.
+  pub fn join_execution(&self) -> (Turn, Ticket) {
+    let mut s = self.lock();
+    s.next_gen += 1;
+    let gen = s.next_gen;
+    s.live.push_back((gen, false));
+    let ticket = Ticket {
+      state: self.state.clone(),
+      gen,
+    };
+    (self.join_locked(&mut s, gen), ticket)
+  }
+
+  fn join_locked(&self, s: &mut ControlState, gen: u64) -> Turn {
     if !s.busy {
       s.busy = true;
       return Turn {
         state: self.state.clone(),
         rx: None,
         held: true,
+        gen,
       };
     }
     let (tx, rx) = oneshot::channel();
@@ -729,52 +896,59 @@ impl Control {
       state: self.state.clone(),
       rx: Some(rx),
       held: false,
+      gen,
     }
   }
 
-  /// A request was sent to the worker of group `pgid`.
-  pub fn begin(&self, pgid: i32) {
+  /// A request of execution `gen` (0: an init request) was sent to the
+  /// worker of group `pgid`.
+  pub fn begin(&self, pgid: i32, gen: u64) {
     let mut s = self.lock();
     s.pgid = pgid;
-    s.in_flight = true;
+    s.running = gen;
     s.started = false;
     s.interrupted = false;
   }
 
-  /// The worker confirmed it runs the request: deliver a pending interrupt.
+  /// The worker confirmed it runs the request: deliver an interrupt held for it.
   pub fn started(&self) {
     let mut s = self.lock();
     s.started = true;
-    if s.pending {
-      s.pending = false;
+    if s.running != 0 && s.pending == s.running {
+      s.pending = 0;
       s.interrupted = true;
       group::signal_group(s.pgid, Signal::SIGINT);
     }
   }
 
-  /// SIGINT the running execution; one that is queued or about to start gets
-  /// it as soon as it starts. False when nothing runs or waits.
+  /// SIGINT the execution the caller sees running (the oldest whose result
+  /// it has not taken); one that has not started gets it when it starts.
+  /// False when there is none, or it is over.
   pub fn interrupt(&self) -> bool {
     let mut s = self.lock();
-    if s.in_flight && s.started {
+    let Some(&(gen, over)) = s.live.front() else {
+      return false;
+    };
+    if over {
+      return false;
+    }
+    if s.running == gen && s.started {
       s.interrupted = true;
       group::signal_group(s.pgid, Signal::SIGINT);
-      return true;
+    } else {
+      s.pending = gen;
     }
-    if s.in_flight || s.busy {
-      s.pending = true;
-      return true;
-    }
-    false
+    true
   }
 
-  /// The execution is over; whether it was interrupted.
-  pub fn end(&self) -> bool {
+  /// The request is over: whether `interrupt()` hit it, whether the worker
+  /// had started it. An interrupt held for a request that never started stays
+  /// held (the execution may send it again to a new worker).
+  pub fn end(&self) -> (bool, bool) {
     let mut s = self.lock();
-    let was = s.interrupted;
-    s.in_flight = false;
+    let was = (s.interrupted, s.started);
+    s.running = 0;
     s.started = false;
-    s.pending = false;
     s.interrupted = false;
     was
   }

@@ -11,9 +11,10 @@ use nix::sys::signal::Signal;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
+use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
-  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker, WorkerSpec,
+  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn, Worker,
+  WorkerSpec,
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
@@ -93,7 +94,8 @@ pub struct CellResult {
   /// With `Died` (and a killing timeout): how the interpreter ended.
   pub exit_code: Option<i32>,
   pub signal: Option<String>,
-  /// The interpreter is gone and its namespace with it.
+  /// The interpreter is gone and its namespace with it; also set (with
+  /// `restarted`) when the last one died between cells.
   pub state_lost: bool,
   /// This cell ran in a new interpreter because the previous one was lost.
   pub restarted: bool,
@@ -150,24 +152,25 @@ impl PythonSession {
     self.core.pid()
   }
 
-  /// Send one request and follow it to its end. Returns the outcome, whether
+  /// Send one request and follow it to its end. Returns how it ended, whether
   /// a timeout fired, and the cell's number (from the driver's start message).
   #[allow(clippy::too_many_arguments)]
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
+    gen: u64,
     id: u64,
     code: &str,
     init: bool,
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> (Outcome<Message>, bool, u32) {
+  ) -> (Followed<Message>, bool, u32) {
     let request = serde_json::json!({ "op": "run", "id": id, "code": code, "init": init });
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
     // a failed send: the interpreter is gone, its exit is reported
-    let (deadline, _) = self.core.send_request(w, &line, timeout).await;
+    let (deadline, _) = self.core.send_request(w, gen, &line, timeout).await;
     let mut timed_out = false;
     let mut count = 0;
     let on_message = |m: &[u8]| {
@@ -185,20 +188,20 @@ impl PythonSession {
         _ => None,
       }
     };
-    let on_deadline = |w: &Worker| {
+    let on_deadline = |w: &mut Worker| {
       if timed_out {
         return Escalate::Kill;
       }
       // interrupt first; the cell has `kill_grace` to stop
       timed_out = true;
       w.signal(Signal::SIGINT);
-      Escalate::Until(Instant::now() + self.opts.kill_grace)
+      Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
     };
-    let (outcome, _) = self
+    let followed = self
       .core
       .follow(w, out, err, deadline, on_message, on_deadline)
       .await;
-    (outcome, timed_out, count)
+    (followed, timed_out, count)
   }
 
   /// Run a cell. Output goes to `out`/`err` as it comes (and is captured).
@@ -210,10 +213,32 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
+    let (ticket, run) = self.execute_ticketed(code, opts, out, err);
+    async move {
+      let r = run.await;
+      drop(ticket);
+      r
+    }
+  }
+
+  /// [`Self::execute`], with the cell's [`Ticket`]: `interrupt()` targets
+  /// the cell until the caller drops it (once it has taken the result).
+  pub fn execute_ticketed<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    code: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> (
+    Ticket,
+    impl Future<Output = Result<CellResult, ExecError>> + Send + 'static,
+  ) {
     // the place in the queue is taken now, in call order
-    let turn = self.core.control.join();
+    let (turn, ticket) = self.core.control.join_execution();
     let this = self.clone();
-    async move { this.execute_in_turn(turn, &code, &opts, out, err).await }
+    (ticket, async move {
+      this.execute_in_turn(turn, &code, &opts, out, err).await
+    })
   }
 
   async fn execute_in_turn<O: OutputSink, E: OutputSink>(
@@ -224,15 +249,38 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> Result<CellResult, ExecError> {
-    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
-    let id = slot.take_id();
+    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
-    let mut w = slot.worker.take().expect("a worker was started");
-    let (outcome, timed_out, count) = self
-      .run_request(&mut w, id, code, false, &mut out, &mut err, opts.timeout)
-      .await;
+    let mut retried = false;
+    let (mut w, outcome, timed_out, count) = loop {
+      let id = slot.take_id();
+      let mut w = slot.worker.take().expect("a worker was started");
+      let (run, timed_out, count) = self
+        .run_request(
+          &mut w,
+          turn.gen(),
+          id,
+          code,
+          false,
+          &mut out,
+          &mut err,
+          opts.timeout,
+        )
+        .await;
+      // the interpreter died before it started the cell (between cells, and
+      // the death was not seen yet): the cell runs in a new one
+      if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
+        let st = *st;
+        self.core.lost(&mut slot, w, st, false, closed_error).await;
+        entry.lost_idle = true;
+        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        retried = true;
+        continue;
+      }
+      break (w, run.outcome, timed_out, count);
+    };
     let execution_time = started.elapsed();
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
 
@@ -249,9 +297,18 @@ impl PythonSession {
       execution_time,
       exit_code: None,
       signal: None,
-      state_lost: false,
-      restarted,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
       error: None,
+    };
+    // a watched limit passed by the end of the cell (processes it left, a
+    // fork the kernel refused) is this cell's, not the next one's
+    let outcome = match outcome {
+      Outcome::Done(m) if w.over_limit_now() => {
+        result.exception = m.exception;
+        Outcome::Died(None)
+      }
+      o => o,
     };
     match outcome {
       Outcome::Done(m) => {
@@ -345,11 +402,36 @@ impl Boot<()> for PythonSession {
       let mut err = Capture::new(4096, crate::run::Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
-        .run_request(&mut w, id, &init, true, &mut out, &mut err, timeout)
+        .run_request(&mut w, 0, id, &init, true, &mut out, &mut err, timeout)
         .await
       {
-        (Outcome::Done(m), _, _) if m.status.as_deref() == Some("ok") => {}
-        (Outcome::Done(m), _, _) => {
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          false,
+          _,
+        ) if m.status.as_deref() == Some("ok") => {}
+        (
+          Followed {
+            outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
+            ..
+          },
+          true,
+          _,
+        ) => {
+          init_ended(&mut w, None, "initCode").await?;
+          return Err(init_timeout("initCode", self.opts.startup_timeout));
+        }
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          _,
+          _,
+        ) => {
           w.kill().await;
           let what = m
             .exception
@@ -357,7 +439,14 @@ impl Boot<()> for PythonSession {
             .unwrap_or_default();
           return Err(ExecError::invalid(format!("initCode failed: {what}")));
         }
-        (Outcome::Canceled, _, _) => return Err(closed_error()),
+        (
+          Followed {
+            outcome: Outcome::Canceled,
+            ..
+          },
+          _,
+          _,
+        ) => return Err(closed_error()),
         _ => {
           init_ended(&mut w, None, "initCode").await?;
           let (text, _) = rendered_text(&err.buf);
@@ -371,6 +460,17 @@ impl Boot<()> for PythonSession {
     self.core.install(slot, w);
     Ok(())
   }
+}
+
+/// `initCode did not complete within the startupTimeout of 1s` (TIMEOUT).
+pub(crate) fn init_timeout(what: &str, limit: Duration) -> ExecError {
+  ExecError::new(
+    ErrorCode::TIMEOUT,
+    format!(
+      "{what} did not complete within the startupTimeout of {}",
+      format_duration(limit)
+    ),
+  )
 }
 
 /// Cap a result text at `cap` bytes, head and tail.

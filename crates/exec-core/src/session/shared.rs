@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -34,8 +35,8 @@ pub(crate) enum Outcome<T> {
 
 /// What to do when a request's deadline passes.
 pub(crate) enum Escalate {
-  /// Wait again, until then.
-  Until(Instant),
+  /// Wait again, until then (`None`: until a message or the exit).
+  Until(Option<Instant>),
   /// Kill the worker (the request ends `Killed`).
   Kill,
 }
@@ -91,7 +92,27 @@ pub(crate) struct Core<S> {
   pub slot: Mutex<Slot<S>>,
   pub control: Control,
   pub closing: CancellationToken,
-  pid: AtomicI32,
+  /// Shared with a task per worker that zeroes it when the worker exits.
+  pid: Arc<AtomicI32>,
+}
+
+/// How a request ended, and what the worker said of it.
+pub(crate) struct Followed<T> {
+  pub outcome: Outcome<T>,
+  /// `interrupt()` hit the request.
+  pub interrupted: bool,
+  /// The worker confirmed it started the request (its code may have run).
+  pub started: bool,
+}
+
+/// How an execution got its worker.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Entry {
+  /// A new worker was started because the last one was lost.
+  pub restarted: bool,
+  /// The last worker died between executions (or before it could start this
+  /// one): the state the execution expected is gone.
+  pub lost_idle: bool,
 }
 
 impl<S: Send> Core<S> {
@@ -120,7 +141,7 @@ impl<S: Send> Core<S> {
       }),
       control: Control::default(),
       closing: CancellationToken::new(),
-      pid: AtomicI32::new(0),
+      pid: Arc::new(AtomicI32::new(0)),
     })
   }
 
@@ -129,9 +150,17 @@ impl<S: Send> Core<S> {
     self.pid.load(Ordering::Relaxed)
   }
 
-  /// The worker is ready: it serves the next requests.
+  /// The worker is ready: it serves the next requests. Its exit is noticed
+  /// when it happens, also between executions (`pid` becomes 0 then; the next
+  /// execution starts a new worker).
   pub fn install(&self, slot: &mut Slot<S>, w: Worker) {
     self.pid.store(w.pid, Ordering::Relaxed);
+    let mut exited = w.exit_watch();
+    let (pid, cell) = (w.pid, self.pid.clone());
+    tokio::spawn(async move {
+      let _ = exited.wait_for(|s| s.is_some()).await;
+      let _ = cell.compare_exchange(pid, 0, Ordering::Relaxed, Ordering::Relaxed);
+    });
     slot.worker = Some(w);
   }
 
@@ -196,15 +225,17 @@ impl<S: Send> Core<S> {
     Ok(w)
   }
 
-  /// Send one request line. Returns the request's deadline, and whether the
-  /// line was sent (a worker that is gone has 2 s to report how it ended).
+  /// Send one request line of execution `gen` (0: init). Returns the
+  /// request's deadline, and whether the line was sent (a worker that is gone
+  /// has 2 s to report how it ended).
   pub async fn send_request(
     &self,
     w: &mut Worker,
+    gen: u64,
     line: &[u8],
     timeout: Option<Duration>,
   ) -> (Option<Instant>, bool) {
-    self.control.begin(w.pid);
+    self.control.begin(w.pid, gen);
     let deadline = timeout.map(|t| Instant::now() + t);
     if w.send(line).await.is_err() {
       return (Some(Instant::now() + Duration::from_secs(2)), false);
@@ -213,8 +244,7 @@ impl<S: Send> Core<S> {
   }
 
   /// Follow a sent request to its end: `on_message` turns the completion
-  /// message into `Some`, `on_deadline` escalates. Returns the outcome and
-  /// whether `interrupt()` hit the request.
+  /// message into `Some`, `on_deadline` escalates.
   pub async fn follow<T, O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
@@ -222,8 +252,8 @@ impl<S: Send> Core<S> {
     err: &mut E,
     mut deadline: Option<Instant>,
     mut on_message: impl FnMut(&[u8]) -> Option<T>,
-    mut on_deadline: impl FnMut(&Worker) -> Escalate,
-  ) -> (Outcome<T>, bool) {
+    mut on_deadline: impl FnMut(&mut Worker) -> Escalate,
+  ) -> Followed<T> {
     let outcome = loop {
       match w.next_event(out, err, deadline, &self.closing).await {
         Event::Message(m) => {
@@ -233,7 +263,7 @@ impl<S: Send> Core<S> {
         }
         Event::Exited(st) => break Outcome::Died(Some(st)),
         Event::Deadline => match on_deadline(w) {
-          Escalate::Until(at) => deadline = Some(at),
+          Escalate::Until(at) => deadline = at,
           Escalate::Kill => break Outcome::Killed(w.kill().await),
         },
         Event::Canceled => {
@@ -242,26 +272,48 @@ impl<S: Send> Core<S> {
         }
       }
     };
-    (outcome, self.control.end())
+    let (interrupted, started) = self.control.end();
+    Followed {
+      outcome,
+      interrupted,
+      started,
+    }
   }
 
   /// Wait for the turn and take the slot, with a worker in it (started anew
-  /// when the last one was lost: then `restarted` is true).
+  /// when the last one was lost, also when it died since the last execution).
   pub async fn enter(
     &self,
     turn: &mut Turn,
     boot: &impl Boot<S>,
-  ) -> Result<(MutexGuard<'_, Slot<S>>, bool), ExecError> {
+  ) -> Result<(MutexGuard<'_, Slot<S>>, Entry), ExecError> {
     if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
-    let mut slot = self.slot.lock().await;
-    let mut restarted = false;
+    let slot = self.slot.lock().await;
+    self.ready_worker(slot, boot, Entry::default()).await
+  }
+
+  /// The slot with a live worker in it: a worker that died since the last
+  /// execution is cleared away (with what it left in its group) and replaced.
+  pub async fn ready_worker<'a>(
+    &self,
+    mut slot: MutexGuard<'a, Slot<S>>,
+    boot: &impl Boot<S>,
+    mut entry: Entry,
+  ) -> Result<(MutexGuard<'a, Slot<S>>, Entry), ExecError> {
+    if slot.worker.as_mut().is_some_and(|w| w.has_exited()) {
+      let mut w = slot.worker.take().expect("checked");
+      w.kill().await;
+      self.gone();
+      slot.lost = true;
+      entry.lost_idle = true;
+    }
     if slot.worker.is_none() {
       boot.boot(&mut slot).await?;
-      restarted = std::mem::take(&mut slot.lost);
+      entry.restarted |= std::mem::take(&mut slot.lost);
     }
-    Ok((slot, restarted))
+    Ok((slot, entry))
   }
 
   /// The worker died or was killed during an execution: what it left in its

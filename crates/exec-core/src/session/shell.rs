@@ -20,25 +20,31 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Outcome, Slot};
+use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
 use super::{
-  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Turn, Worker,
-  WorkerSpec,
+  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn,
+  Worker, WorkerSpec,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::run::{format_duration, Discard, OutputSink};
 use crate::spawn::EnvSpec;
 
-/// Sent once after bash starts. `PROMPT_COMMAND` is made read-only so that a
-/// command cannot switch completion reporting off by accident.
+/// Sent once after bash starts. The completion report uses no variable (the
+/// status comes as an argument, expanded from the read-only `PROMPT_COMMAND`)
+/// and a read-only function, so a command can neither unset nor redefine
+/// them. What a command can still do (redefine `builtin`, `enable -n printf`)
+/// is detected: see [`ShellSession::run_request`].
 const BOOTSTRAP: &str = concat!(
-  "set +o history +H +m; unset HISTFILE; PS1=''; PS2=''; PS0=''; __exec_id=''; ",
-  "__exec_done() { \\builtin local s=$?; if [ -n \"$__exec_id\" ]; then ",
-  "\\builtin printf 'D %s %d %s\\0' \"$__exec_id\" \"$s\" \"$PWD\" >&0; __exec_id=''; fi; ",
-  "\\builtin return $s; }; ",
-  "PROMPT_COMMAND=__exec_done; readonly PROMPT_COMMAND; ",
+  "set +o history +H +m; unset HISTFILE; PS1=''; PS2=''; PS0=''; ",
+  "__exec_done() { \\builtin printf 'D %d %s\\0' \"$1\" \"$PWD\" >&0; \\builtin return \"$1\"; }; ",
+  "readonly -f __exec_done; PROMPT_COMMAND='__exec_done \"$?\"'; readonly PROMPT_COMMAND; ",
   "\\builtin printf 'R %d %s %s\\0' \"$$\" \"${BASH_VERSION:-}\" \"$PWD\" >&0\n"
 );
+
+/// A command still running after this long is checked for a shell that no
+/// longer reports completion (then every [`PROBE_EVERY`]).
+const PROBE_AFTER: Duration = Duration::from_millis(200);
+const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// After the SIGINT of a timeout and the grace period: how long the
 /// command's processes are killed (all but the shell) before the shell goes too.
@@ -100,7 +106,8 @@ pub struct CommandResult {
   pub execution_time: Duration,
   /// With `Died`: the signal that ended the shell.
   pub signal: Option<String>,
-  /// The shell is gone, and its cwd, variables and functions with it.
+  /// The shell is gone, and its cwd, variables and functions with it; also
+  /// set (with `restarted`) when the last one died between commands.
   pub state_lost: bool,
   /// This command ran in a new shell because the previous one was lost.
   pub restarted: bool,
@@ -149,6 +156,10 @@ impl ShellSession {
       die_with_parent: opts.die_with_parent,
     };
     let cwd = opts.cwd.display().to_string();
+    let mut spec = spec;
+    // bash logs itself out after TMOUT seconds at the prompt, which is where
+    // a session's shell waits between commands
+    spec.env.remove.push("TMOUT".into());
     let core = Core::new(spec, opts.owner, opts.startup_timeout, cwd)?;
     let session = ShellSession { opts, core };
     {
@@ -163,38 +174,62 @@ impl ShellSession {
     self.core.pid()
   }
 
+  /// Send one command and follow it to its end. Returns how it ended, whether
+  /// a timeout fired, and whether the shell stopped reporting completion.
+  ///
+  /// bash says `S <id>` before the command and `D <status> <cwd>` from
+  /// `PROMPT_COMMAND` after it (and after every line it reads, so only the
+  /// first D after the S counts). A command that redefines or disables what
+  /// the report needs leaves bash waiting for input without a D: a command
+  /// that runs long is probed with empty lines, which bash reads only when
+  /// it is back at its prompt (the socket tells how much it has not read);
+  /// two probes read and still no D means the report is broken.
+  #[allow(clippy::too_many_arguments)]
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
+    gen: u64,
     id: u64,
     command: &str,
     out: &mut O,
     err: &mut E,
     timeout: Option<Duration>,
-  ) -> Result<(Outcome<(i32, String)>, bool, bool), ExecError> {
+  ) -> Result<(Followed<(i32, String)>, bool, bool), ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
     let line = format!(
-      "__exec_id={id}; \\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
+      "\\builtin printf 'S {id}\\0' >&0; \\builtin eval {} </dev/null\n",
       ansi_c_quote(command)
     );
-    let (deadline, sent) = self.core.send_request(w, line.as_bytes(), timeout).await;
+    let (deadline, sent) = self
+      .core
+      .send_request(w, gen, line.as_bytes(), timeout)
+      .await;
     // 0: running, 1: interrupted by the timeout, 2..: killing the command's
     // processes; u32::MAX: the line could not be sent
     let mut phase = if sent { 0u32 } else { u32::MAX };
     let mut kill_until = None;
+    // the timeout's schedule, and the probes'
+    let mut escalate_at = deadline;
+    let mut probe_at = sent.then(|| Instant::now() + PROBE_AFTER);
+    let mut probes = 0u32;
+    let mut broken = false;
+    let first = match (deadline, probe_at) {
+      (Some(a), Some(b)) => Some(a.min(b)),
+      (a, b) => a.or(b),
+    };
+    let started = std::sync::atomic::AtomicBool::new(false);
     // `$?`, `$PWD`
     let on_message = |m: &[u8]| {
       let text = String::from_utf8_lossy(m).into_owned();
-      let mut parts = text.splitn(4, ' ');
-      let kind = parts.next().unwrap_or("");
-      if parts.next().and_then(|s| s.parse::<u64>().ok()) != Some(id) {
-        return None;
-      }
-      match kind {
-        "S" => self.core.control.started(),
-        "D" => {
+      let mut parts = text.splitn(3, ' ');
+      match parts.next().unwrap_or("") {
+        "S" if parts.next().and_then(|s| s.parse::<u64>().ok()) == Some(id) => {
+          started.store(true, std::sync::atomic::Ordering::Relaxed);
+          self.core.control.started();
+        }
+        "D" if started.load(std::sync::atomic::Ordering::Relaxed) => {
           let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
           let cwd = parts.next().unwrap_or("").to_owned();
           return Some((status, cwd));
@@ -203,29 +238,58 @@ impl ShellSession {
       }
       None
     };
-    let on_deadline = |w: &Worker| match phase {
-      u32::MAX => Escalate::Kill,
-      0 => {
-        phase = 1;
-        w.signal(Signal::SIGINT);
-        Escalate::Until(Instant::now() + self.opts.kill_grace)
+    let on_deadline = |w: &mut Worker| {
+      let now = Instant::now();
+      if probe_at.is_some_and(|t| now >= t) {
+        probe_at = match w.unread_by_worker() {
+          // bash has not read everything yet: it is busy
+          Some(n) if n > 0 => Some(now + PROBE_EVERY),
+          Some(_) if probes < 2 => {
+            probes += 1;
+            w.try_send(b"\n").then(|| now + Duration::from_millis(20))
+          }
+          Some(_) => {
+            if w.poll_messages() {
+              // a report came meanwhile: it is handled first
+              return Escalate::Until(Some(now));
+            }
+            // a timeout's SIGINT before the command started is a timeout
+            broken = started.load(std::sync::atomic::Ordering::Relaxed) || phase == 0;
+            return Escalate::Kill;
+          }
+          None => None,
+        };
       }
-      _ => {
-        // SIGINT was not enough: kill the command's processes, keep the shell
-        let until = *kill_until.get_or_insert_with(|| Instant::now() + KILL_OTHERS_FOR);
-        if Instant::now() >= until {
-          return Escalate::Kill;
-        }
-        phase += 1;
-        w.kill_others();
-        Escalate::Until(Instant::now() + KILL_OTHERS_EVERY)
+      if escalate_at.is_some_and(|t| now >= t) {
+        escalate_at = match phase {
+          u32::MAX => return Escalate::Kill,
+          0 => {
+            phase = 1;
+            w.signal(Signal::SIGINT);
+            Some(now + self.opts.kill_grace)
+          }
+          _ => {
+            // SIGINT was not enough: kill the command's processes, keep the shell
+            let until = *kill_until.get_or_insert_with(|| now + KILL_OTHERS_FOR);
+            if now >= until {
+              return Escalate::Kill;
+            }
+            phase += 1;
+            w.kill_others();
+            Some(now + KILL_OTHERS_EVERY)
+          }
+        };
       }
+      Escalate::Until(match (escalate_at, probe_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+      })
     };
-    let (outcome, interrupted) = self
+    let followed = self
       .core
-      .follow(w, out, err, deadline, on_message, on_deadline)
+      .follow(w, out, err, first, on_message, on_deadline)
       .await;
-    Ok((outcome, phase > 0 && phase != u32::MAX, interrupted))
+    Ok((followed, phase > 0 && phase != u32::MAX, broken))
   }
 
   /// Run a command. Output goes to `out`/`err` as it comes (and is captured).
@@ -238,10 +302,32 @@ impl ShellSession {
     out: O,
     err: E,
   ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
+    let (ticket, run) = self.execute_ticketed(command, opts, out, err);
+    async move {
+      let r = run.await;
+      drop(ticket);
+      r
+    }
+  }
+
+  /// [`Self::execute`], with the command's [`Ticket`]: `interrupt()` targets
+  /// the command until the caller drops it (once it has taken the result).
+  pub fn execute_ticketed<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    command: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> (
+    Ticket,
+    impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static,
+  ) {
     // the place in the queue is taken now, in call order
-    let turn = self.core.control.join();
+    let (turn, ticket) = self.core.control.join_execution();
     let this = self.clone();
-    async move { this.execute_in_turn(turn, &command, &opts, out, err).await }
+    (ticket, async move {
+      this.execute_in_turn(turn, &command, &opts, out, err).await
+    })
   }
 
   async fn execute_in_turn<O: OutputSink, E: OutputSink>(
@@ -255,15 +341,45 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
-    let (mut slot, restarted) = self.core.enter(&mut turn, self).await?;
-    let id = slot.take_id();
+    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
-    let mut err = Capture::new(opts.max_output, err);
+    let mut err = TtyNoise::new(Capture::new(opts.max_output, err), &self.core.shown);
     let started = Instant::now();
-    let mut w = slot.worker.take().expect("a shell was started");
-    let (outcome, timed_out, interrupted) = self
-      .run_request(&mut w, id, command, &mut out, &mut err, opts.timeout)
-      .await?;
+    let mut retried = false;
+    let (mut w, outcome, timed_out, interrupted, broken) = loop {
+      let id = slot.take_id();
+      let mut w = slot.worker.take().expect("a shell was started");
+      err.pid = w.pid;
+      let (run, timed_out, broken) = self
+        .run_request(
+          &mut w,
+          turn.gen(),
+          id,
+          command,
+          &mut out,
+          &mut err,
+          opts.timeout,
+        )
+        .await?;
+      // the shell died before it started the command (between commands, and
+      // the death was not seen yet): the command runs in a new one
+      if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
+        let st = *st;
+        self.core.lost(&mut slot, w, st, false, closed_error).await;
+        slot.state = self.opts.cwd.display().to_string();
+        entry.lost_idle = true;
+        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        retried = true;
+        continue;
+      }
+      break (
+        w,
+        run.outcome,
+        timed_out && !broken,
+        run.interrupted,
+        broken,
+      );
+    };
     let execution_time = started.elapsed();
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
     let mut result = CommandResult {
@@ -277,9 +393,15 @@ impl ShellSession {
       cwd: slot.state.clone(),
       execution_time,
       signal: None,
-      state_lost: false,
-      restarted,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
       error: None,
+    };
+    // a watched limit passed by the end of the command (processes it left, a
+    // fork the kernel refused) is this command's, not the next one's
+    let outcome = match outcome {
+      Outcome::Done(_) if w.over_limit_now() => Outcome::Died(None),
+      o => o,
     };
     match outcome {
       Outcome::Done((code, cwd)) => {
@@ -311,7 +433,7 @@ impl ShellSession {
         let killed = matches!(outcome, Outcome::Killed(_));
         let lost = self
           .core
-          .lost(&mut slot, w, st, killed || timed_out, || {
+          .lost(&mut slot, w, st, (killed && !broken) || timed_out, || {
             ExecError::new(
               ErrorCode::TIMEOUT,
               format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
@@ -326,6 +448,12 @@ impl ShellSession {
         }
         result.status = lost.status;
         result.error = lost.error;
+        if broken && result.error.is_none() {
+          result.error = Some(ExecError::new(
+            ErrorCode::EIO,
+            "the command switched off the shell session's completion report (it redefined or disabled a builtin the session needs, such as `builtin` or `printf`), so the shell was killed and its state lost; the next command starts a new shell",
+          ));
+        }
         slot.state = self.opts.cwd.display().to_string();
       }
       Outcome::Canceled => {
@@ -337,7 +465,7 @@ impl ShellSession {
         drop(w);
       }
     }
-    let s = Core::finish(slot, turn, out, err).await;
+    let s = Core::finish(slot, turn, out, err.into_inner()).await;
     result.stdout = s.stdout;
     result.stderr = s.stderr;
     result.truncated = s.truncated;
@@ -405,17 +533,37 @@ impl Boot<String> for ShellSession {
       let mut err = Capture::new(4096, Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
-        .run_request(&mut w, id, &init, &mut out, &mut err, timeout)
+        .run_request(&mut w, 0, id, &init, &mut out, &mut err, timeout)
         .await
       {
-        Ok((Outcome::Done((_, cwd)), false, _)) => slot.state = cwd,
-        Ok((Outcome::Canceled, _, _)) => return Err(closed_error()),
-        Ok((outcome, _, _)) => {
+        Ok((
+          Followed {
+            outcome: Outcome::Done((_, cwd)),
+            ..
+          },
+          false,
+          _,
+        )) => slot.state = cwd,
+        Ok((
+          Followed {
+            outcome: Outcome::Canceled,
+            ..
+          },
+          _,
+          _,
+        )) => return Err(closed_error()),
+        Ok((Followed { outcome, .. }, timed_out, _)) => {
           let st = match outcome {
             Outcome::Died(st) | Outcome::Killed(st) => st,
             _ => None,
           };
           let st = init_ended(&mut w, st, "initScript").await?;
+          if timed_out {
+            return Err(super::python::init_timeout(
+              "initScript",
+              self.opts.startup_timeout,
+            ));
+          }
           let (code, _) = exit_info(st);
           let (text, _) = rendered_text(&err.buf);
           return Err(ExecError::invalid(format!(
@@ -432,5 +580,169 @@ impl Boot<String> for ShellSession {
     }
     self.core.install(slot, w);
     Ok(())
+  }
+}
+
+/// Drops the line an interactive bash without a terminal prints when a
+/// command dies by a signal (it tries to restore the terminal's modes on its
+/// stderr): `bash: [<pid>: 2 (255)] tcsetattr: Inappropriate ioctl for
+/// device`. Only that exact line of that shell, with its pid, is dropped;
+/// a partial line is held back only while it can still be that line.
+struct TtyNoise<E: OutputSink> {
+  inner: E,
+  /// The shell's name as bash prints it in its errors.
+  name: String,
+  /// The shell's pid.
+  pid: i32,
+  /// The start of the current line, while it may be the noise.
+  held: Vec<u8>,
+  /// Inside a line that is not the noise (passed through up to its end).
+  passing: bool,
+}
+
+enum Noise {
+  Yes,
+  Maybe,
+  No,
+}
+
+impl<E: OutputSink> TtyNoise<E> {
+  fn new(inner: E, shown: &str) -> Self {
+    let name = std::path::Path::new(shown)
+      .file_name()
+      .map(|n| n.to_string_lossy().into_owned())
+      .unwrap_or_else(|| shown.to_owned());
+    TtyNoise {
+      inner,
+      name,
+      pid: 0,
+      held: Vec::new(),
+      passing: false,
+    }
+  }
+
+  /// Whether `line` (from a line start) is, may become, or is not the noise.
+  fn classify(&self, line: &[u8]) -> Noise {
+    let head = format!("{}: [{}: ", self.name, self.pid);
+    let head = head.as_bytes();
+    let n = line.len().min(head.len());
+    if line[..n] != head[..n] || line.len() > 512 {
+      return Noise::No;
+    }
+    // `<digits> (<digits>)] tcsetattr: <text>\n`
+    let mut rest = &line[n..];
+    if line.len() < head.len() {
+      return Noise::Maybe;
+    }
+    for part in [None, Some(&b" ("[..]), None, Some(&b")] tcsetattr: "[..])] {
+      match part {
+        None => {
+          let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+          if digits == rest.len() {
+            return Noise::Maybe;
+          }
+          if digits == 0 {
+            return Noise::No;
+          }
+          rest = &rest[digits..];
+        }
+        Some(lit) => {
+          let k = rest.len().min(lit.len());
+          if rest[..k] != lit[..k] {
+            return Noise::No;
+          }
+          if k < lit.len() {
+            return Noise::Maybe;
+          }
+          rest = &rest[k..];
+        }
+      }
+    }
+    if rest.ends_with(b"\n") {
+      Noise::Yes
+    } else {
+      Noise::Maybe
+    }
+  }
+
+  /// What was held goes out, and the sink itself.
+  fn into_inner(mut self) -> E {
+    let held = std::mem::take(&mut self.held);
+    self.inner.write(&held);
+    self.inner
+  }
+}
+
+impl<E: OutputSink> OutputSink for TtyNoise<E> {
+  fn write(&mut self, mut data: &[u8]) {
+    while !data.is_empty() {
+      let end = data.iter().position(|&b| b == b'\n').map(|i| i + 1);
+      let (piece, rest) = data.split_at(end.unwrap_or(data.len()));
+      data = rest;
+      if self.passing {
+        self.inner.write(piece);
+        self.passing = end.is_none();
+        continue;
+      }
+      self.held.extend_from_slice(piece);
+      match self.classify(&self.held) {
+        Noise::Yes => self.held.clear(),
+        Noise::Maybe => {}
+        Noise::No => {
+          let held = std::mem::take(&mut self.held);
+          self.inner.write(&held);
+          self.passing = end.is_none();
+        }
+      }
+    }
+  }
+  fn next_tick(&self) -> Option<Instant> {
+    self.inner.next_tick()
+  }
+  fn tick(&mut self) {
+    self.inner.tick()
+  }
+  async fn ready(&mut self) {
+    self.inner.ready().await
+  }
+  async fn finish(&mut self) {
+    self.inner.finish().await
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn filtered(chunks: &[&str]) -> String {
+    let mut f = TtyNoise::new(crate::buffer::HeadTailBuffer::new(1 << 16), "/usr/bin/bash");
+    f.pid = 42;
+    for c in chunks {
+      f.write(c.as_bytes());
+    }
+    let b = f.into_inner();
+    String::from_utf8(b.render().bytes).unwrap()
+  }
+
+  #[test]
+  fn drops_only_the_shells_own_tcsetattr_line() {
+    let noise = "bash: [42: 2 (255)] tcsetattr: Inappropriate ioctl for device\n";
+    assert_eq!(filtered(&[noise]), "");
+    assert_eq!(filtered(&["a\n", noise, "b\n"]), "a\nb\n");
+    // split anywhere
+    let all = format!("x\n{noise}y");
+    for i in 0..all.len() {
+      assert_eq!(filtered(&[&all[..i], &all[i..]]), "x\ny", "split at {i}");
+    }
+    // another pid, another message, or not at a line start: kept
+    for kept in [
+      "bash: [43: 2 (255)] tcsetattr: Inappropriate ioctl for device\n",
+      "bash: [42: 2 (255)] tcgetattr: x\n",
+      "> bash: [42: 2 (255)] tcsetattr: x\n",
+      "bash: [42: \n",
+      "bash: [4",
+    ] {
+      assert_eq!(filtered(&[kept]), kept);
+    }
   }
 }

@@ -463,3 +463,76 @@ async fn init_code_over_a_limit_is_elimit() {
     "exec: initCode did not complete: memory limit of 128 MiB exceeded (ELIMIT)"
   );
 }
+
+/// Polls `f` until it is true, at most `limit`.
+async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
+  let until = tokio::time::Instant::now() + limit;
+  while tokio::time::Instant::now() < until {
+    if f() {
+      return true;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  f()
+}
+
+#[tokio::test]
+async fn python_that_dies_between_cells_is_seen_and_replaced() {
+  let s = py().await;
+  cell(&s, "x = 1").await;
+  let pid = s.pid();
+  nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+  assert!(eventually(Duration::from_secs(5), || s.pid() == 0).await);
+  let r = cell(&s, "'x' in globals(), 6 * 7").await;
+  assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
+  assert_eq!(r.result_value.as_deref(), Some("(False, 42)"));
+  assert!(r.restarted && r.state_lost, "{r:?}");
+  assert!(s.pid() > 0 && s.pid() != pid);
+  // killed right before the call: the cell still runs, in a new interpreter
+  let pid = s.pid();
+  nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+  let r = cell(&s, "1 + 1").await;
+  assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
+  assert_eq!(r.result_value.as_deref(), Some("2"));
+  assert!(r.restarted && r.state_lost, "{r:?}");
+  s.close().await;
+}
+
+#[tokio::test]
+async fn shell_that_logs_itself_out_between_commands_is_seen_and_replaced() {
+  let s = sh().await;
+  cmd(&s, "cd /tmp; X=1").await;
+  // bash's own idle logout, set by a command
+  assert_eq!(cmd(&s, "TMOUT=1").await.status, SessionStatus::Ok);
+  assert!(eventually(Duration::from_secs(10), || s.pid() == 0).await);
+  let r = cmd(&s, "echo \"[$X]\"; pwd").await;
+  assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
+  assert_eq!(
+    r.stdout,
+    format!("[]\n{}\n", std::env::current_dir().unwrap().display())
+  );
+  assert!(r.restarted && r.state_lost, "{r:?}");
+  s.close().await;
+}
+
+#[tokio::test]
+async fn interrupt_targets_the_execution_whose_ticket_is_held() {
+  let s = py().await;
+  let (ta, a) = s.execute_ticketed("pass".into(), opts(10_000), Discard, Discard);
+  let (tb, b) = s.execute_ticketed(
+    "import time\ntime.sleep(1)\n'b'".into(),
+    opts(10_000),
+    Discard,
+    Discard,
+  );
+  let b = tokio::spawn(b);
+  assert_eq!(a.await.unwrap().status, SessionStatus::Ok);
+  // `a` is over but its caller still holds the ticket: nothing to interrupt
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  assert!(!s.interrupt());
+  drop(ta);
+  let r = b.await.unwrap().unwrap();
+  assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
+  drop(tb);
+  s.close().await;
+}
