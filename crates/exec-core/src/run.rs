@@ -8,6 +8,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -168,6 +170,8 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   /// `None` once handed out (by the drain, or to the caller).
   pumps: Option<Pumps<O, E>>,
   stop: CancellationToken,
+  /// Asks each pump to read what its pipe holds now (see [`Catchup`]).
+  catchup: [Arc<Catchup>; 2],
   mark: String,
   guard: LimitGuard,
 }
@@ -265,8 +269,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");
     let err = child.stderr.take().expect("stderr is piped");
-    let out_task = tokio::spawn(pump(out, stdout, stop.clone()));
-    let err_task = tokio::spawn(pump(err, stderr, stop.clone()));
+    let catchup = [Arc::new(Catchup::default()), Arc::new(Catchup::default())];
+    let out_task = tokio::spawn(pump(out, stdout, stop.clone(), catchup[0].clone()));
+    let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
 
     let mut stdin = child.stdin.take();
     let mut input_task = None;
@@ -288,6 +293,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       input_task,
       pumps: Some((out_task, err_task)),
       stop,
+      catchup,
       mark,
       guard,
     })
@@ -451,6 +457,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         pumps: None,
       };
     }
+    // what the command wrote before it exited is in the pipes (which the
+    // leftovers keep open: no EOF to wait for): the pumps read it before the
+    // result is made, so the last lines are not missing from it
+    self.catch_up(policy.drain).await;
     // the leftovers are the caller's now; the host's exit still kills them by their mark
     group::unregister(pgid);
     let (out_task, err_task) = self.pumps.take().expect("the pumps are handed out once");
@@ -465,6 +475,17 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       left,
       pumps: Some(pumps),
     }
+  }
+
+  /// Have both pumps read what their pipes hold now (bounded by `within`).
+  async fn catch_up(&self, within: Duration) {
+    let asks = self.catchup.iter().map(|c| c.ask()).collect::<Vec<_>>();
+    let all = async {
+      for (c, g) in self.catchup.iter().zip(asks) {
+        c.answered_from(g).await;
+      }
+    };
+    let _ = tokio::time::timeout(within, all).await;
   }
 
   /// Read until EOF, but no longer than `drain` after the exit (a timer in
@@ -585,7 +606,45 @@ const HEAVY_PIPE_SIZE: i32 = 1024 * 1024;
 /// At most this much is read after the drain ran out.
 const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
 
-async fn pump<R, S>(mut reader: R, mut sink: S, stop: CancellationToken) -> (S, u64)
+/// A request to a pump to read everything its pipe holds at that moment
+/// (non-blocking, bounded like the final drain) and say so. The exit of a
+/// process whose pipe stays open elsewhere has no EOF to wait for; this is
+/// the barrier that still delivers what it wrote before it exited.
+#[derive(Default)]
+pub(crate) struct Catchup {
+  asked_gen: std::sync::atomic::AtomicU64,
+  answered_gen: std::sync::atomic::AtomicU64,
+  asked: tokio::sync::Notify,
+  answered: tokio::sync::Notify,
+}
+
+impl Catchup {
+  fn ask(&self) -> u64 {
+    let g = self.asked_gen.fetch_add(1, Ordering::SeqCst) + 1;
+    // a stored permit if the pump is busy: it sees the request next time round
+    self.asked.notify_one();
+    g
+  }
+
+  async fn answered_from(&self, g: u64) {
+    loop {
+      let n = self.answered.notified();
+      tokio::pin!(n);
+      n.as_mut().enable();
+      if self.answered_gen.load(Ordering::SeqCst) >= g {
+        return;
+      }
+      n.await;
+    }
+  }
+}
+
+async fn pump<R, S>(
+  mut reader: R,
+  mut sink: S,
+  stop: CancellationToken,
+  catchup: Arc<Catchup>,
+) -> (S, u64)
 where
   R: AsyncRead + AsRawFd + Unpin + Send,
   S: OutputSink,
@@ -621,6 +680,14 @@ where
         Err(_) => break,
       },
       _ = sleep_until_opt(tick), if tick.is_some() => sink.tick(),
+      _ = catchup.asked.notified() => {
+        // (the generation is read before the drain: a request made during it
+        // is answered only by the next round)
+        let g = catchup.asked_gen.load(Ordering::SeqCst);
+        total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
+        catchup.answered_gen.store(g, Ordering::SeqCst);
+        catchup.answered.notify_waiters();
+      }
       _ = stop.cancelled() => {
         total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
         break;
