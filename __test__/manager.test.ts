@@ -387,6 +387,18 @@ describe('ProcessManager lifecycle', () => {
     await expect(m.terminate('ghost')).rejects.toMatchObject({ code: 'ESRCH' })
     expect(() => m.snapshot('ghost')).toThrow(expect.objectContaining({ code: 'ESRCH' }))
     expect(() => new ProcessManager({ maxProcesses: -1 })).toThrow(expect.objectContaining({ code: 'EINVAL' }))
+    // a wrong argument is a TypeError (as in CommandRunner and the sessions); an unknown id is not
+    expect(() => new ProcessManager({ maxProcesses: 'x' } as any)).toThrow(TypeError)
+    expect(() => m.snapshot(42 as any)).toThrow(TypeError)
+    expect(() => m.resize('ghost', { rows: 'a' } as any)).toThrow(TypeError)
+    let ghost: unknown
+    try {
+      m.snapshot('ghost')
+    } catch (e) {
+      ghost = e
+    }
+    expect(ghost).not.toBeInstanceOf(TypeError)
+    expect(() => m.resize('ghost', { rows: 10, cols: 10 })).toThrow(expect.objectContaining({ code: 'ESRCH' }))
   })
 
   it('close() terminates everything it started', async () => {

@@ -16,12 +16,6 @@ pub fn coded_error(env: &Env, e: ExecError) -> Error {
   Error::from(err.into_unknown(*env))
 }
 
-/// For a synchronous call: the exec code as the error's status (napi-rs
-/// throws it as an `Error` whose `code` is that status).
-pub fn sync_error(e: ExecError) -> Error<String> {
-  Error::new(e.code.as_str().to_owned(), e.message())
-}
-
 /// Throw an `Error` whose `code` is the exec code from a synchronous call.
 pub fn throw_coded(env: &Env, e: &ExecError) -> Error {
   let err = JsError::from(Error::new(e.code.as_str(), e.message()));

@@ -16,7 +16,7 @@ use napi_derive::napi;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::args::{self, ArgResult};
-use crate::error::{coded_error, reject_type_error, sync_error, type_error};
+use crate::error::{coded_error, reject_type_error, throw_coded, throw_type, type_error};
 use crate::host;
 use crate::options::nullable;
 
@@ -464,7 +464,7 @@ pub struct ProcessManager {
 #[napi]
 impl ProcessManager {
   #[napi(constructor, ts_args_type = "config?: ProcessManagerConfig | null")]
-  pub fn new(config: Option<Unknown>) -> std::result::Result<Self, Error<String>> {
+  pub fn new(env: Env, config: Option<Unknown>) -> Result<Self> {
     let parsed = (|| -> ArgResult<ManagerConfig> {
       let obj = args::options(config, "config")?;
       let mut c = ManagerConfig {
@@ -487,7 +487,8 @@ impl ProcessManager {
       }
       Ok(c)
     })();
-    let config = parsed.map_err(sync_error)?;
+    // a wrong argument is a TypeError with code EINVAL, as everywhere else
+    let config = parsed.map_err(|e| throw_type(&env, &e))?;
     Ok(ProcessManager {
       inner: core::ProcessManager::new(config),
     })
@@ -563,14 +564,17 @@ impl ProcessManager {
   /// Resize the terminal of a PTY process (it gets SIGWINCH). A pipe process
   /// gets `EINVAL`.
   #[napi(ts_args_type = "processId: string, size: { rows: number; cols: number }")]
-  pub fn resize(&self, id: Unknown, size: Unknown) -> std::result::Result<(), Error<String>> {
+  pub fn resize(&self, env: Env, id: Unknown, size: Unknown) -> Result<()> {
     let (id, rows, cols) = (|| {
       let id = process_id(&id)?;
       let obj = args::options(Some(size), "size")?.ok_or_else(|| type_error("size is required"))?;
       Ok((id, u16_prop(&obj, "rows")?, u16_prop(&obj, "cols")?))
     })()
-    .map_err(sync_error)?;
-    self.inner.resize(&id, rows, cols).map_err(sync_error)
+    .map_err(|e| throw_type(&env, &e))?;
+    self
+      .inner
+      .resize(&id, rows, cols)
+      .map_err(|e| throw_coded(&env, &e))
   }
 
   /// Terminate the whole process group and resolve with the exit.
@@ -672,9 +676,12 @@ impl ProcessManager {
 
   /// Retained output (head + marker + tail when over the cap) and status.
   #[napi(ts_args_type = "processId: string")]
-  pub fn snapshot(&self, id: Unknown) -> std::result::Result<ProcessSnapshot, Error<String>> {
-    let id = process_id(&id).map_err(sync_error)?;
-    let s = self.inner.snapshot(&id).map_err(sync_error)?;
+  pub fn snapshot(&self, env: Env, id: Unknown) -> Result<ProcessSnapshot> {
+    let id = process_id(&id).map_err(|e| throw_type(&env, &e))?;
+    let s = self
+      .inner
+      .snapshot(&id)
+      .map_err(|e| throw_coded(&env, &e))?;
     let (exit_code, signal) = exit_parts(s.exit);
     Ok(ProcessSnapshot {
       stdout: s.stdout.into(),
