@@ -439,7 +439,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let left = if phase.ended_by_us() {
       Vec::new()
     } else {
-      tree::running_marked_since(&self.mark, pgid)
+      leftovers(&self.mark, pgid).await
     };
     if left.is_empty() {
       group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
@@ -605,6 +605,20 @@ const READ_BUF: usize = 128 * 1024;
 const HEAVY_PIPE_SIZE: i32 = 1024 * 1024;
 /// At most this much is read after the drain ran out.
 const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
+
+/// The marked processes a run left running. One in the middle of an exec
+/// (`cmd &` just before the shell exits) has no readable mark yet: look again
+/// shortly (up to 100 ms) rather than miss it.
+async fn leftovers(mark: &str, first_pid: i32) -> Vec<i32> {
+  for _ in 0..20 {
+    let left = tree::running_marked_since(mark, first_pid);
+    if !left.is_empty() || !tree::marked_or_pending_since(mark, first_pid) {
+      return left;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  }
+  tree::running_marked_since(mark, first_pid)
+}
 
 /// A request to a pump to read everything its pipe holds at that moment
 /// (non-blocking, bounded like the final drain) and say so. The exit of a
