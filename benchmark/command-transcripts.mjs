@@ -12,6 +12,12 @@ await new Promise(s => setTimeout(s, 500))
 const pid = r.listBackground()[1].pid
 show('2c', (await r.call({ check_pid: pid })).text)
 show('2e', (await r.call({ command: 'ls', check_pid: pid })).text)
+const p = await r.start(`read -p 'Continue? ' x; echo "got $x"`)
+show('3', p.text)
+show('3w', (await r.write(p.sessionId, 'yes\r')).text)
+const sl = await r.start('sleep 30', { yieldMs: 300 })
+show('3s', sl.text)
+show('3c', (await r.write(sl.sessionId, '\u0003', { yieldMs: 2000 })).text)
 show('4', (await r.run(`python3 -c "
 import sys
 for i in range(20001): sys.stdout.write('\\r[%-20s] %d/20000' % ('#' * (i * 20 // 20000), i))
