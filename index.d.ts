@@ -995,6 +995,34 @@ export interface ResourceLimits {
 export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
 
 /**
+ * What this machine offers an OS sandbox: Landlock ABI, seccomp, user
+ * namespaces (Linux), `sandbox-exec` (macOS). Nothing is changed by asking.
+ */
+export declare function sandboxStatus(): SandboxStatus
+
+/** What the system supports for sandboxing children. */
+export interface SandboxStatus {
+  /** `'linux'` or `'darwin'`. */
+  platform: string
+  /**
+   * The Landlock ABI version of the kernel (0: no Landlock). Writes are
+   * controlled from 1, TCP from 4, signal and abstract-socket scopes from 6.
+   */
+  landlockAbi: number
+  /** seccomp filters can be installed. */
+  seccomp: boolean
+  /** This user can create user namespaces (mount and network isolation). */
+  userNamespaces: boolean
+  /**
+   * User namespaces are denied to unprivileged users by policy (Debian's
+   * `unprivileged_userns_clone=0`, Ubuntu's AppArmor restriction).
+   */
+  userNamespacesRestricted: boolean
+  /** macOS: `/usr/bin/sandbox-exec` (Seatbelt) is present. */
+  sandboxExec: boolean
+}
+
+/**
  * Strip terminal escapes (CSI, OSC, DCS, ...; parsed by `vte`), drop control
  * characters other than tab, newline and carriage return, turn `\r
 ` into `

@@ -852,6 +852,7 @@ module.exports.listBackground = nativeBinding.listBackground
 module.exports.liveProcessGroups = nativeBinding.liveProcessGroups
 module.exports.reaperStatus = nativeBinding.reaperStatus
 module.exports.runCommand = nativeBinding.runCommand
+module.exports.sandboxStatus = nativeBinding.sandboxStatus
 module.exports.sanitize = nativeBinding.sanitize
 module.exports.serve = nativeBinding.serve
 module.exports.serveMcp = nativeBinding.serveMcp

@@ -12,6 +12,7 @@ mod host;
 mod manager;
 mod options;
 mod reaping;
+mod sandbox;
 mod serve;
 mod session;
 mod spawn_call;

@@ -149,3 +149,41 @@ fn blocked_reading(pid: i32, input: Option<&str>) -> bool {
     _ => false,
   }
 }
+
+/// What this kernel offers a sandbox (see [`super::SandboxSupport`]).
+pub fn sandbox_support() -> super::SandboxSupport {
+  // LANDLOCK_CREATE_RULESET_VERSION: the ABI version, or an error without Landlock
+  let abi = unsafe {
+    libc::syscall(
+      libc::SYS_landlock_create_ruleset,
+      std::ptr::null::<libc::c_void>(),
+      0usize,
+      1u32,
+    )
+  };
+  // PR_SET_SECCOMP with a null filter: EFAULT when filters are supported, EINVAL
+  // when not; nothing is installed either way
+  let r = unsafe {
+    libc::prctl(
+      libc::PR_SET_SECCOMP,
+      libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+      0 as libc::c_ulong,
+      0,
+      0,
+    )
+  };
+  let seccomp = r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT);
+  let read_num = |p: &str| -> Option<i64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+  let root = unsafe { libc::geteuid() } == 0;
+  let max_ns = read_num("/proc/sys/user/max_user_namespaces").unwrap_or(0);
+  // Debian's old switch, and Ubuntu's AppArmor restriction (24.04+)
+  let debian_off = read_num("/proc/sys/kernel/unprivileged_userns_clone") == Some(0);
+  let apparmor = read_num("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1);
+  super::SandboxSupport {
+    landlock_abi: if abi > 0 { abi as u32 } else { 0 },
+    seccomp,
+    user_namespaces: max_ns > 0 && (root || (!debian_off && !apparmor)),
+    user_namespaces_restricted: !root && (debian_off || apparmor),
+    sandbox_exec: false,
+  }
+}

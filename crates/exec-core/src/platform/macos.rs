@@ -49,3 +49,14 @@ pub fn max_open_files_ceiling() -> Option<u64> {
 pub fn awaiting_input(_pid: i32) -> bool {
   false
 }
+
+/// What this system offers a sandbox: Seatbelt through `/usr/bin/sandbox-exec`.
+pub fn sandbox_support() -> super::SandboxSupport {
+  super::SandboxSupport {
+    landlock_abi: 0,
+    seccomp: false,
+    user_namespaces: false,
+    user_namespaces_restricted: false,
+    sandbox_exec: std::path::Path::new("/usr/bin/sandbox-exec").is_file(),
+  }
+}

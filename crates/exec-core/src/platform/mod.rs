@@ -21,6 +21,24 @@ pub use macos::*;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("exec-native supports Linux and macOS only");
 
+/// What the system offers an OS sandbox (`sandboxStatus()`): the ground the
+/// planned `sandbox` option stands on (Landlock + seccomp on Linux, Seatbelt
+/// on macOS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SandboxSupport {
+  /// The Landlock ABI version (0: not available).
+  pub landlock_abi: u32,
+  /// seccomp filters can be installed.
+  pub seccomp: bool,
+  /// This user can create user namespaces (for mount/network isolation).
+  pub user_namespaces: bool,
+  /// User namespaces exist but a policy denies them to unprivileged users
+  /// (Debian's `unprivileged_userns_clone=0`, Ubuntu's AppArmor restriction).
+  pub user_namespaces_restricted: bool,
+  /// `/usr/bin/sandbox-exec` (macOS Seatbelt) is there.
+  pub sandbox_exec: bool,
+}
+
 /// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned
 /// enum in glibc, an `int` in musl and on macOS.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
