@@ -422,6 +422,14 @@ export interface CommandOptions {
    */
   dieWithParent?: boolean
   /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   */
+  sandbox?: boolean | SandboxOptions
+  /**
    * When `bash` exits, terminate what it left running (`cmd &`, `setsid
    * nohup ...`) instead of adopting it as background jobs of the runner
    * (listed in `text` and in `adopted`). @default false
@@ -520,6 +528,13 @@ export interface CommandRunnerOptions {
    * only `bash` itself). @default false
    */
   dieWithParent?: boolean
+  /**
+   * The runner's sandbox for every `run` and tool call (see
+   * `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
+   * roots, no network), never widen or turn it off (EINVAL). `start()`
+   * (interactive) refuses to run under a sandboxed runner for now. @default false
+   */
+  sandbox?: boolean | SandboxOptions
 }
 
 /**
@@ -579,6 +594,14 @@ export interface ExecuteOptions {
    * path; macOS has no such signal: there it does nothing). @default false
    */
   dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
   /**
@@ -956,7 +979,6 @@ export interface ReaperStatus {
   reaped: number
 }
 
-/** Resource limits of an execution and all its descendants. */
 export interface ResourceLimits {
   /**
    * Memory of the whole tree, in bytes (a memory cgroup where the host may
@@ -993,6 +1015,31 @@ export interface ResourceLimits {
  * default runner; create a `CommandRunner` for a session of your own.
  */
 export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
+
+/**
+ * Resource limits of an execution and all its descendants.
+ * The sandbox of a run (see `sandbox` in the options).
+ */
+export interface SandboxOptions {
+  /**
+   * `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
+   * writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
+   * `/dev/full`, `/dev/tty` always are. Reads are never restricted.
+   * @default 'workspace-write'
+   */
+  mode?: 'read-only' | 'workspace-write'
+  /** More writable directories (absolute, or relative to the cwd; must exist). */
+  writableRoots?: Array<string>
+  /** Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false */
+  excludeTmp?: boolean
+  /** Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false */
+  network?: boolean
+  /**
+   * `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
+   * applied; `'run-unsandboxed'`: run without it. @default 'error'
+   */
+  onUnavailable?: 'error' | 'run-unsandboxed'
+}
 
 /**
  * What this machine offers an OS sandbox: Landlock ABI, seccomp, user
@@ -1267,6 +1314,14 @@ export interface SpawnOptions {
    */
   dieWithParent?: boolean
   /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   */
+  sandbox?: boolean | SandboxOptions
+  /**
    * Least milliseconds between two calls of the same callback: output is
    * coalesced in between (the first chunk is delivered at once). @default 10
    */
@@ -1392,6 +1447,14 @@ export interface SubprocessOptions {
   envDenylist?: Array<string>
   /** Also kill the child when the host dies by SIGKILL (Linux). @default false */
   dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   */
+  sandbox?: boolean | SandboxOptions
 }
 
 /** Options of `terminate`. */

@@ -23,6 +23,10 @@ exits with its exit code (124 on timeout).
   -C, --cwd DIR         working directory (default: the current one)
   -t, --timeout MS      timeout in milliseconds, 0 = none (default 30000)
   --max-output BYTES    bytes kept per stream, head + tail (default 1048576)
+  --sandbox[=MODE]      run in the OS sandbox (Linux: Landlock + seccomp); MODE is
+                        workspace-write (default: cwd, /tmp writable) or read-only
+  --writable DIR        one more writable directory in the sandbox (repeatable)
+  --network             let the sandboxed code use the network
   --json                print the structured result as JSON instead of the output
   -h, --help            this text`
 
@@ -34,7 +38,7 @@ function fail(msg, code = 2) {
 }
 
 function parse(argv) {
-  const o = { language: undefined, code: undefined, file: undefined, cwd: undefined, timeout: undefined, maxOutput: undefined, json: false }
+  const o = { language: undefined, code: undefined, file: undefined, cwd: undefined, timeout: undefined, maxOutput: undefined, json: false, sandbox: undefined, writable: [], network: false }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const next = () => {
@@ -53,6 +57,10 @@ function parse(argv) {
       case '-t': case '--timeout': o.timeout = num(next()); break
       case '--max-output': o.maxOutput = num(next()); break
       case '--json': o.json = true; break
+      case '--sandbox': o.sandbox = 'workspace-write'; break
+      case '--sandbox=read-only': case '--sandbox=workspace-write': o.sandbox = a.slice('--sandbox='.length); break
+      case '--writable': o.writable.push(next()); break
+      case '--network': o.network = true; break
       case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0)
       default:
         if (a.startsWith('-') && a !== '-') fail(`unknown option ${a}`)
@@ -106,10 +114,12 @@ async function main() {
     }
   }
   const { executeAndCapture } = require(join(here, '..', 'index.js'))
+  if (!o.sandbox && (o.writable.length || o.network)) fail('--writable and --network need --sandbox')
   const result = await executeAndCapture(o.code, o.language ?? 'bash', {
     cwd: o.cwd,
     timeout: o.timeout,
     maxOutputBytes: o.maxOutput,
+    sandbox: o.sandbox ? { mode: o.sandbox, writableRoots: o.writable, network: o.network } : undefined,
   })
   if (o.json) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)

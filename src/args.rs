@@ -396,3 +396,91 @@ pub fn opt_input(obj: Option<&Object>) -> ArgResult<Option<Vec<u8>>> {
     ))),
   }
 }
+
+/// `sandbox: true | { mode, writableRoots, excludeTmp, network, onUnavailable }`
+/// (see `SandboxOptions`). `true` is `{ mode: 'workspace-write' }`.
+pub fn sandbox(obj: Option<&Object>) -> ArgResult<Option<exec_core::sandbox::SandboxPolicy>> {
+  use exec_core::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
+  let Some(obj) = obj else { return Ok(None) };
+  let Some(v) = prop(obj, "sandbox")? else {
+    return Ok(None);
+  };
+  match kind(&v) {
+    ValueType::Boolean => {
+      let on = unsafe { v.cast::<bool>() }.unwrap_or(false);
+      return Ok(on.then(SandboxPolicy::default));
+    }
+    ValueType::Object => {}
+    _ => {
+      return Err(type_error(format!(
+        "options.sandbox must be true or an object, got {}",
+        kind_name(&v)
+      )))
+    }
+  }
+  let o = unsafe { v.cast::<Object>() }.map_err(|e| type_error(e.to_string()))?;
+  let mut p = SandboxPolicy::default();
+  if let Some(mode) = opt_string(&o, "mode")? {
+    p.mode = match mode.as_str() {
+      "read-only" => SandboxMode::ReadOnly,
+      "workspace-write" => SandboxMode::WorkspaceWrite,
+      other => {
+        return Err(type_error(format!(
+          "options.sandbox.mode must be 'read-only' or 'workspace-write', got '{other}'"
+        )))
+      }
+    };
+  }
+  if let Some(roots) = string_list(&o, "writableRoots")? {
+    p.writable_roots = roots.into_iter().map(std::path::PathBuf::from).collect();
+  }
+  p.exclude_tmp = opt_bool(&o, "excludeTmp")?.unwrap_or(false);
+  p.network = opt_bool(&o, "network")?.unwrap_or(false);
+  if let Some(u) = opt_string(&o, "onUnavailable")? {
+    p.on_unavailable = match u.as_str() {
+      "error" => OnUnavailable::Error,
+      "run-unsandboxed" => OnUnavailable::RunUnsandboxed,
+      other => {
+        return Err(type_error(format!(
+          "options.sandbox.onUnavailable must be 'error' or 'run-unsandboxed', got '{other}'"
+        )))
+      }
+    };
+  }
+  Ok(Some(p))
+}
+
+/// A sandboxed run drops the host's secrets unless the caller gave its own
+/// env lists (see `exec_core::sandbox::SECRET_ENV`).
+pub fn sandbox_env(
+  obj: Option<&Object>,
+  sandbox: &Option<exec_core::sandbox::SandboxPolicy>,
+  env: &mut EnvSpec,
+) -> ArgResult<()> {
+  if sandbox.is_none() {
+    return Ok(());
+  }
+  let explicit = match obj {
+    Some(o) => prop(o, "envAllowlist")?.is_some() || prop(o, "envDenylist")?.is_some(),
+    None => false,
+  };
+  if !explicit {
+    env.deny = exec_core::sandbox::SECRET_ENV
+      .iter()
+      .map(|s| (*s).to_owned())
+      .collect();
+  }
+  Ok(())
+}
+
+/// `sandbox` where it is not supported yet: refused, never ignored.
+pub fn no_sandbox(obj: Option<&Object>, what: &str) -> ArgResult<()> {
+  if let Some(o) = obj {
+    if prop(o, "sandbox")?.is_some() {
+      return Err(type_error(format!(
+        "sandbox is not supported by {what} yet (executeAndCapture, executeStreaming, spawnCall, captureCall, spawn and runCommand take it)"
+      )));
+    }
+  }
+  Ok(())
+}

@@ -30,6 +30,7 @@ pub struct CommonOptions {
   pub input: Option<Vec<u8>>,
   pub limits: exec_core::limits::Limits,
   pub die_with_parent: bool,
+  pub sandbox: Option<exec_core::sandbox::SandboxPolicy>,
 }
 
 impl CommonOptions {
@@ -40,6 +41,7 @@ impl CommonOptions {
     spec.stdin = self.input.map_or(StdinMode::Null, StdinMode::Bytes);
     spec.limits = self.limits;
     spec.die_with_parent = self.die_with_parent;
+    spec.sandbox = self.sandbox;
     self.policy
   }
 }
@@ -51,7 +53,9 @@ pub fn common_options(opts: Option<&Object>, default_timeout_ms: u64) -> ArgResu
     Some(c) => PathBuf::from(c),
     None => args::host_cwd()?,
   };
-  let env = args::env_with_lists(opts)?;
+  let mut env = args::env_with_lists(opts)?;
+  let sandbox = args::sandbox(opts)?;
+  args::sandbox_env(opts, &sandbox, &mut env)?;
   let timeout = args::opt_timeout(opts, "timeout", default_timeout_ms)?;
   let timeout_label = timeout.map(exec_core::run::format_duration);
   let policy = RunPolicy {
@@ -69,6 +73,7 @@ pub fn common_options(opts: Option<&Object>, default_timeout_ms: u64) -> ArgResu
     input: args::opt_input(opts)?,
     limits: args::limits(opts)?,
     die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
+    sandbox,
   })
 }
 

@@ -60,6 +60,14 @@ pub struct CommandOptions {
   /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
   /// only `bash` itself). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
+  /// `dieWithParent` yet (EINVAL). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
   /// When `bash` exits, terminate what it left running (`cmd &`, `setsid
   /// nohup ...`) instead of adopting it as background jobs of the runner
   /// (listed in `text` and in `adopted`). @default false
@@ -187,6 +195,12 @@ pub struct CommandRunnerOptions {
   /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
   /// only `bash` itself). @default false
   pub die_with_parent: Option<bool>,
+  /// The runner's sandbox for every `run` and tool call (see
+  /// `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
+  /// roots, no network), never widen or turn it off (EINVAL). `start()`
+  /// (interactive) refuses to run under a sandboxed runner for now. @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// Limits of `truncateTail`.
@@ -490,6 +504,7 @@ struct Defaults {
   limits: Limits,
   resource_limits: exec_core::limits::Limits,
   die_with_parent: bool,
+  sandbox: Option<exec_core::sandbox::SandboxPolicy>,
 }
 
 impl Default for Defaults {
@@ -501,6 +516,7 @@ impl Default for Defaults {
       limits: Limits::default(),
       resource_limits: Default::default(),
       die_with_parent: false,
+      sandbox: None,
     }
   }
 }
@@ -510,9 +526,13 @@ fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfi
     max_lines: opt_limit(obj, "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
     max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
   };
+  let sandbox = args::sandbox(obj)?;
+  let mut env = args::env_with_lists(obj)?;
+  args::sandbox_env(obj, &sandbox, &mut env)?;
   let defaults = Defaults {
+    sandbox,
     cwd: args::opt_string_in(obj, "cwd")?.map(PathBuf::from),
-    env: args::env_with_lists(obj)?,
+    env,
     timeout: args::opt_timeout(obj, "timeout", DEFAULT_TIMEOUT_MS)?,
     limits,
     resource_limits: args::limits(obj)?,
@@ -575,7 +595,35 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
   let output_dir = args::opt_string_in(obj, "outputDir")?.map(PathBuf::from);
   let background = args::opt_bool_in(obj, "background")?.unwrap_or(false);
   let cleanup = args::opt_bool_in(obj, "cleanup")?.unwrap_or(false);
+  // the call's sandbox may only narrow the runner's
+  let call_sandbox = args::sandbox(obj)?;
+  let has_call_sandbox = match obj {
+    Some(o) => args::prop(o, "sandbox")?.is_some(),
+    None => false,
+  };
+  let sandbox = match (&d.sandbox, call_sandbox) {
+    (None, call) => call,
+    (Some(base), None) if has_call_sandbox => {
+      return Err(type_error(format!(
+        "options.sandbox cannot turn off the runner's sandbox ({:?})",
+        base.mode
+      )))
+    }
+    (Some(base), None) => Some(base.clone()),
+    (Some(base), Some(call)) => {
+      if !call.narrows(base) {
+        return Err(type_error(
+          "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
+        ));
+      }
+      Some(call)
+    }
+  };
+  if has_call_sandbox && d.sandbox.is_none() {
+    args::sandbox_env(obj, &sandbox, &mut env)?;
+  }
   Ok(CoreOptions {
+    sandbox,
     cleanup,
     cwd,
     env,
@@ -773,6 +821,11 @@ impl CommandRunner {
       let command = args::string(&command, "command")?;
       let obj = args::options(options, "options")?;
       let base = read_command_options(obj.as_ref(), &self.defaults)?;
+      if base.sandbox.is_some() {
+        return Err(type_error(
+          "sandbox is not supported by runner.start yet (interactive commands run unsandboxed; use run() for sandboxed commands)",
+        ));
+      }
       let mut o = core::StartOptions::new(base.cwd);
       o.env = base.env;
       o.limits = base.limits;

@@ -409,6 +409,7 @@ fn parse_spec(spec: Unknown) -> ArgResult<StartSpec> {
 
 fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   let obj = args::options(Some(spec), "spec")?.ok_or_else(|| type_error("spec is required"))?;
+  args::no_sandbox(Some(&obj), "ProcessManager.start")?;
   let argv_v = args::prop(&obj, "argv")?.ok_or_else(|| type_error("spec.argv is required"))?;
   let argv = args::string_array(&argv_v, "spec.argv")?;
   if argv.is_empty() {

@@ -43,6 +43,14 @@ pub struct ExecuteOptions {
   /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
   /// path; macOS has no such signal: there it does nothing). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
+  /// `dieWithParent` yet (EINVAL). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
   /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
   #[napi(ts_type = "'utf8' | 'buffer'")]
   pub encoding: Option<String>,
@@ -118,6 +126,14 @@ pub struct SpawnOptions {
   /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
   /// path; macOS has no such signal: there it does nothing). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
+  /// `dieWithParent` yet (EINVAL). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
   /// Least milliseconds between two calls of the same callback: output is
   /// coalesced in between (the first chunk is delivered at once). @default 10
   pub callback_interval_ms: Option<f64>,
@@ -159,6 +175,28 @@ pub fn nullable(v: Option<String>) -> Either<String, Null> {
 }
 
 /// Resource limits of an execution and all its descendants.
+/// The sandbox of a run (see `sandbox` in the options).
+#[napi(object, object_to_js = false)]
+#[allow(dead_code)] // the TypeScript shape; read by hand in args.rs
+pub struct SandboxOptions {
+  /// `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
+  /// writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
+  /// `/dev/full`, `/dev/tty` always are. Reads are never restricted.
+  /// @default 'workspace-write'
+  #[napi(ts_type = "'read-only' | 'workspace-write'")]
+  pub mode: Option<String>,
+  /// More writable directories (absolute, or relative to the cwd; must exist).
+  pub writable_roots: Option<Vec<String>>,
+  /// Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false
+  pub exclude_tmp: Option<bool>,
+  /// Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false
+  pub network: Option<bool>,
+  /// `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
+  /// applied; `'run-unsandboxed'`: run without it. @default 'error'
+  #[napi(ts_type = "'error' | 'run-unsandboxed'")]
+  pub on_unavailable: Option<String>,
+}
+
 #[napi(object)]
 pub struct ResourceLimits {
   /// Memory of the whole tree, in bytes (a memory cgroup where the host may

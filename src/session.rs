@@ -281,6 +281,7 @@ where
 {
   let parsed = (|| -> ArgResult<_> {
     let opts = args::options(options, "options")?;
+    args::no_sandbox(opts.as_ref(), "the sessions")?;
     let c = common(opts.as_ref())?;
     make(opts.as_ref(), c)
   })();

@@ -79,6 +79,14 @@ pub struct SubprocessOptions {
   pub env_denylist: Option<Vec<String>>,
   /// Also kill the child when the host dies by SIGKILL (Linux). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
+  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
+  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
+  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
+  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
+  /// `dieWithParent` yet (EINVAL). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// A function argument made into an output callback (strings or Buffers).

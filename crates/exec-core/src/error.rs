@@ -33,6 +33,8 @@ pub enum ErrorCode {
   ESRCH,
   /// A process handle is already in use.
   EEXIST,
+  /// The sandbox asked for could not be applied; nothing ran.
+  ESANDBOX,
 }
 
 impl ErrorCode {
@@ -52,6 +54,7 @@ impl ErrorCode {
       ErrorCode::EPIPE => "EPIPE",
       ErrorCode::ESRCH => "ESRCH",
       ErrorCode::EEXIST => "EEXIST",
+      ErrorCode::ESANDBOX => "ESANDBOX",
     }
   }
 }

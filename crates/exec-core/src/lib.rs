@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod platform;
 pub mod reaper;
 pub mod run;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod spawn;

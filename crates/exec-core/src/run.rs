@@ -51,6 +51,8 @@ pub struct ProcessSpec {
   /// SIGKILL the child if the host dies, even by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
   pub die_with_parent: bool,
+  /// Opt-in OS sandbox (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl ProcessSpec {
@@ -64,6 +66,7 @@ impl ProcessSpec {
       stdin: StdinMode::Null,
       limits: Limits::default(),
       die_with_parent: false,
+      sandbox: None,
     }
   }
 
@@ -241,12 +244,21 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
+    if spec.sandbox.is_some() && spec.die_with_parent {
+      // the parent-death signal follows the thread that spawned, and the
+      // sandbox spawns from a short-lived thread: the child would die at once
+      return Err(ExecError::invalid(
+        "sandbox and dieWithParent cannot be combined yet",
+      ));
+    }
     let mark = tree::new_mark(owner);
     let mut cmd = build_command(spec, &mark);
     // limits are set in the child before exec (exact, but a real fork instead
     // of posix_spawn: only when limits are asked for)
     let guard = LimitGuard::new(&spec.limits, &mark);
+    let mut plan_writes = Vec::new();
     if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      plan_writes = plan.written_files();
       // the child execs itself (no execvp /bin/sh fallback): the last step
       let image = exec_image(spec, &mark)?;
       unsafe {
@@ -261,7 +273,24 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // until the child is registered, the exit paths wait for it and the
     // reaper does not take it for an orphan
     let ticket = group::begin_spawn(owner)?;
-    let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let mut child = match &spec.sandbox {
+      None => cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?,
+      Some(policy) => {
+        let cwd = match &spec.cwd {
+          Some(c) => c.clone(),
+          None => std::env::current_dir().map_err(|e| {
+            ExecError::new(
+              ErrorCode::ENOENT,
+              format!("the host's working directory is gone: {e}"),
+            )
+          })?,
+        };
+        // spawned from a thread that restricted itself: the child inherits it
+        crate::sandbox::spawn_in(policy, &cwd, &plan_writes, || {
+          cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))
+        })?
+      }
+    };
     let pid = child.id().unwrap_or(0);
     ticket.register(pid as i32);
     guard.set_leader(pid as i32);

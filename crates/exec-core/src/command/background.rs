@@ -288,6 +288,7 @@ impl CommandRunner {
       spec.stdin = StdinMode::Null;
       spec.limits = opts.resource_limits.clone();
       spec.die_with_parent = opts.die_with_parent;
+      spec.sandbox = opts.sandbox.clone();
       Ok(spec)
     })();
     let spec = match prepared {

@@ -74,6 +74,8 @@ pub struct CommandOptions {
   /// When `bash` exits, terminate what it left running instead of adopting
   /// it as background jobs of the runner.
   pub cleanup: bool,
+  /// Opt-in OS sandbox of the command's tree (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl CommandOptions {
@@ -88,6 +90,7 @@ impl CommandOptions {
       resource_limits: crate::limits::Limits::default(),
       die_with_parent: false,
       cleanup: false,
+      sandbox: None,
     }
   }
 }

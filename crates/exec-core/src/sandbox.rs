@@ -1,0 +1,382 @@
+//! The opt-in sandbox for model-written code (Linux: Landlock + seccomp).
+//!
+//! A short-lived thread restricts itself and then spawns: Landlock domains,
+//! seccomp filters and `no_new_privs` belong to the calling thread, the child
+//! inherits them, the host's other threads stay free, and the posix_spawn fast
+//! path is kept (no fork of the host's memory). The fork path of `limits`
+//! forks from that same thread, so its child inherits them too.
+//!
+//! What it guarantees: writes only under the writable roots (and `/dev/null`,
+//! `/dev/zero`, `/dev/full`, `/dev/tty`); no TCP bind/connect and no socket
+//! other than Unix sockets unless `network`; no signal to processes outside the
+//! sandbox and no abstract Unix socket outside it (Landlock ABI 6+); no
+//! ptrace, `process_vm_*` or io_uring. What it does not: reads are not
+//! restricted; pathname Unix sockets (e.g. a docker socket) stay reachable
+//! below Landlock ABI 9; `.git` inside a writable root is writable.
+//! It fails closed: what cannot be applied is `ESANDBOX` before anything runs.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{ErrorCode, ExecError};
+
+/// Which writes are allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+  /// Nothing writable but the device files.
+  ReadOnly,
+  /// The working directory, `writable_roots`, and `/tmp` + `$TMPDIR`
+  /// (unless `exclude_tmp`).
+  WorkspaceWrite,
+}
+
+/// What to do when the sandbox cannot be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnUnavailable {
+  /// `ESANDBOX`, nothing runs (the default).
+  Error,
+  /// Run without it (the caller accepted that).
+  RunUnsandboxed,
+}
+
+/// A sandbox as asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPolicy {
+  pub mode: SandboxMode,
+  pub writable_roots: Vec<PathBuf>,
+  pub exclude_tmp: bool,
+  pub network: bool,
+  pub on_unavailable: OnUnavailable,
+}
+
+impl Default for SandboxPolicy {
+  fn default() -> Self {
+    SandboxPolicy {
+      mode: SandboxMode::WorkspaceWrite,
+      writable_roots: Vec::new(),
+      exclude_tmp: false,
+      network: false,
+      on_unavailable: OnUnavailable::Error,
+    }
+  }
+}
+
+impl SandboxPolicy {
+  /// Whether `self` gives no more than `base`: a per-call sandbox of a
+  /// command runner may only narrow the runner's.
+  pub fn narrows(&self, base: &SandboxPolicy) -> bool {
+    let mode_ok = self.mode == SandboxMode::ReadOnly || base.mode == SandboxMode::WorkspaceWrite;
+    let roots_ok = self.mode == SandboxMode::ReadOnly
+      || self
+        .writable_roots
+        .iter()
+        .all(|r| base.writable_roots.iter().any(|b| r.starts_with(b)));
+    let tmp_ok = self.exclude_tmp || !base.exclude_tmp || self.mode == SandboxMode::ReadOnly;
+    let net_ok = !self.network || base.network;
+    let fallback_ok = self.on_unavailable == OnUnavailable::Error
+      || base.on_unavailable == OnUnavailable::RunUnsandboxed;
+    mode_ok && roots_ok && tmp_ok && net_ok && fallback_ok
+  }
+}
+
+/// Host variables a sandboxed run does not get unless the caller gives its
+/// own lists: a sandbox that hands the child an API key protects nothing.
+pub const SECRET_ENV: &[&str] = &[
+  "*_TOKEN",
+  "*_KEY",
+  "*_SECRET",
+  "*PASSWORD*",
+  "*_CREDENTIALS",
+  "AWS_*",
+  "SSH_AUTH_SOCK",
+  "DBUS_SESSION_BUS_ADDRESS",
+  "TMUX",
+];
+
+/// Device files every sandboxed run may write (many programs break without
+/// `/dev/null`).
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+impl SandboxPolicy {
+  /// The writable paths for a run in `cwd`: checked to exist, made absolute.
+  pub fn writable_paths(&self, cwd: &Path) -> Result<Vec<PathBuf>, ExecError> {
+    let mut out: Vec<PathBuf> = DEVICES
+      .iter()
+      .map(PathBuf::from)
+      .filter(|p| p.exists())
+      .collect();
+    if self.mode == SandboxMode::ReadOnly {
+      return Ok(out);
+    }
+    out.push(cwd.to_path_buf());
+    for r in &self.writable_roots {
+      let abs = if r.is_absolute() {
+        r.clone()
+      } else {
+        cwd.join(r)
+      };
+      if !abs.exists() {
+        return Err(ExecError::new(
+          ErrorCode::ENOENT,
+          format!("sandbox.writableRoots: {} does not exist", abs.display()),
+        ));
+      }
+      out.push(abs);
+    }
+    if !self.exclude_tmp {
+      out.push(PathBuf::from("/tmp"));
+      if let Some(t) = std::env::var_os("TMPDIR").filter(|t| !t.is_empty()) {
+        let t = PathBuf::from(t);
+        if t.exists() {
+          out.push(t);
+        }
+      }
+    }
+    out.dedup();
+    Ok(out)
+  }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+  use super::*;
+  use landlock::{
+    path_beneath_rules, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+  };
+  use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+  };
+  use std::collections::BTreeMap;
+
+  fn unavailable(what: impl std::fmt::Display) -> ExecError {
+    ExecError::new(ErrorCode::ESANDBOX, format!("sandbox unavailable: {what}"))
+  }
+
+  /// The seccomp filter: EPERM (never a kill) for other sockets than Unix
+  /// ones (without `network`), and always for ptrace, process_vm_* and
+  /// io_uring (which can open sockets without socket()).
+  pub fn filter(network: bool) -> Result<BpfProgram, ExecError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in [
+      libc::SYS_ptrace,
+      libc::SYS_process_vm_readv,
+      libc::SYS_process_vm_writev,
+      libc::SYS_io_uring_setup,
+      libc::SYS_io_uring_enter,
+      libc::SYS_io_uring_register,
+    ] {
+      rules.insert(nr, Vec::new());
+    }
+    if !network {
+      let not_unix = |arg: u8| {
+        SeccompCondition::new(
+          arg,
+          SeccompCmpArgLen::Dword,
+          SeccompCmpOp::Ne,
+          libc::AF_UNIX as u64,
+        )
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| unavailable(format!("seccomp rule: {e}")))
+      };
+      rules.insert(libc::SYS_socket, vec![not_unix(0)?]);
+      rules.insert(libc::SYS_socketpair, vec![not_unix(0)?]);
+    }
+    let arch = if cfg!(target_arch = "x86_64") {
+      TargetArch::x86_64
+    } else {
+      TargetArch::aarch64
+    };
+    let f = SeccompFilter::new(
+      rules,
+      SeccompAction::Allow,
+      SeccompAction::Errno(libc::EPERM as u32),
+      arch,
+    )
+    .map_err(|e| unavailable(format!("seccomp filter: {e}")))?;
+    f.try_into()
+      .map_err(|e: seccompiler::BackendError| unavailable(format!("seccomp filter: {e}")))
+  }
+
+  /// Restrict the calling thread (and what it spawns from now on).
+  pub fn restrict_this_thread(
+    policy: &SandboxPolicy,
+    writable: &[PathBuf],
+  ) -> Result<(), ExecError> {
+    let abi = ABI::V6;
+    let mut ruleset = Ruleset::default()
+      .set_compatibility(CompatLevel::HardRequirement)
+      .handle_access(AccessFs::from_write(ABI::V1))
+      .map_err(|e| unavailable(format!("Landlock: {e}")))?
+      .set_compatibility(CompatLevel::BestEffort)
+      .handle_access(AccessFs::from_write(abi))
+      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    if !policy.network {
+      ruleset = ruleset
+        .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+        .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    }
+    let ruleset = ruleset
+      .scope(Scope::Signal | Scope::AbstractUnixSocket)
+      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    let created = ruleset
+      .create()
+      .map_err(|e| unavailable(format!("Landlock: {e}")))?
+      .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))
+      .map_err(|e| unavailable(format!("Landlock rule: {e}")))?;
+    let status = created
+      .restrict_self()
+      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+      return Err(unavailable("Landlock is not enabled in this kernel"));
+    }
+    let prog = filter(policy.network)?;
+    seccompiler::apply_filter(&prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
+    Ok(())
+  }
+}
+
+/// Restrict the calling thread to `policy` for a run in `cwd`. Call it on a
+/// thread that does nothing else afterwards but spawn.
+#[cfg(target_os = "linux")]
+pub fn restrict_this_thread(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  extra: &[PathBuf],
+) -> Result<(), ExecError> {
+  if std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").is_some() {
+    // tests: what a kernel without Landlock answers
+    return Err(ExecError::new(
+      ErrorCode::ESANDBOX,
+      "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
+    ));
+  }
+  let mut writable = policy.writable_paths(cwd)?;
+  writable.extend(extra.iter().cloned());
+  linux::restrict_this_thread(policy, &writable)
+}
+
+/// macOS: not built yet (Seatbelt through `sandbox-exec` is planned).
+#[cfg(not(target_os = "linux"))]
+pub fn restrict_this_thread(
+  _policy: &SandboxPolicy,
+  _cwd: &Path,
+  _extra: &[PathBuf],
+) -> Result<(), ExecError> {
+  Err(ExecError::new(
+    ErrorCode::ESANDBOX,
+    "sandbox unavailable: only Linux (Landlock + seccomp) is supported so far",
+  ))
+}
+
+/// Run `spawn` on a short-lived thread restricted to `policy` (see the
+/// module doc); `extra` are files the child itself writes before its exec
+/// (its cgroups). With `OnUnavailable::RunUnsandboxed`, a sandbox that cannot be
+/// applied is skipped and `spawn` runs unrestricted.
+pub fn spawn_in<T: Send>(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  extra: &[PathBuf],
+  spawn: impl FnOnce() -> Result<T, ExecError> + Send,
+) -> Result<T, ExecError> {
+  let handle = tokio::runtime::Handle::try_current().ok();
+  std::thread::scope(|s| {
+    s.spawn(|| {
+      let _rt = handle.as_ref().map(|h| h.enter());
+      match restrict_this_thread(policy, cwd, extra) {
+        Ok(()) => spawn(),
+        Err(e)
+          if e.code == ErrorCode::ESANDBOX
+            && policy.on_unavailable == OnUnavailable::RunUnsandboxed =>
+        {
+          spawn()
+        }
+        Err(e) => Err(e),
+      }
+    })
+    .join()
+    .unwrap_or_else(|_| {
+      Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        "sandbox: the spawning thread panicked",
+      ))
+    })
+  })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn writable_paths_by_mode() {
+    let cwd = std::env::temp_dir();
+    let ro = SandboxPolicy {
+      mode: SandboxMode::ReadOnly,
+      ..Default::default()
+    };
+    let paths = ro.writable_paths(&cwd).unwrap();
+    assert!(paths.contains(&PathBuf::from("/dev/null")));
+    assert!(!paths.contains(&cwd));
+    let ww = SandboxPolicy::default().writable_paths(&cwd).unwrap();
+    assert!(ww.contains(&cwd) && ww.contains(&PathBuf::from("/tmp")));
+    let no_tmp = SandboxPolicy {
+      exclude_tmp: true,
+      ..Default::default()
+    };
+    assert!(!no_tmp
+      .writable_paths(Path::new("/"))
+      .unwrap()
+      .contains(&PathBuf::from("/tmp")));
+    let missing = SandboxPolicy {
+      writable_roots: vec![PathBuf::from("/nonexistent/root")],
+      ..Default::default()
+    };
+    assert_eq!(
+      missing.writable_paths(&cwd).unwrap_err().code,
+      ErrorCode::ENOENT
+    );
+  }
+
+  #[test]
+  fn a_call_may_only_narrow() {
+    let base = SandboxPolicy {
+      writable_roots: vec![PathBuf::from("/repo")],
+      ..Default::default()
+    };
+    let ro = SandboxPolicy {
+      mode: SandboxMode::ReadOnly,
+      ..Default::default()
+    };
+    assert!(ro.narrows(&base));
+    assert!(base.narrows(&base));
+    let sub = SandboxPolicy {
+      writable_roots: vec![PathBuf::from("/repo/src")],
+      ..Default::default()
+    };
+    assert!(sub.narrows(&base));
+    let other = SandboxPolicy {
+      writable_roots: vec![PathBuf::from("/home")],
+      ..Default::default()
+    };
+    assert!(!other.narrows(&base));
+    let net = SandboxPolicy {
+      network: true,
+      ..base.clone()
+    };
+    assert!(!net.narrows(&base));
+    let fallback = SandboxPolicy {
+      on_unavailable: OnUnavailable::RunUnsandboxed,
+      ..base.clone()
+    };
+    assert!(!fallback.narrows(&base));
+    assert!(!base.narrows(&ro));
+  }
+
+  #[cfg(target_os = "linux")]
+  #[test]
+  fn the_filter_builds_for_both_network_settings() {
+    assert!(!linux::filter(false).unwrap().is_empty());
+    assert!(!linux::filter(true).unwrap().is_empty());
+  }
+}
