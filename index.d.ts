@@ -426,7 +426,8 @@ export interface CommandOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. Not with
+   * `dieWithParent` yet (EINVAL). @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
@@ -531,8 +532,8 @@ export interface CommandRunnerOptions {
   /**
    * The runner's sandbox for every `run` and tool call (see
    * `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
-   * roots, no network), never widen or turn it off (EINVAL). `start()`
-   * (interactive) refuses to run under a sandboxed runner for now. @default false
+   * roots, no network), never widen or turn it off (EINVAL); `start()`
+   * (interactive) runs under it too. @default false
    */
   sandbox?: boolean | SandboxOptions
 }
@@ -599,7 +600,8 @@ export interface ExecuteOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. Not with
+   * `dieWithParent` yet (EINVAL). @default false
    */
   sandbox?: boolean | SandboxOptions
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
@@ -834,6 +836,11 @@ export interface ProcessStartSpec {
    * when the host's side of the terminal closes). @default false
    */
   dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox of the process tree (pipes and PTY), as
+   * `ExecuteOptions.sandbox`. @default false
+   */
+  sandbox?: boolean | SandboxOptions
 }
 
 /** An exception raised by a Python cell. */
@@ -939,6 +946,11 @@ export interface PythonSessionOptions {
    * PR_SET_PDEATHSIG; only the interpreter itself). @default false
    */
   dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox of the interpreter and every cell it runs (as
+   * `ExecuteOptions.sandbox`; restarts apply it again). @default false
+   */
+  sandbox?: boolean | SandboxOptions
 }
 
 /** Options of `read`. */
@@ -1256,6 +1268,11 @@ export interface ShellSessionOptions {
    * PR_SET_PDEATHSIG; only the shell itself). @default false
    */
   dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox of the interpreter and every cell it runs (as
+   * `ExecuteOptions.sandbox`; restarts apply it again). @default false
+   */
+  sandbox?: boolean | SandboxOptions
 }
 
 /**
@@ -1318,7 +1335,8 @@ export interface SpawnOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. Not with
+   * `dieWithParent` yet (EINVAL). @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
@@ -1386,6 +1404,8 @@ export interface StartCommandOptions {
   maxBytes?: number
   /** Resource limits of the command's tree. @default the runner's */
   limits?: ResourceLimits
+  /** As in `CommandOptions`: may only narrow the runner's. @default the runner's */
+  sandbox?: boolean | SandboxOptions
 }
 
 /** Truncation of both streams. */
@@ -1452,7 +1472,8 @@ export interface SubprocessOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. Not with
+   * `dieWithParent` yet (EINVAL). @default false
    */
   sandbox?: boolean | SandboxOptions
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 
-import { CommandRunner, executeAndCapture, ProcessManager, PythonSession, sandboxStatus, spawnCall } from '../index.js'
+import { CommandRunner, executeAndCapture, ProcessManager, PythonSession, sandboxStatus, ShellSession, spawnCall } from '../index.js'
 
 const supported = process.platform === 'linux' && sandboxStatus().landlockAbi >= 6 && sandboxStatus().seccomp
 const work = mkdtempSync(join(tmpdir(), 'exn-sbx-work-'))
@@ -164,17 +164,88 @@ describe.skipIf(process.platform !== 'linux')('sandbox: fails closed, composes, 
       expect(ro.stdout).toBe('denied\n')
       const tool = await runner.call({ command: `echo x > ${outside}/tool || echo denied` })
       expect(tool.text).toContain('denied')
-      await expect(runner.start('true')).rejects.toThrow(/sandbox is not supported by runner.start yet/)
+      const inter = await runner.start(`echo x > ${outside}/inter || echo denied`)
+      expect(inter.output).toContain('denied')
+      expect(existsSync(join(outside, 'inter'))).toBe(false)
     } finally {
       await runner.close()
     }
   })
 
-  it('ProcessManager.start and the sessions refuse a sandbox instead of ignoring it', async () => {
+  it.skipIf(!supported)('ProcessManager.start: pipes and PTY are confined', async () => {
     const pm = new ProcessManager()
-    await expect(pm.start({ argv: ['true'], sandbox: true } as any)).rejects.toThrow(/sandbox is not supported by ProcessManager.start yet/)
-    await pm.close()
-    await expect(PythonSession.start({ sandbox: true } as any)).rejects.toThrow(/sandbox is not supported by the sessions yet/)
+    try {
+      for (const io of [{ type: 'pipe' as const }, { type: 'pty' as const, rows: 24, cols: 80 }]) {
+        const f = `pm-${io.type}`
+        const { processId } = await pm.start({ argv: ['sh', '-c', `echo x > ${outside}/${f} || echo denied; echo ok > ${f} && echo wrote`], cwd: work, io, sandbox: true })
+        await pm.wait(processId, { timeoutMs: 10_000 })
+        const snap = pm.snapshot(processId)
+        const text = Buffer.from(io.type === 'pty' ? snap.terminal : snap.stdout).toString()
+        expect(text).toContain('denied')
+        expect(text).toContain('wrote')
+        expect(existsSync(join(outside, f))).toBe(false)
+        expect(existsSync(join(work, f))).toBe(true)
+      }
+    } finally {
+      await pm.close()
+    }
+  })
+
+  it.skipIf(!supported)('serve: process/start takes the same sandbox', async () => {
+    const { spawn } = await import('node:child_process')
+    const srv = spawn(process.execPath, [join(__dirname, '..', 'bin', 'exec-native.mjs'), 'serve'], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const msgs: any[] = []
+    let buf = ''
+    srv.stdout.on('data', (d) => {
+      buf += d
+      let k
+      while ((k = buf.indexOf('\n')) >= 0) {
+        msgs.push(JSON.parse(buf.slice(0, k)))
+        buf = buf.slice(k + 1)
+      }
+    })
+    const send = (m: object) => srv.stdin.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n')
+    send({ id: 1, method: 'process/start', params: { processId: 'a', argv: ['sh', '-c', `echo x > ${outside}/srv || echo denied`], cwd: work, sandbox: { mode: 'read-only' } } })
+    send({ id: 2, method: 'process/start', params: { argv: ['true'], sandbox: { mode: 'open' } } })
+    const deadline = Date.now() + 15_000
+    while (Date.now() < deadline && !(msgs.some((m) => m.id === 2) && msgs.some((m) => m.method === 'process/closed' && m.params.processId === 'a'))) {
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    srv.kill()
+    expect(msgs.find((m) => m.id === 1)?.result?.processId).toBe('a')
+    expect(msgs.find((m) => m.id === 2)?.error).toMatchObject({ code: -32602 })
+    const out = msgs.filter((m) => m.method === 'process/output' && m.params.processId === 'a').map((m) => Buffer.from(m.params.data, 'base64').toString()).join('')
+    expect(out).toContain('denied')
+    expect(existsSync(join(outside, 'srv'))).toBe(false)
+  })
+
+  it.skipIf(!supported)('sessions: the interpreter and every cell are confined; a denied write raises and the session lives', async () => {
+    const py = await PythonSession.start({ cwd: work, sandbox: true })
+    try {
+      const r = await py.execute(`
+try:
+    open('${outside}/py', 'w')
+except PermissionError as e:
+    print('denied', e.errno)
+open('py-ok.txt', 'w').write('x')
+print('alive')`)
+      expect(r.stdout).toBe('denied 13\nalive\n')
+      expect(existsSync(join(outside, 'py'))).toBe(false)
+      expect(existsSync(join(work, 'py-ok.txt'))).toBe(true)
+    } finally {
+      await py.close()
+    }
+    const sh = await ShellSession.start({ cwd: work, sandbox: { mode: 'read-only' } })
+    try {
+      const r = await sh.execute(`echo x > sh.txt || echo denied`)
+      expect(r.stdout).toBe('denied\n')
+      expect(existsSync(join(work, 'sh.txt'))).toBe(false)
+    } finally {
+      await sh.close()
+    }
+  })
+
+  it('bad sandbox options are EINVAL TypeErrors', async () => {
     await expect(bash('true', { sandbox: 'yes' as any })).rejects.toThrow(/options.sandbox must be true or an object/)
     await expect(bash('true', { sandbox: { mode: 'open' } as any })).rejects.toThrow(/mode must be 'read-only' or 'workspace-write'/)
   })

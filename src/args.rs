@@ -472,15 +472,3 @@ pub fn sandbox_env(
   }
   Ok(())
 }
-
-/// `sandbox` where it is not supported yet: refused, never ignored.
-pub fn no_sandbox(obj: Option<&Object>, what: &str) -> ArgResult<()> {
-  if let Some(o) = obj {
-    if prop(o, "sandbox")?.is_some() {
-      return Err(type_error(format!(
-        "sandbox is not supported by {what} yet (executeAndCapture, executeStreaming, spawnCall, captureCall, spawn and runCommand take it)"
-      )));
-    }
-  }
-  Ok(())
-}

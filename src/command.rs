@@ -100,6 +100,9 @@ pub struct StartCommandOptions {
   pub max_bytes: Option<f64>,
   /// Resource limits of the command's tree. @default the runner's
   pub limits: Option<crate::options::ResourceLimits>,
+  /// As in `CommandOptions`: may only narrow the runner's. @default the runner's
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// Options of `CommandRunner.write`.
@@ -197,8 +200,8 @@ pub struct CommandRunnerOptions {
   pub die_with_parent: Option<bool>,
   /// The runner's sandbox for every `run` and tool call (see
   /// `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
-  /// roots, no network), never widen or turn it off (EINVAL). `start()`
-  /// (interactive) refuses to run under a sandboxed runner for now. @default false
+  /// roots, no network), never widen or turn it off (EINVAL); `start()`
+  /// (interactive) runs under it too. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
 }
@@ -821,12 +824,8 @@ impl CommandRunner {
       let command = args::string(&command, "command")?;
       let obj = args::options(options, "options")?;
       let base = read_command_options(obj.as_ref(), &self.defaults)?;
-      if base.sandbox.is_some() {
-        return Err(type_error(
-          "sandbox is not supported by runner.start yet (interactive commands run unsandboxed; use run() for sandboxed commands)",
-        ));
-      }
       let mut o = core::StartOptions::new(base.cwd);
+      o.sandbox = base.sandbox;
       o.env = base.env;
       o.limits = base.limits;
       o.resource_limits = base.resource_limits;

@@ -73,6 +73,10 @@ pub struct ProcessStartSpec {
   /// PR_SET_PDEATHSIG, pipes only; a PTY process gets SIGHUP from the kernel
   /// when the host's side of the terminal closes). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox of the process tree (pipes and PTY), as
+  /// `ExecuteOptions.sandbox`. @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// The answer of `start`.
@@ -409,17 +413,20 @@ fn parse_spec(spec: Unknown) -> ArgResult<StartSpec> {
 
 fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   let obj = args::options(Some(spec), "spec")?.ok_or_else(|| type_error("spec is required"))?;
-  args::no_sandbox(Some(&obj), "ProcessManager.start")?;
   let argv_v = args::prop(&obj, "argv")?.ok_or_else(|| type_error("spec.argv is required"))?;
   let argv = args::string_array(&argv_v, "spec.argv")?;
   if argv.is_empty() {
     return Err(type_error("spec.argv must not be empty"));
   }
+  let sandbox = args::sandbox(Some(&obj))?;
+  let mut env = args::env_with_lists(Some(&obj))?;
+  args::sandbox_env(Some(&obj), &sandbox, &mut env)?;
   Ok(StartSpec {
+    sandbox,
     process_id: args::opt_string(&obj, "processId")?,
     argv,
     cwd: args::opt_string(&obj, "cwd")?.map(PathBuf::from),
-    env: args::env_with_lists(Some(&obj))?,
+    env,
     arg0: args::opt_string(&obj, "arg0")?,
     io: parse_io(&obj)?,
     limits: args::limits(Some(&obj))?,

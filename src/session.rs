@@ -57,6 +57,10 @@ pub struct PythonSessionOptions {
   /// Also kill the interpreter when the host dies by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; only the interpreter itself). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox of the interpreter and every cell it runs (as
+  /// `ExecuteOptions.sandbox`; restarts apply it again). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// Options of `ShellSession.start`.
@@ -90,6 +94,10 @@ pub struct ShellSessionOptions {
   /// Also kill the shell when the host dies by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; only the shell itself). @default false
   pub die_with_parent: Option<bool>,
+  /// Opt-in OS sandbox of the interpreter and every cell it runs (as
+  /// `ExecuteOptions.sandbox`; restarts apply it again). @default false
+  #[napi(ts_type = "boolean | SandboxOptions")]
+  pub sandbox: Option<bool>,
 }
 
 /// Options of `execute` (both sessions).
@@ -209,6 +217,7 @@ struct Common {
   startup: Duration,
   limits: exec_core::limits::Limits,
   die_with_parent: bool,
+  sandbox: Option<exec_core::sandbox::SandboxPolicy>,
 }
 
 fn common(opts: Option<&Object>) -> ArgResult<Common> {
@@ -216,9 +225,13 @@ fn common(opts: Option<&Object>) -> ArgResult<Common> {
     Some(c) => PathBuf::from(c),
     None => args::host_cwd()?,
   };
+  let sandbox = args::sandbox(opts)?;
+  let mut env = args::env_with_lists(opts)?;
+  args::sandbox_env(opts, &sandbox, &mut env)?;
   Ok(Common {
+    sandbox,
     cwd,
-    env: args::env_with_lists(opts)?,
+    env,
     limits: args::limits(opts)?,
     die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
     grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
@@ -281,7 +294,6 @@ where
 {
   let parsed = (|| -> ArgResult<_> {
     let opts = args::options(options, "options")?;
-    args::no_sandbox(opts.as_ref(), "the sessions")?;
     let c = common(opts.as_ref())?;
     make(opts.as_ref(), c)
   })();
@@ -385,6 +397,7 @@ impl PythonSession {
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
+        sandbox: c.sandbox.clone(),
       })
     };
     start_session(env, options, make, core::PythonSession::start, |inner| {
@@ -500,6 +513,7 @@ impl ShellSession {
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
+        sandbox: c.sandbox.clone(),
       })
     };
     start_session(env, options, make, core::ShellSession::start, |inner| {

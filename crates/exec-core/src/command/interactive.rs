@@ -49,6 +49,8 @@ pub struct StartOptions {
   /// The output window of each answer (tail kept).
   pub limits: Limits,
   pub resource_limits: crate::limits::Limits,
+  /// Opt-in OS sandbox (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl StartOptions {
@@ -62,6 +64,7 @@ impl StartOptions {
       cols: 200,
       limits: Limits::default(),
       resource_limits: crate::limits::Limits::default(),
+      sandbox: None,
     }
   }
 }
@@ -170,6 +173,7 @@ impl Interactive {
           },
           limits: opts.resource_limits.clone(),
           die_with_parent: false,
+          sandbox: opts.sandbox.clone(),
         },
         None,
       )?;

@@ -96,6 +96,8 @@ pub struct StartSpec {
   /// session leader and gets SIGHUP from the kernel when the host's master
   /// side closes, so it is ignored there.
   pub die_with_parent: bool,
+  /// Opt-in OS sandbox of the process tree (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,6 +498,7 @@ impl ProcessManager {
         };
         ps.limits = spec.limits;
         ps.die_with_parent = spec.die_with_parent;
+        ps.sandbox = spec.sandbox.clone();
         let p = make(None);
         let out = ProcSink {
           proc: p.clone(),
@@ -563,6 +566,7 @@ impl ProcessManager {
           &mark,
           pty::size(rows, cols),
           plan,
+          spec.sandbox.as_ref(),
         )?;
         let pid = spawned.pid;
         ticket.register(pid as i32);

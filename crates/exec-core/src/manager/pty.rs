@@ -39,6 +39,8 @@ pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
 /// signal dispositions (Node ignores SIGPIPE and SIGXFSZ, and an ignored
 /// signal stays ignored across exec) and with `plan` (resource limits)
 /// applied before exec, like a pipe child.
+// the redesign's single ChildSetup will carry plan and sandbox together
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
   program: &Path,
   argv: &[String],
@@ -47,7 +49,9 @@ pub(crate) fn spawn(
   mark: &str,
   size: PtySize,
   plan: Option<ChildPlan>,
+  sandbox: Option<&crate::sandbox::SandboxPolicy>,
 ) -> Result<SpawnedPty, ExecError> {
+  let plan_writes = plan.as_ref().map(|p| p.written_files()).unwrap_or_default();
   let system = portable_pty::native_pty_system();
   let pair = system
     .openpty(size)
@@ -99,7 +103,12 @@ pub(crate) fn spawn(
       Err(image.exec())
     });
   }
-  let spawned = cmd.spawn();
+  // the terminal is open already: only the fork happens on the sandboxed
+  // thread, and the child inherits its restrictions
+  let spawned = match sandbox {
+    None => cmd.spawn(),
+    Some(policy) => crate::sandbox::spawn_in(policy, cwd, &plan_writes, || Ok(cmd.spawn()))?,
+  };
   // our copies of the slave must go, or the master never sees EOF
   drop(cmd);
   drop(slave);

@@ -11,6 +11,7 @@ fn spec(argv: &[&str], io: ProcessIo) -> StartSpec {
     io,
     limits: Default::default(),
     die_with_parent: false,
+    sandbox: None,
   }
 }
 

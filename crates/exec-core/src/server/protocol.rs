@@ -41,6 +41,7 @@ pub fn rpc_code(code: ErrorCode) -> i64 {
     ErrorCode::ENOTDIR => -32007,
     ErrorCode::ESPAWN => -32008,
     ErrorCode::EIO => -32009,
+    ErrorCode::ESANDBOX => -32010,
     _ => -32000,
   }
 }
@@ -182,6 +183,7 @@ struct StartParams {
   env_allowlist: Option<Value>,
   env_denylist: Option<Value>,
   die_with_parent: Option<bool>,
+  sandbox: Option<Value>,
 }
 
 /// The JSON type of `v`, for error messages.
@@ -371,6 +373,54 @@ fn read_json(r: ReadResult) -> Value {
   v
 }
 
+/// `sandbox`: `true`, `false`, or `{ mode, writableRoots, excludeTmp, network,
+/// onUnavailable }` as in the addon.
+fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolicy>, RpcError> {
+  use crate::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
+  let bad = |what: String| RpcError::invalid_params(format!("sandbox{what}"));
+  let o = match v {
+    None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
+    Some(Value::Bool(true)) => return Ok(Some(SandboxPolicy::default())),
+    Some(Value::Object(o)) => o,
+    Some(other) => {
+      return Err(bad(format!(
+        " must be true or an object, got {}",
+        kind(&other)
+      )))
+    }
+  };
+  let mut p = SandboxPolicy::default();
+  for (k, v) in o {
+    match (k.as_str(), v) {
+      ("mode", Value::String(m)) if m == "read-only" => p.mode = SandboxMode::ReadOnly,
+      ("mode", Value::String(m)) if m == "workspace-write" => p.mode = SandboxMode::WorkspaceWrite,
+      ("writableRoots", Value::Array(a)) => {
+        for r in a {
+          match r {
+            Value::String(s) => p.writable_roots.push(PathBuf::from(s)),
+            other => {
+              return Err(bad(format!(
+                ".writableRoots entries must be strings, got {}",
+                kind(&other)
+              )))
+            }
+          }
+        }
+      }
+      ("excludeTmp", Value::Bool(b)) => p.exclude_tmp = b,
+      ("network", Value::Bool(b)) => p.network = b,
+      ("onUnavailable", Value::String(u)) if u == "error" => {
+        p.on_unavailable = OnUnavailable::Error
+      }
+      ("onUnavailable", Value::String(u)) if u == "run-unsandboxed" => {
+        p.on_unavailable = OnUnavailable::RunUnsandboxed
+      }
+      (k, v) => return Err(bad(format!(".{k}: unknown or invalid ({})", kind(&v)))),
+    }
+  }
+  Ok(Some(p))
+}
+
 pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
   let p: StartParams = params(p)?;
   let mut env = EnvSpec::inherit();
@@ -383,8 +433,16 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       None => env.remove.push(k),
     }
   }
+  let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
   env.allow = patterns_param(p.env_allowlist, "envAllowlist")?;
   env.deny = patterns_param(p.env_denylist, "envDenylist")?.unwrap_or_default();
+  let sandbox = sandbox_param(p.sandbox)?;
+  if sandbox.is_some() && !explicit_lists {
+    env.deny = crate::sandbox::SECRET_ENV
+      .iter()
+      .map(|s| (*s).to_owned())
+      .collect();
+  }
   let limits = limits_param(p.limits)?;
   let io = match p.io {
     None => ProcessIo::Pipe { stdin_open: false },
@@ -403,6 +461,7 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       io,
       limits,
       die_with_parent: p.die_with_parent.unwrap_or(false),
+      sandbox,
     },
     p.events.unwrap_or(true),
   ))

@@ -137,6 +137,8 @@ pub(crate) struct WorkerSpec {
   pub limits: crate::limits::Limits,
   /// PR_SET_PDEATHSIG for the worker.
   pub die_with_parent: bool,
+  /// Opt-in OS sandbox of the worker and every cell (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// What interrupted [`Worker::next_event`].
@@ -203,7 +205,9 @@ impl Worker {
     let guard = Arc::new(crate::limits::LimitGuard::new(&spec.limits, &mark));
     // limits are set in the child before exec (a real fork instead of
     // posix_spawn, only when asked for)
+    let mut plan_writes = Vec::new();
     if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
+      plan_writes = plan.written_files();
       // the child execs itself (no execvp /bin/sh fallback): the last step
       let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
         std::env::vars_os().collect()
@@ -230,7 +234,19 @@ impl Worker {
     // until the child is registered, the exit paths wait for it and the
     // reaper does not take it for an orphan
     let ticket = group::begin_spawn(owner)?;
-    let spawned = cmd.spawn();
+    let spawned = match &spec.sandbox {
+      None => cmd.spawn(),
+      // the interpreter and every cell inherit the spawning thread's restrictions
+      Some(policy) => {
+        if spec.die_with_parent {
+          return Err(ExecError::invalid(
+            "sandbox and dieWithParent cannot be combined yet",
+          ));
+        }
+        let writes = plan_writes.clone();
+        crate::sandbox::spawn_in(policy, &spec.cwd, &writes, || Ok(cmd.spawn()))?
+      }
+    };
     // closes our copy of the worker's end: EOF then means the worker is gone
     drop(cmd);
     let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;

@@ -45,6 +45,8 @@ pub struct PythonOptions {
   pub limits: crate::limits::Limits,
   /// PR_SET_PDEATHSIG for the interpreter.
   pub die_with_parent: bool,
+  /// Opt-in OS sandbox of the interpreter and every cell.
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl Default for PythonOptions {
@@ -59,6 +61,7 @@ impl Default for PythonOptions {
       startup_timeout: Duration::from_secs(30),
       limits: crate::limits::Limits::default(),
       die_with_parent: false,
+      sandbox: None,
     }
   }
 }
@@ -137,6 +140,7 @@ impl PythonSession {
       separator: b'\n',
       limits: opts.limits.clone(),
       die_with_parent: opts.die_with_parent,
+      sandbox: opts.sandbox.clone(),
     };
     let core = Core::new(spec, opts.owner, opts.startup_timeout, ())?;
     let session = PythonSession { opts, core };

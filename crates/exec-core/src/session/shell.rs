@@ -71,6 +71,8 @@ pub struct ShellOptions {
   pub limits: crate::limits::Limits,
   /// PR_SET_PDEATHSIG for the shell.
   pub die_with_parent: bool,
+  /// Opt-in OS sandbox of the shell and every command.
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl Default for ShellOptions {
@@ -85,6 +87,7 @@ impl Default for ShellOptions {
       startup_timeout: Duration::from_secs(30),
       limits: crate::limits::Limits::default(),
       die_with_parent: false,
+      sandbox: None,
     }
   }
 }
@@ -154,6 +157,7 @@ impl ShellSession {
       separator: 0,
       limits: opts.limits.clone(),
       die_with_parent: opts.die_with_parent,
+      sandbox: opts.sandbox.clone(),
     };
     let cwd = opts.cwd.display().to_string();
     let mut spec = spec;
