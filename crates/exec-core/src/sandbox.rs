@@ -230,8 +230,14 @@ mod linux {
     if status.ruleset == RulesetStatus::NotEnforced {
       return Err(unavailable("Landlock is not enabled in this kernel"));
     }
-    let prog = filter(policy.network)?;
-    seccompiler::apply_filter(&prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
+    // built once per network setting, then shared by every spawn
+    static FILTERS: [std::sync::OnceLock<Result<BpfProgram, ExecError>>; 2] =
+      [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    let prog = FILTERS[policy.network as usize]
+      .get_or_init(|| filter(policy.network))
+      .as_ref()
+      .map_err(|e| e.clone())?;
+    seccompiler::apply_filter(prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
     Ok(())
   }
 }
