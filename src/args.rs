@@ -421,15 +421,8 @@ pub fn sandbox(obj: Option<&Object>) -> ArgResult<Option<exec_core::sandbox::San
   let o = unsafe { v.cast::<Object>() }.map_err(|e| type_error(e.to_string()))?;
   let mut p = SandboxPolicy::default();
   if let Some(mode) = opt_string(&o, "mode")? {
-    p.mode = match mode.as_str() {
-      "read-only" => SandboxMode::ReadOnly,
-      "workspace-write" => SandboxMode::WorkspaceWrite,
-      other => {
-        return Err(type_error(format!(
-          "options.sandbox.mode must be 'read-only' or 'workspace-write', got '{other}'"
-        )))
-      }
-    };
+    p.mode =
+      SandboxMode::parse(&mode).map_err(|e| type_error(format!("options.sandbox.mode {e}")))?;
   }
   if let Some(roots) = string_list(&o, "writableRoots")? {
     p.writable_roots = roots.into_iter().map(std::path::PathBuf::from).collect();
@@ -437,15 +430,8 @@ pub fn sandbox(obj: Option<&Object>) -> ArgResult<Option<exec_core::sandbox::San
   p.exclude_tmp = opt_bool(&o, "excludeTmp")?.unwrap_or(false);
   p.network = opt_bool(&o, "network")?.unwrap_or(false);
   if let Some(u) = opt_string(&o, "onUnavailable")? {
-    p.on_unavailable = match u.as_str() {
-      "error" => OnUnavailable::Error,
-      "run-unsandboxed" => OnUnavailable::RunUnsandboxed,
-      other => {
-        return Err(type_error(format!(
-          "options.sandbox.onUnavailable must be 'error' or 'run-unsandboxed', got '{other}'"
-        )))
-      }
-    };
+    p.on_unavailable = OnUnavailable::parse(&u)
+      .map_err(|e| type_error(format!("options.sandbox.onUnavailable {e}")))?;
   }
   Ok(Some(p))
 }
@@ -457,18 +443,10 @@ pub fn sandbox_env(
   sandbox: &Option<exec_core::sandbox::SandboxPolicy>,
   env: &mut EnvSpec,
 ) -> ArgResult<()> {
-  if sandbox.is_none() {
-    return Ok(());
-  }
-  let explicit = match obj {
-    Some(o) => prop(o, "envAllowlist")?.is_some() || prop(o, "envDenylist")?.is_some(),
-    None => false,
+  let explicit = match (obj, sandbox) {
+    (Some(o), Some(_)) => prop(o, "envAllowlist")?.is_some() || prop(o, "envDenylist")?.is_some(),
+    _ => false,
   };
-  if !explicit {
-    env.deny = exec_core::sandbox::SECRET_ENV
-      .iter()
-      .map(|s| (*s).to_owned())
-      .collect();
-  }
+  exec_core::sandbox::drop_secrets(sandbox, explicit, env);
   Ok(())
 }

@@ -2,7 +2,7 @@
 //! that nothing is left behind when the host goes away.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -167,8 +167,6 @@ fn slot_clear(pgid: i32) {
   }
 }
 
-/// Spawns in flight: from before the fork until the child is registered.
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// The whole host is going away (exit, or a terminating signal).
 static CLOSING_ALL: AtomicBool = AtomicBool::new(false);
 /// Environments (workers) that went away: their spawns are refused.
@@ -182,7 +180,9 @@ const SPAWN_SETTLE: Duration = Duration::from_secs(1);
 /// they began, new spawns of the departing host (or environment) are refused.
 pub struct SpawnTicket {
   owner: u64,
-  _reaper: crate::reaper::Spawning,
+  /// The count of spawns in flight (the reaper's, which must not take a
+  /// child that is not registered yet for an orphan either).
+  _in_flight: crate::reaper::Spawning,
 }
 
 /// Take a ticket for one spawn by `owner`, or `ECANCELED` when that host
@@ -190,10 +190,9 @@ pub struct SpawnTicket {
 pub fn begin_spawn(owner: u64) -> Result<SpawnTicket, ExecError> {
   // count first, then look at the flags: an exit path sets its flag, then
   // reads the count (both SeqCst), so one of the two sides sees the other
-  IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
   let ticket = SpawnTicket {
     owner,
-    _reaper: crate::reaper::spawning(),
+    _in_flight: crate::reaper::spawning(),
   };
   let closed = CLOSING_ALL.load(Ordering::SeqCst)
     || CLOSED_OWNERS
@@ -216,19 +215,13 @@ impl SpawnTicket {
   }
 }
 
-impl Drop for SpawnTicket {
-  fn drop(&mut self) {
-    IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-  }
-}
-
 /// Wait (bounded) until no spawn is between its fork and its registration.
 /// Async-signal-safe (an atomic load and nanosleep); a spawn interrupted on
 /// this very thread cannot finish, hence the bound.
 fn settle_spawns() {
   let mut waited = Duration::ZERO;
   let step = Duration::from_millis(1);
-  while IN_FLIGHT.load(Ordering::SeqCst) > 0 && waited < SPAWN_SETTLE {
+  while crate::reaper::spawning_now() > 0 && waited < SPAWN_SETTLE {
     let ts = libc::timespec {
       tv_sec: 0,
       tv_nsec: step.as_nanos() as libc::c_long,

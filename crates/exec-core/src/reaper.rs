@@ -220,6 +220,12 @@ impl Drop for Spawning {
   }
 }
 
+/// How many spawns are between their fork and their registration now (the
+/// exit paths wait for them: see [`crate::group::begin_spawn`]).
+pub fn spawning_now() -> usize {
+  SPAWNING.load(Ordering::SeqCst)
+}
+
 /// A run started (its group was registered): watch while it lives.
 pub fn watch() {
   if enabled() {

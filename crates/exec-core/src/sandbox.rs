@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{ErrorCode, ExecError};
+use crate::spawn::EnvSpec;
 
 /// Which writes are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,41 @@ impl Default for SandboxPolicy {
       network: false,
       on_unavailable: OnUnavailable::Error,
     }
+  }
+}
+
+impl SandboxMode {
+  /// `'read-only'` or `'workspace-write'` (the option's spelling), or what
+  /// the message says instead.
+  pub fn parse(s: &str) -> Result<Self, String> {
+    match s {
+      "read-only" => Ok(SandboxMode::ReadOnly),
+      "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+      other => Err(format!(
+        "must be 'read-only' or 'workspace-write', got '{other}'"
+      )),
+    }
+  }
+}
+
+impl OnUnavailable {
+  /// `'error'` or `'run-unsandboxed'`, or what the message says instead.
+  pub fn parse(s: &str) -> Result<Self, String> {
+    match s {
+      "error" => Ok(OnUnavailable::Error),
+      "run-unsandboxed" => Ok(OnUnavailable::RunUnsandboxed),
+      other => Err(format!(
+        "must be 'error' or 'run-unsandboxed', got '{other}'"
+      )),
+    }
+  }
+}
+
+/// A sandboxed run drops the host's secrets ([`SECRET_ENV`]) unless the
+/// caller gave env lists of its own (`explicit_lists`).
+pub fn drop_secrets(sandbox: &Option<SandboxPolicy>, explicit_lists: bool, env: &mut EnvSpec) {
+  if sandbox.is_some() && !explicit_lists {
+    env.deny = SECRET_ENV.iter().map(|s| (*s).to_owned()).collect();
   }
 }
 

@@ -309,10 +309,11 @@ impl Interactive {
     } else {
       self.table().remove(&id);
     }
+    let raw = bytes.len();
     let seg = Segment {
-      total_bytes: bytes.len() as u64,
+      total_bytes: raw as u64,
       total_lines: count_lines(&bytes),
-      bytes: bytes.clone(),
+      bytes,
       dropped: false,
     };
     let (rendered, _) = render_pair(&seg, &Segment::default(), limits);
@@ -337,7 +338,7 @@ impl Interactive {
       is_error: exit_code.is_some_and(|c| c != 0),
       error: exit.and_then(|x| x.error),
     };
-    r.text = format_interactive(&r, bytes.len(), limits, yield_time, tty);
+    r.text = format_interactive(&r, raw, limits, yield_time, tty);
     r
   }
 }

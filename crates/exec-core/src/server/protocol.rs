@@ -392,8 +392,9 @@ fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolic
   let mut p = SandboxPolicy::default();
   for (k, v) in o {
     match (k.as_str(), v) {
-      ("mode", Value::String(m)) if m == "read-only" => p.mode = SandboxMode::ReadOnly,
-      ("mode", Value::String(m)) if m == "workspace-write" => p.mode = SandboxMode::WorkspaceWrite,
+      ("mode", Value::String(m)) => {
+        p.mode = SandboxMode::parse(&m).map_err(|e| bad(format!(".mode {e}")))?
+      }
       ("writableRoots", Value::Array(a)) => {
         for r in a {
           match r {
@@ -409,11 +410,9 @@ fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolic
       }
       ("excludeTmp", Value::Bool(b)) => p.exclude_tmp = b,
       ("network", Value::Bool(b)) => p.network = b,
-      ("onUnavailable", Value::String(u)) if u == "error" => {
-        p.on_unavailable = OnUnavailable::Error
-      }
-      ("onUnavailable", Value::String(u)) if u == "run-unsandboxed" => {
-        p.on_unavailable = OnUnavailable::RunUnsandboxed
+      ("onUnavailable", Value::String(u)) => {
+        p.on_unavailable =
+          OnUnavailable::parse(&u).map_err(|e| bad(format!(".onUnavailable {e}")))?
       }
       (k, v) => return Err(bad(format!(".{k}: unknown or invalid ({})", kind(&v)))),
     }
@@ -437,12 +436,7 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
   env.allow = patterns_param(p.env_allowlist, "envAllowlist")?;
   env.deny = patterns_param(p.env_denylist, "envDenylist")?.unwrap_or_default();
   let sandbox = sandbox_param(p.sandbox)?;
-  if sandbox.is_some() && !explicit_lists {
-    env.deny = crate::sandbox::SECRET_ENV
-      .iter()
-      .map(|s| (*s).to_owned())
-      .collect();
-  }
+  crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
   let limits = limits_param(p.limits)?;
   let io = match p.io {
     None => ProcessIo::Pipe { stdin_open: false },
