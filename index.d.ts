@@ -366,6 +366,8 @@ export interface CapturedExecutionResult {
   errorCode?: string
   /** The child's pid (0 if it never ran). */
   pid: number
+  /** A sandboxed run (`sandbox` option): how it was applied, what it denied. */
+  sandbox?: SandboxResult
 }
 
 /** `checkBackground` of the default runner (processes started by `runCommand`). */
@@ -426,8 +428,8 @@ export interface CommandOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. Not with
-   * `dieWithParent` yet (EINVAL). @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
@@ -483,6 +485,14 @@ export interface CommandResult {
    * runner (`checkBackground(pid)`, `killBackground(pid)`).
    */
   adopted: Array<AdoptedProcess>
+  /**
+   * A sandboxed command: how the sandbox was applied and what it likely
+   * denied (a finished command; `text` then ends with a `[sandbox: …]`
+   * line the model can act on).
+   */
+  sandbox?: SandboxResult
+  /** `sandbox.denied`, at the top level as codex's protocol has it. */
+  sandboxDenied?: boolean
 }
 
 /** Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings. */
@@ -600,8 +610,8 @@ export interface ExecuteOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. Not with
-   * `dieWithParent` yet (EINVAL). @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
@@ -694,6 +704,11 @@ export interface ProcessEvent {
   error?: string
   /** `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO...; `exited`: ELIMIT. */
   errorCode?: string
+  /**
+   * `exited`, a sandboxed process: how the sandbox was applied and what it
+   * likely denied (judged from the retained output).
+   */
+  sandbox?: SandboxResult
 }
 
 /** The state of a process after `wait` or `terminate`. */
@@ -708,6 +723,11 @@ export interface ProcessExit {
   error?: string
   /** `'ELIMIT'` when a resource limit stopped it. */
   errorCode?: string
+  /**
+   * A sandboxed process that exited: how the sandbox was applied and what
+   * it likely denied (judged from the retained output).
+   */
+  sandbox?: SandboxResult
 }
 
 /** A row of `list`. */
@@ -1048,9 +1068,40 @@ export interface SandboxOptions {
   network?: boolean
   /**
    * `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
-   * applied; `'run-unsandboxed'`: run without it. @default 'error'
+   * applied; `'warn'`: run without it, say so in the result's
+   * `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
+   * without it (the result's `sandbox.applied` is false). @default 'error'
    */
-  onUnavailable?: 'error' | 'run-unsandboxed'
+  onUnavailable?: 'error' | 'warn' | 'run-unsandboxed'
+}
+
+/** How the sandbox of a run was applied, and what it likely denied. */
+export interface SandboxResult {
+  /**
+   * The sandbox was in force. False only when `onUnavailable` (`'warn'`,
+   * `'run-unsandboxed'`) let the run go on without it; `warning` says why.
+   */
+  applied: boolean
+  /** The kernel's Landlock ABI (0: none). */
+  abi: number
+  /**
+   * Guarantees this kernel cannot give: `'refer'` (ABI < 2), `'truncate'`
+   * (< 3), `'signalScope'` and `'abstractUnixSockets'` (< 6),
+   * `'unixSockets'` (pathname Unix sockets, < 9).
+   */
+  missing: Array<string>
+  /** Why it was not applied. */
+  warning?: string
+  /**
+   * A denial likely explains the run's failure: it failed, and its output
+   * names a write outside the writable roots that the user could otherwise
+   * make, a network error (network off), or a refused signal or syscall.
+   * A permission error inside a writable root is not a denial. Judged from
+   * the output, so a heuristic; for streaming runs (whose output the
+   * library does not keep) only from the exit (SIGSYS).
+   */
+  denied: boolean
+  violations: Array<SandboxViolation>
 }
 
 /**
@@ -1079,6 +1130,15 @@ export interface SandboxStatus {
   userNamespacesRestricted: boolean
   /** macOS: `/usr/bin/sandbox-exec` (Seatbelt) is present. */
   sandboxExec: boolean
+}
+
+/** One likely denial. */
+export interface SandboxViolation {
+  kind: 'write' | 'network' | 'other'
+  /** The path written (absolute), for `'write'`. */
+  path?: string
+  /** The error line it was read from. */
+  message: string
 }
 
 /**
@@ -1335,8 +1395,8 @@ export interface SpawnOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. Not with
-   * `dieWithParent` yet (EINVAL). @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
@@ -1374,6 +1434,11 @@ export interface SpawnResult {
   stderrBytes: number
   error?: string
   errorCode?: string
+  /**
+   * A sandboxed run (`sandbox` option): how it was applied; `denied` only
+   * from the exit here (the output went to the callbacks).
+   */
+  sandbox?: SandboxResult
 }
 
 /** Options of `CommandRunner.start` (an interactive command). */
@@ -1472,8 +1537,8 @@ export interface SubprocessOptions {
    * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
    * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
    * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. Not with
-   * `dieWithParent` yet (EINVAL). @default false
+   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
 }

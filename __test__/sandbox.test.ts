@@ -1,12 +1,14 @@
 // The opt-in sandbox (Linux: Landlock + seccomp), with real processes. Every
 // escape test also checks the host side: the file is not there, the server
 // saw no connection.
-import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+
+import { isRunning, waitGone } from './helpers'
 
 import { CommandRunner, executeAndCapture, ProcessManager, PythonSession, sandboxStatus, ShellSession, spawnCall } from '../index.js'
 
@@ -140,9 +142,9 @@ describe.skipIf(process.platform !== 'linux')('sandbox: fails closed, composes, 
   it.skipIf(!supported)('with limits (the fork path), dieWithParent, TypeScript and spawnCall', async () => {
     const lim = await bash(`echo a > lim.txt && (echo b > ${outside}/lim || echo denied)`, { limits: { maxProcesses: 50, openFiles: 256 } })
     expect(lim.stdout).toBe('denied\n')
-    // the parent-death signal would follow the short-lived spawning thread: refused, not a dead child
-    const dwp = await bash(`echo b > ${outside}/dwp || echo denied`, { dieWithParent: true })
-    expect(dwp).toMatchObject({ errorCode: 'EINVAL', error: 'exec: sandbox and dieWithParent cannot be combined yet (EINVAL)' })
+    // the parent-death signal follows the spawning thread, which stays for the run
+    const dwp = await bash(`sleep 0.3; echo b > ${outside}/dwp || echo denied`, { dieWithParent: true })
+    expect(dwp.stdout).toBe('denied\n')
     const ts = await executeAndCapture(`import { writeFileSync } from 'node:fs'; const n: number = 1; try { writeFileSync('${outside}/ts', 'x') } catch (e: any) { console.log(e.code, n) }`, 'typescript', o)
     expect(ts.stdout, JSON.stringify(ts)).toBe('EACCES 1\n')
     const sc = await spawnCall('sh', ['-c', `echo c > ${outside}/sc || echo denied`], o)
@@ -244,6 +246,25 @@ print('alive')`)
     }
   })
 
+  it.skipIf(!supported)('dieWithParent: a sandboxed child lives while the host does and dies with a SIGKILLed host', async () => {
+    const addon = join(__dirname, '..', 'index.js')
+    const script = `
+      const { spawnCall } = require(${JSON.stringify(addon)});
+      spawnCall('sh', ['-c', 'echo $$; exec sleep 1000'], { timeout: 0, dieWithParent: true, sandbox: true }, (d) => process.stdout.write(d));
+    `
+    const host = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    host.stdout.on('data', (d) => (out += d))
+    for (let i = 0; i < 100 && !out.includes('\n'); i++) await new Promise((r) => setTimeout(r, 50))
+    const pid = Number(out.trim())
+    expect(pid).toBeGreaterThan(1)
+    // the spawning thread is gone after a plain sandboxed spawn: the child must not die with it
+    await new Promise((r) => setTimeout(r, 500))
+    expect(isRunning(pid)).toBe(true)
+    host.kill('SIGKILL')
+    expect(await waitGone([pid])).toEqual([])
+  })
+
   it('bad sandbox options are EINVAL TypeErrors', async () => {
     await expect(bash('true', { sandbox: 'yes' as any })).rejects.toThrow(/options.sandbox must be true or an object/)
     await expect(bash('true', { sandbox: { mode: 'open' } as any })).rejects.toThrow(/mode must be 'read-only' or 'workspace-write'/)
@@ -261,5 +282,161 @@ print('alive')`)
     expect(run('--network', '-e', 'true').status).toBe(2)
     expect(existsSync(join(outside, 'cli'))).toBe(false)
     expect(existsSync(join(work, 'cli-ro.txt'))).toBe(false)
+  })
+})
+
+describe.skipIf(!supported)('sandbox: more escape attempts', () => {
+  it('node fetch, python urllib, curl, raw and netlink sockets fail; the host server sees nothing', async () => {
+    let connections = 0
+    const server = createServer((c) => {
+      connections++
+      c.destroy()
+    })
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const port = (server.address() as any).port
+    const fetch_ = await executeAndCapture(`await fetch('http://127.0.0.1:${port}/').then(() => console.log('reached'), (e) => console.log('failed', e.cause?.code))`, 'javascript', o)
+    expect(fetch_.stdout).toMatch(/^failed E/)
+    const py = await executeAndCapture(
+      `import socket, urllib.request
+for name, fn in [("urllib", lambda: urllib.request.urlopen("http://127.0.0.1:${port}/", timeout=2)),
+                 ("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)),
+                 ("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)),
+                 ("inet6", lambda: socket.create_connection(("::1", ${port}), timeout=2))]:
+    try:
+        fn(); print(name, "reached")
+    except OSError as e:
+        print(name, "failed")`,
+      'python',
+      o,
+    )
+    expect(py.stdout).toBe('urllib failed\nraw failed\nnetlink failed\ninet6 failed\n')
+    const curl = await bash(`command -v curl > /dev/null || { echo failed; exit; }; curl -sS --max-time 3 http://127.0.0.1:${port}/ > /dev/null 2>&1 && echo reached || echo failed`)
+    expect(curl.stdout).toBe('failed\n')
+    await new Promise((r) => setTimeout(r, 100))
+    server.close()
+    expect(connections).toBe(0)
+  })
+
+  it("unshare -Urm and a nohup daemon stay confined; the host's /proc/<pid>/environ is unreadable", async () => {
+    const r = await bash(`
+      unshare -Urm sh -c 'echo x > ${outside}/userns' 2>/dev/null || echo unshare-failed
+      nohup sh -c 'sleep 0.3; echo x > ${outside}/nohup' > /dev/null 2>&1 &
+      cat /proc/${process.pid}/environ > /dev/null 2>&1 || echo environ-denied
+      sleep 0.6
+    `)
+    expect(r.stdout).toContain('unshare-failed')
+    expect(r.stdout).toContain('environ-denied')
+    await new Promise((res) => setTimeout(res, 400))
+    expect(existsSync(join(outside, 'userns'))).toBe(false)
+    expect(existsSync(join(outside, 'nohup'))).toBe(false)
+    // the host itself can read it: the denial is the sandbox's (and, for a root host, the capability drop's)
+    expect(readFileSync(`/proc/${process.pid}/environ`).length).toBeGreaterThan(0)
+  })
+
+  it('a hard link from outside into a root is refused (EXDEV); a writable root that is a symlink is refused', async () => {
+    writeFileSync(join(outside, 'src'), 'x')
+    const r = await bash(`ln ${outside}/src linked 2>&1 || echo link-denied`)
+    expect(r.stdout).toMatch(/Invalid cross-device link[\s\S]*link-denied/)
+    expect(existsSync(join(work, 'linked'))).toBe(false)
+    const link = join(work, 'root-link')
+    symlinkSync(outside, link)
+    const s = await bash(`echo x > ${outside}/via-link`, { sandbox: { writableRoots: [link] } })
+    expect(s.errorCode).toBe('EINVAL')
+    expect(s.error).toMatch(/sandbox.writableRoots: .*root-link is a symlink \(to .*\); give the directory itself \(EINVAL\)$/)
+    expect(existsSync(join(outside, 'via-link'))).toBe(false)
+  })
+})
+
+describe.skipIf(!supported)('sandbox: denial reporting', () => {
+  it('a denied write is reported with its path; a success, a missing file and an error inside a root are not', async () => {
+    const den = await bash(`echo x > ${outside}/den`)
+    expect(den.exitCode).toBe(1)
+    expect(den.sandbox).toMatchObject({ applied: true, denied: true })
+    expect(den.sandbox!.abi).toBeGreaterThanOrEqual(6)
+    expect(den.sandbox!.violations).toEqual([{ kind: 'write', path: `${outside}/den`, message: expect.stringContaining('Permission denied') }])
+    const ok = await bash('echo fine')
+    expect(ok.sandbox).toMatchObject({ applied: true, denied: false, violations: [] })
+    if (sandboxStatus().landlockAbi < 9) expect(ok.sandbox!.missing).toContain('unixSockets')
+    const enoent = await bash('cat /nonexistent-exn-file')
+    expect(enoent.exitCode).toBe(1)
+    expect(enoent.sandbox!.denied).toBe(false)
+    // a permission error on a path inside a writable root is a real one, not the sandbox's
+    const inside = await bash(`echo "touch: cannot touch '${work}/locked': Permission denied" >&2; exit 1`)
+    expect(inside.sandbox!.denied).toBe(false)
+    const py = await executeAndCapture(`open('${outside}/py-den', 'w')`, 'python', o)
+    expect(py.sandbox!.violations[0]).toMatchObject({ kind: 'write', path: `${outside}/py-den` })
+    const net = await executeAndCapture(`import socket; socket.create_connection(("127.0.0.1", 9), timeout=2)`, 'python', o)
+    expect(net.sandbox).toMatchObject({ denied: true, violations: [expect.objectContaining({ kind: 'network' })] })
+    // not sandboxed: no report
+    expect((await executeAndCapture('true', 'bash')).sandbox).toBeUndefined()
+  })
+
+  it("runCommand's text gets a line the model can act on, and sandboxDenied", async () => {
+    const runner = new CommandRunner({ cwd: work, sandbox: true })
+    try {
+      const r = await runner.run(`echo x > ${outside}/cmd-den`)
+      expect(r.sandboxDenied).toBe(true)
+      expect(r.text.split('\n').at(-1)).toBe(`[sandbox: writes limited to ${work}, /tmp${process.env.TMPDIR && process.env.TMPDIR !== '/tmp' ? ', ' + process.env.TMPDIR : ''}; network off; denied: '${outside}/cmd-den' (Permission denied)]`)
+      const fine = await runner.run('echo fine')
+      expect(fine.sandboxDenied).toBe(false)
+      expect(fine.text).not.toContain('[sandbox')
+    } finally {
+      await runner.close()
+    }
+  })
+
+  it('ProcessManager and serve report the denial (sandboxDenied, as codex)', async () => {
+    const pm = new ProcessManager()
+    try {
+      const { processId } = await pm.start({ argv: ['sh', '-c', `echo x > ${outside}/pm-den`], cwd: work, sandbox: true })
+      const w = await pm.wait(processId, { timeoutMs: 10_000 })
+      expect(w.sandbox).toMatchObject({ applied: true, denied: true, violations: [expect.objectContaining({ path: `${outside}/pm-den` })] })
+    } finally {
+      await pm.close()
+    }
+    const srv = spawn(process.execPath, [join(__dirname, '..', 'bin', 'exec-native.mjs'), 'serve'], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const msgs: any[] = []
+    let buf = ''
+    srv.stdout.on('data', (d) => {
+      buf += d
+      let k
+      while ((k = buf.indexOf('\n')) >= 0) {
+        msgs.push(JSON.parse(buf.slice(0, k)))
+        buf = buf.slice(k + 1)
+      }
+    })
+    srv.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'process/start', params: { processId: 'd', argv: ['bash', '-c', `echo x > ${outside}/srv-den`], cwd: work, sandbox: {} } }) + '\n')
+    const deadline = Date.now() + 15_000
+    while (Date.now() < deadline && !msgs.some((m) => m.method === 'process/exited')) await new Promise((r) => setTimeout(r, 50))
+    srv.kill()
+    const exited = msgs.find((m) => m.method === 'process/exited')
+    expect(exited?.params).toMatchObject({ processId: 'd', exitCode: 1, sandboxDenied: true })
+    expect(exited.params.sandbox.violations[0].path).toBe(`${outside}/srv-den`)
+  })
+
+  it("onUnavailable 'warn' runs, says so in the result and in runCommand's text", async () => {
+    process.env.EXEC_NATIVE_TEST_NO_LANDLOCK = '1'
+    try {
+      const r = await bash('echo ran', { sandbox: { onUnavailable: 'warn' } })
+      expect(r.stdout).toBe('ran\n')
+      expect(r.sandbox).toMatchObject({ applied: false, warning: 'Landlock is not enabled in this kernel (simulated)' })
+      const runner = new CommandRunner({ cwd: work, sandbox: { onUnavailable: 'warn' } })
+      try {
+        const c = await runner.run('echo ran')
+        expect(c.text.split('\n').at(-1)).toBe('[sandbox: not applied: Landlock is not enabled in this kernel (simulated)]')
+      } finally {
+        await runner.close()
+      }
+      const quiet = new CommandRunner({ cwd: work, sandbox: { onUnavailable: 'run-unsandboxed' } })
+      try {
+        const c = await quiet.run('echo ran')
+        expect(c.text).not.toContain('[sandbox')
+        expect(c.sandbox).toMatchObject({ applied: false })
+      } finally {
+        await quiet.close()
+      }
+    } finally {
+      delete process.env.EXEC_NATIVE_TEST_NO_LANDLOCK
+    }
   })
 })

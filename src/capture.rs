@@ -91,6 +91,7 @@ pub struct Captured {
   pub truncated: bool,
   pub error: Option<ExecError>,
   pub pid: u32,
+  pub sandbox: Option<exec_core::sandbox::SandboxReport>,
 }
 
 impl Captured {
@@ -109,6 +110,7 @@ impl Captured {
       truncated: false,
       error: Some(error),
       pid: 0,
+      sandbox: None,
     }
   }
 
@@ -152,6 +154,7 @@ impl Captured {
       error_code: self.error.as_ref().map(|e| e.code.as_str().to_owned()),
       error: self.error.map(|e| e.message()),
       pid: self.pid,
+      sandbox: self.sandbox.map(Into::into),
     }
   }
 }
@@ -176,7 +179,13 @@ pub async fn capture(
     Ok(f) => {
       let out = f.stdout.render();
       let err = f.stderr.render();
-      let o = f.outcome;
+      let mut o = f.outcome;
+      if o.sandbox.is_some() {
+        o.judge_sandbox(&[
+          &String::from_utf8_lossy(&err.bytes),
+          &String::from_utf8_lossy(&out.bytes),
+        ]);
+      }
       Captured {
         truncated: out.truncated || err.truncated,
         stdout: out.bytes,
@@ -190,6 +199,7 @@ pub async fn capture(
         stderr_bytes: o.stderr_bytes,
         error: o.error,
         pid: o.pid,
+        sandbox: o.sandbox,
       }
     }
   }

@@ -64,8 +64,8 @@ pub struct CommandOptions {
   /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
   /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
   /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
-  /// `dieWithParent` yet (EINVAL). @default false
+  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+  /// says how it was applied and what it likely denied. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
   /// When `bash` exits, terminate what it left running (`cmd &`, `setsid
@@ -297,6 +297,12 @@ pub struct CommandResult {
   /// What the command left running, adopted as background jobs of the
   /// runner (`checkBackground(pid)`, `killBackground(pid)`).
   pub adopted: Vec<AdoptedProcess>,
+  /// A sandboxed command: how the sandbox was applied and what it likely
+  /// denied (a finished command; `text` then ends with a `[sandbox: …]`
+  /// line the model can act on).
+  pub sandbox: Option<crate::options::SandboxResult>,
+  /// `sandbox.denied`, at the top level as codex's protocol has it.
+  pub sandbox_denied: Option<bool>,
 }
 
 /// A process a command left running, now a background job of the runner.
@@ -433,6 +439,8 @@ fn result_to_js(r: CoreResult) -> CommandResult {
       .into_iter()
       .map(|(pid, command)| AdoptedProcess { pid, command })
       .collect(),
+    sandbox_denied: r.sandbox.as_ref().map(|s| s.denied),
+    sandbox: r.sandbox.map(Into::into),
   }
 }
 

@@ -116,6 +116,9 @@ pub struct ProcessEvent {
   pub error: Option<String>,
   /// `failed`: ENOENT, EACCES, ENOTDIR, ESPAWN, EIO...; `exited`: ELIMIT.
   pub error_code: Option<String>,
+  /// `exited`, a sandboxed process: how the sandbox was applied and what it
+  /// likely denied (judged from the retained output).
+  pub sandbox: Option<crate::options::SandboxResult>,
 }
 
 /// The state of a process after `wait` or `terminate`.
@@ -133,6 +136,9 @@ pub struct ProcessExit {
   pub error: Option<String>,
   /// `'ELIMIT'` when a resource limit stopped it.
   pub error_code: Option<String>,
+  /// A sandboxed process that exited: how the sandbox was applied and what
+  /// it likely denied (judged from the retained output).
+  pub sandbox: Option<crate::options::SandboxResult>,
 }
 
 /// Options of `terminate`.
@@ -261,6 +267,11 @@ fn exit_parts(exit: Option<ExitInfo>) -> (Either<i32, Null>, Either<String, Null
 
 fn exit_js(r: core::WaitResult) -> ProcessExit {
   let error = r.exit.as_ref().and_then(|x| x.error.clone());
+  let sandbox = r
+    .exit
+    .as_ref()
+    .and_then(|x| x.sandbox.clone())
+    .map(Into::into);
   let (exit_code, signal) = exit_parts(r.exit);
   ProcessExit {
     running: r.running,
@@ -268,6 +279,7 @@ fn exit_js(r: core::WaitResult) -> ProcessExit {
     signal,
     error_code: error.as_ref().map(|e| e.code.as_str().to_owned()),
     error: error.map(|e| e.message()),
+    sandbox,
   }
 }
 
@@ -283,6 +295,7 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
     signal: None,
     error: None,
     error_code: None,
+    sandbox: None,
   };
   match ev.kind {
     EventKind::Started { pid } => out.pid = Some(pid),
@@ -293,6 +306,7 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
     EventKind::Exited(x) => {
       out.exit_code = Some(x.exit_code);
       out.signal = Some(nullable(x.signal));
+      out.sandbox = x.sandbox.map(Into::into);
       if let Some(e) = x.error {
         out.error_code = Some(e.code.as_str().to_owned());
         out.error = Some(e.message());

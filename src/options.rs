@@ -47,8 +47,8 @@ pub struct ExecuteOptions {
   /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
   /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
   /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
-  /// `dieWithParent` yet (EINVAL). @default false
+  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+  /// says how it was applied and what it likely denied. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
   /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
@@ -95,6 +95,8 @@ pub struct CapturedExecutionResult {
   pub error_code: Option<String>,
   /// The child's pid (0 if it never ran).
   pub pid: u32,
+  /// A sandboxed run (`sandbox` option): how it was applied, what it denied.
+  pub sandbox: Option<SandboxResult>,
 }
 
 /// Options of `spawnCall`.
@@ -130,8 +132,8 @@ pub struct SpawnOptions {
   /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
   /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
   /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
-  /// `dieWithParent` yet (EINVAL). @default false
+  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+  /// says how it was applied and what it likely denied. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
   /// Least milliseconds between two calls of the same callback: output is
@@ -167,6 +169,65 @@ pub struct SpawnResult {
   pub stderr_bytes: f64,
   pub error: Option<String>,
   pub error_code: Option<String>,
+  /// A sandboxed run (`sandbox` option): how it was applied; `denied` only
+  /// from the exit here (the output went to the callbacks).
+  pub sandbox: Option<SandboxResult>,
+}
+
+/// How the sandbox of a run was applied, and what it likely denied.
+#[napi(object, object_from_js = false)]
+pub struct SandboxResult {
+  /// The sandbox was in force. False only when `onUnavailable` (`'warn'`,
+  /// `'run-unsandboxed'`) let the run go on without it; `warning` says why.
+  pub applied: bool,
+  /// The kernel's Landlock ABI (0: none).
+  pub abi: u32,
+  /// Guarantees this kernel cannot give: `'refer'` (ABI < 2), `'truncate'`
+  /// (< 3), `'signalScope'` and `'abstractUnixSockets'` (< 6),
+  /// `'unixSockets'` (pathname Unix sockets, < 9).
+  pub missing: Vec<String>,
+  /// Why it was not applied.
+  pub warning: Option<String>,
+  /// A denial likely explains the run's failure: it failed, and its output
+  /// names a write outside the writable roots that the user could otherwise
+  /// make, a network error (network off), or a refused signal or syscall.
+  /// A permission error inside a writable root is not a denial. Judged from
+  /// the output, so a heuristic; for streaming runs (whose output the
+  /// library does not keep) only from the exit (SIGSYS).
+  pub denied: bool,
+  pub violations: Vec<SandboxViolation>,
+}
+
+/// One likely denial.
+#[napi(object, object_from_js = false)]
+pub struct SandboxViolation {
+  #[napi(ts_type = "'write' | 'network' | 'other'")]
+  pub kind: String,
+  /// The path written (absolute), for `'write'`.
+  pub path: Option<String>,
+  /// The error line it was read from.
+  pub message: String,
+}
+
+impl From<exec_core::sandbox::SandboxReport> for SandboxResult {
+  fn from(r: exec_core::sandbox::SandboxReport) -> Self {
+    SandboxResult {
+      applied: r.applied,
+      abi: r.abi,
+      missing: r.missing.iter().map(|m| (*m).to_owned()).collect(),
+      warning: r.warning,
+      denied: r.denied,
+      violations: r
+        .violations
+        .into_iter()
+        .map(|v| SandboxViolation {
+          kind: v.kind.as_str().to_owned(),
+          path: v.path,
+          message: v.message,
+        })
+        .collect(),
+    }
+  }
 }
 
 /// `Some(s)` -> `s`, `None` -> `null` (not `undefined`).
@@ -192,8 +253,10 @@ pub struct SandboxOptions {
   /// Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false
   pub network: Option<bool>,
   /// `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
-  /// applied; `'run-unsandboxed'`: run without it. @default 'error'
-  #[napi(ts_type = "'error' | 'run-unsandboxed'")]
+  /// applied; `'warn'`: run without it, say so in the result's
+  /// `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
+  /// without it (the result's `sandbox.applied` is false). @default 'error'
+  #[napi(ts_type = "'error' | 'warn' | 'run-unsandboxed'")]
   pub on_unavailable: Option<String>,
 }
 

@@ -83,8 +83,8 @@ pub struct SubprocessOptions {
   /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
   /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
   /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. Not with
-  /// `dieWithParent` yet (EINVAL). @default false
+  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+  /// says how it was applied and what it likely denied. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
 }
@@ -181,6 +181,7 @@ pub fn failed(e: ExecError) -> SpawnResult {
     stderr_bytes: 0.0,
     error_code: Some(e.code.as_str().to_owned()),
     error: Some(e.message()),
+    sandbox: None,
   }
 }
 
@@ -191,7 +192,9 @@ pub async fn settle(
   cancel: CancellationToken,
 ) -> SpawnResult {
   let f = exec.wait(&policy, &cancel).await;
-  let o = f.outcome;
+  let mut o = f.outcome;
+  // the output went to the callbacks: only the exit can be judged
+  o.judge_sandbox(&[]);
   SpawnResult {
     exit_code: o.exit_code,
     signal: crate::options::nullable(o.signal),
@@ -203,6 +206,7 @@ pub async fn settle(
     stderr_bytes: o.stderr_bytes as f64,
     error_code: o.error.as_ref().map(|e| e.code.as_str().to_owned()),
     error: o.error.map(|e| e.message()),
+    sandbox: o.sandbox.map(Into::into),
   }
 }
 

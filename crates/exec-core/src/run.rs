@@ -152,6 +152,19 @@ pub struct RunOutcome {
   pub stderr_bytes: u64,
   /// TIMEOUT or ECANCELED; other errors are added by callers.
   pub error: Option<ExecError>,
+  /// A sandboxed run: how it was applied; callers that hold the output
+  /// judge denials with [`RunOutcome::judge_sandbox`].
+  pub sandbox: Option<crate::sandbox::SandboxReport>,
+}
+
+impl RunOutcome {
+  /// Judge whether a sandbox denial explains the run's failure, from its
+  /// output (stderr first).
+  pub fn judge_sandbox(&mut self, texts: &[&str]) {
+    if let Some(r) = &mut self.sandbox {
+      r.judge(self.exit_code, self.signal.as_deref(), texts);
+    }
+  }
 }
 
 pub struct Finished<O, E> {
@@ -177,6 +190,22 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   catchup: [Arc<Catchup>; 2],
   mark: String,
   guard: LimitGuard,
+  sandbox: Option<crate::sandbox::SandboxReport>,
+  /// Keeps a sandboxed `dieWithParent` child's spawning thread alive.
+  _pdeath_anchor: Option<crate::sandbox::Anchor>,
+}
+
+/// The directory a spec runs in.
+fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
+  match &spec.cwd {
+    Some(c) => Ok(c.clone()),
+    None => std::env::current_dir().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ENOENT,
+        format!("the host's working directory is gone: {e}"),
+      )
+    }),
+  }
 }
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
@@ -244,13 +273,27 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
-    if spec.sandbox.is_some() && spec.die_with_parent {
-      // the parent-death signal follows the thread that spawned, and the
-      // sandbox spawns from a short-lived thread: the child would die at once
-      return Err(ExecError::invalid(
-        "sandbox and dieWithParent cannot be combined yet",
-      ));
-    }
+    // macOS: the command runs behind sandbox-exec (Linux: None)
+    let wrapped;
+    let mut sandbox = None;
+    let spec = match &spec.sandbox {
+      Some(policy) => {
+        match crate::sandbox::wrap_command(policy, &spec_cwd(spec)?, &spec.program, &spec.args)? {
+          Some((program, args, report)) => {
+            sandbox = Some(report);
+            wrapped = ProcessSpec {
+              program,
+              args,
+              sandbox: None,
+              ..spec.clone()
+            };
+            &wrapped
+          }
+          None => spec,
+        }
+      }
+      None => spec,
+    };
     let mark = tree::new_mark(owner);
     let mut cmd = build_command(spec, &mark);
     // limits are set in the child before exec (exact, but a real fork instead
@@ -273,22 +316,25 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // until the child is registered, the exit paths wait for it and the
     // reaper does not take it for an orphan
     let ticket = group::begin_spawn(owner)?;
+    let mut pdeath_anchor = None;
     let mut child = match &spec.sandbox {
       None => cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?,
       Some(policy) => {
-        let cwd = match &spec.cwd {
-          Some(c) => c.clone(),
-          None => std::env::current_dir().map_err(|e| {
-            ExecError::new(
-              ErrorCode::ENOENT,
-              format!("the host's working directory is gone: {e}"),
-            )
-          })?,
-        };
+        let cwd = spec_cwd(spec)?;
         // spawned from a thread that restricted itself: the child inherits it
-        crate::sandbox::spawn_in(policy, &cwd, &plan_writes, || {
-          cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))
-        })?
+        let spawn = move || cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
+        let (child, report) = if spec.die_with_parent {
+          // the parent-death signal follows the thread that spawned: it
+          // stays until the run is over
+          let (child, report, anchor) =
+            crate::sandbox::spawn_anchored(policy, &cwd, &plan_writes, spawn)?;
+          pdeath_anchor = Some(anchor);
+          (child, report)
+        } else {
+          crate::sandbox::spawn_in(policy, &cwd, &plan_writes, spawn)?
+        };
+        sandbox = Some(report);
+        child
       }
     };
     let pid = child.id().unwrap_or(0);
@@ -325,6 +371,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       catchup,
       mark,
       guard,
+      sandbox,
+      _pdeath_anchor: pdeath_anchor,
     })
   }
 
@@ -429,6 +477,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       stdout_bytes,
       stderr_bytes,
       error,
+      sandbox: self.sandbox.clone(),
     }
   }
 

@@ -196,6 +196,7 @@ fn failed_outcome(pid: u32, e: tokio::task::JoinError) -> RunOutcome {
       ErrorCode::EIO,
       format!("the supervisor of pid {pid} failed: {e}"),
     )),
+    sandbox: None,
   }
 }
 
@@ -424,6 +425,7 @@ impl CommandRunner {
       duration: started.elapsed(),
       error: None,
       adopted: Vec::new(),
+      sandbox: None,
     }
   }
 
@@ -637,7 +639,7 @@ fn limit_error(o: &RunOutcome) -> Option<&ExecError> {
 }
 
 fn finish_foreground(
-  outcome: RunOutcome,
+  mut outcome: RunOutcome,
   capture: &SharedCapture,
   limits: Limits,
   duration: Duration,
@@ -665,6 +667,11 @@ fn finish_foreground(
     text.push_str("\n\n");
     text.push_str(&e.message());
   }
+  outcome.judge_sandbox(&[&stderr.text, &stdout.text]);
+  if let Some(line) = outcome.sandbox.as_ref().and_then(|r| r.text_line()) {
+    text.push_str("\n\n");
+    text.push_str(&line);
+  }
   CommandResult {
     pid: outcome.pid,
     stdout,
@@ -679,6 +686,7 @@ fn finish_foreground(
     duration,
     error: outcome.error,
     adopted: Vec::new(),
+    sandbox: outcome.sandbox,
   }
 }
 
@@ -820,6 +828,7 @@ async fn watch_adopted(
     stdout_bytes: 0,
     stderr_bytes: 0,
     error: None,
+    sandbox: None,
   };
   loop {
     tokio::select! {

@@ -136,6 +136,9 @@ pub struct CommandResult {
   pub error: Option<ExecError>,
   /// What the command left running, adopted as background jobs: (pid, command line).
   pub adopted: Vec<(u32, String)>,
+  /// A sandboxed command: how the sandbox was applied and what it likely
+  /// denied (judged on a finished command only).
+  pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 impl CommandResult {
@@ -155,6 +158,7 @@ impl CommandResult {
       duration: Duration::ZERO,
       error: Some(error),
       adopted: Vec::new(),
+      sandbox: None,
     }
   }
 }

@@ -202,7 +202,11 @@ impl Proc {
     }
   }
 
-  async fn finish(&self, exit: ExitInfo) {
+  async fn finish(&self, mut exit: ExitInfo) {
+    if let Some(r) = &mut exit.sandbox {
+      let [err, out] = self.lock().retained_text();
+      r.judge(exit.exit_code, exit.signal.as_deref(), &[&err, &out]);
+    }
     self.exited.store(true, Ordering::Release);
     *self.input.lock().await = Input::Closed;
     self.lock().record_exit(exit);
@@ -534,6 +538,7 @@ impl ProcessManager {
               signal: f.outcome.signal,
               // no timeout and no cancel here: only a limit gives an error
               error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
+              sandbox: f.outcome.sandbox,
             })
             .await;
           expire_later(weak, proc, retention);
@@ -569,6 +574,7 @@ impl ProcessManager {
           spec.sandbox.as_ref(),
         )?;
         let pid = spawned.pid;
+        let sandbox = spawned.sandbox;
         ticket.register(pid as i32);
         guard.set_leader(pid as i32);
         let p = make(Some(spawned.master));
@@ -600,7 +606,9 @@ impl ProcessManager {
             exit_code: -1,
             signal: None,
             error: None,
+            sandbox: None,
           });
+          exit.sandbox = sandbox;
           exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
           guard.release();
           // the output is read to EIO, but no longer than `drain` after the exit
@@ -841,6 +849,7 @@ fn reap(pid: u32) -> ExitInfo {
     match waitpid(nix::unistd::Pid::from_raw(pid as i32), None) {
       Ok(WaitStatus::Exited(_, code)) => {
         return ExitInfo {
+          sandbox: None,
           exit_code: code,
           signal: None,
           error: None,
@@ -848,6 +857,7 @@ fn reap(pid: u32) -> ExitInfo {
       }
       Ok(WaitStatus::Signaled(_, sig, _)) => {
         return ExitInfo {
+          sandbox: None,
           exit_code: 128 + sig as i32,
           signal: Some(sig.as_str().to_owned()),
           error: None,
@@ -857,6 +867,7 @@ fn reap(pid: u32) -> ExitInfo {
       Err(nix::errno::Errno::EINTR) => continue,
       Err(_) => {
         return ExitInfo {
+          sandbox: None,
           exit_code: -1,
           signal: None,
           error: None,

@@ -22,6 +22,7 @@ pub(crate) struct SpawnedPty {
   pub pid: u32,
   pub master: Box<dyn MasterPty + Send>,
   pub io: AsyncFd<OwnedFd>,
+  pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
@@ -105,9 +106,14 @@ pub(crate) fn spawn(
   }
   // the terminal is open already: only the fork happens on the sandboxed
   // thread, and the child inherits its restrictions
+  let mut report = None;
   let spawned = match sandbox {
     None => cmd.spawn(),
-    Some(policy) => crate::sandbox::spawn_in(policy, cwd, &plan_writes, || Ok(cmd.spawn()))?,
+    Some(policy) => {
+      let (spawned, r) = crate::sandbox::spawn_in(policy, cwd, &plan_writes, || Ok(cmd.spawn()))?;
+      report = Some(r);
+      spawned
+    }
   };
   // our copies of the slave must go, or the master never sees EOF
   drop(cmd);
@@ -131,6 +137,7 @@ pub(crate) fn spawn(
     pid,
     master: pair.master,
     io,
+    sandbox: report,
   })
 }
 

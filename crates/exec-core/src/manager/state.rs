@@ -38,6 +38,9 @@ pub struct ExitInfo {
   pub signal: Option<String>,
   /// Why it was stopped, when a resource limit stopped it (ELIMIT).
   pub error: Option<ExecError>,
+  /// A sandboxed process: how it was applied, and whether a denial likely
+  /// explains its failure (judged from the retained output).
+  pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 /// What happened to a process.
@@ -275,6 +278,15 @@ impl State {
     }
   }
 
+  /// The retained output as text, stderr first (for the sandbox's judge).
+  pub fn retained_text(&self) -> [String; 2] {
+    let mut out = [Vec::new(), Vec::new()];
+    for c in &self.log {
+      out[(c.stream != Stream::Stderr) as usize].extend_from_slice(&c.data);
+    }
+    out.map(|b| String::from_utf8_lossy(&b).into_owned())
+  }
+
   /// Whether a `read(after_seq)` has anything to return right now.
   pub fn has_news(&self, after_seq: u64) -> bool {
     self.closed || self.exit.is_some() || self.log.back().is_some_and(|c| c.seq > after_seq)
@@ -347,6 +359,7 @@ mod tests {
     s.record_output(Stream::Stdout, b"early");
     s.release_started(42);
     s.record_exit(ExitInfo {
+      sandbox: None,
       exit_code: 0,
       signal: None,
       error: None,

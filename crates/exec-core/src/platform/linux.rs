@@ -187,3 +187,61 @@ pub fn sandbox_support() -> super::SandboxSupport {
     sandbox_exec: false,
   }
 }
+
+/// Drop every capability of the calling thread and of what it spawns from
+/// now on: the bounding set (so an exec as root gains none back), the
+/// ambient, inheritable, permitted and effective sets. A root host's
+/// sandboxed child would otherwise still read other processes'
+/// `/proc/<pid>/environ`. Without `CAP_SETPCAP` (a non-root host) the
+/// bounding set cannot be lowered, and need not be: there is nothing to gain
+/// back by exec.
+pub fn drop_all_capabilities() -> io::Result<()> {
+  let root = unsafe { libc::geteuid() } == 0;
+  // CAP_LAST_CAP of this kernel; the loop stops at the first unknown one
+  for cap in 0..64 {
+    let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    if r == -1 {
+      let e = io::Error::last_os_error();
+      match e.raw_os_error() {
+        Some(libc::EINVAL) => break,
+        Some(libc::EPERM) if !root => break,
+        _ => return Err(e),
+      }
+    }
+  }
+  unsafe {
+    libc::prctl(
+      libc::PR_CAP_AMBIENT,
+      libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+      0,
+      0,
+      0,
+    )
+  };
+  #[repr(C)]
+  struct Header {
+    version: u32,
+    pid: i32,
+  }
+  #[repr(C)]
+  #[derive(Clone, Copy)]
+  struct Data {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+  }
+  let header = Header {
+    version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+    pid: 0,               // this thread
+  };
+  let data = [Data {
+    effective: 0,
+    permitted: 0,
+    inheritable: 0,
+  }; 2];
+  let r = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
+  if r == -1 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(())
+}

@@ -60,3 +60,8 @@ pub fn sandbox_support() -> super::SandboxSupport {
     sandbox_exec: std::path::Path::new("/usr/bin/sandbox-exec").is_file(),
   }
 }
+
+/// macOS has no capabilities: nothing to drop.
+pub fn drop_all_capabilities() -> io::Result<()> {
+  Ok(())
+}

@@ -104,11 +104,32 @@ fn exit_fields(v: &mut Value, exit: &Option<ExitInfo>) {
     .as_ref()
     .and_then(|e| e.signal.clone())
     .map_or(Value::Null, Value::String);
+  // a sandboxed process: codex's ReadResponse.sandboxDenied, and what was denied
+  if let Some(r) = exit.as_ref().and_then(|e| e.sandbox.as_ref()) {
+    v["sandboxDenied"] = json!(r.denied);
+    v["sandbox"] = sandbox_json(r);
+  }
   // only when a resource limit stopped the process (ELIMIT)
   if let Some(e) = exit.as_ref().and_then(|e| e.error.as_ref()) {
     v["error"] = json!(e.message());
     v["errorCode"] = json!(e.code.as_str());
   }
+}
+
+/// `{ applied, abi, missing, warning, denied, violations: [{ kind, path, message }] }`
+pub fn sandbox_json(r: &crate::sandbox::SandboxReport) -> Value {
+  json!({
+    "applied": r.applied,
+    "abi": r.abi,
+    "missing": r.missing,
+    "warning": r.warning,
+    "denied": r.denied,
+    "violations": r.violations.iter().map(|v| json!({
+      "kind": v.kind.as_str(),
+      "path": v.path,
+      "message": v.message,
+    })).collect::<Vec<_>>(),
+  })
 }
 
 /// A `process/*` notification for an event.

@@ -234,21 +234,30 @@ impl Worker {
     // until the child is registered, the exit paths wait for it and the
     // reaper does not take it for an orphan
     let ticket = group::begin_spawn(owner)?;
+    let mut anchor = None;
     let spawned = match &spec.sandbox {
-      None => cmd.spawn(),
-      // the interpreter and every cell inherit the spawning thread's restrictions
+      None => {
+        let r = cmd.spawn();
+        // closes our copy of the worker's end: EOF then means the worker is gone
+        drop(cmd);
+        r
+      }
+      // the interpreter and every cell inherit the spawning thread's
+      // restrictions; the closure owns (and drops) the worker's end
       Some(policy) => {
-        if spec.die_with_parent {
-          return Err(ExecError::invalid(
-            "sandbox and dieWithParent cannot be combined yet",
-          ));
-        }
         let writes = plan_writes.clone();
-        crate::sandbox::spawn_in(policy, &spec.cwd, &writes, || Ok(cmd.spawn()))?
+        let spawn = move || Ok(cmd.spawn());
+        if spec.die_with_parent {
+          // the parent-death signal follows the spawning thread: it stays
+          // while the worker lives
+          let (r, _, a) = crate::sandbox::spawn_anchored(policy, &spec.cwd, &writes, spawn)?;
+          anchor = Some(a);
+          r
+        } else {
+          crate::sandbox::spawn_in(policy, &spec.cwd, &writes, spawn)?.0
+        }
       }
     };
-    // closes our copy of the worker's end: EOF then means the worker is gone
-    drop(cmd);
     let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.id().unwrap_or(0) as i32;
     ticket.register(pid);
@@ -284,6 +293,7 @@ impl Worker {
     let stderr = child.stderr.take();
     let (tx, exited) = watch::channel(None);
     tokio::spawn(async move {
+      let _anchor = anchor;
       let st = child
         .wait()
         .await

@@ -17,6 +17,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod report;
+pub mod seatbelt;
+pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
+
 use crate::error::{ErrorCode, ExecError};
 use crate::spawn::EnvSpec;
 
@@ -35,7 +39,11 @@ pub enum SandboxMode {
 pub enum OnUnavailable {
   /// `ESANDBOX`, nothing runs (the default).
   Error,
-  /// Run without it (the caller accepted that).
+  /// Run without it, and say so: the result's `sandbox.warning`, and a line
+  /// in `runCommand`'s text.
+  Warn,
+  /// Run without it (the caller accepted that); the result's `sandbox`
+  /// still says it was not applied.
   RunUnsandboxed,
 }
 
@@ -80,9 +88,10 @@ impl OnUnavailable {
   pub fn parse(s: &str) -> Result<Self, String> {
     match s {
       "error" => Ok(OnUnavailable::Error),
+      "warn" => Ok(OnUnavailable::Warn),
       "run-unsandboxed" => Ok(OnUnavailable::RunUnsandboxed),
       other => Err(format!(
-        "must be 'error' or 'run-unsandboxed', got '{other}'"
+        "must be 'error', 'warn' or 'run-unsandboxed', got '{other}'"
       )),
     }
   }
@@ -108,8 +117,8 @@ impl SandboxPolicy {
         .all(|r| base.writable_roots.iter().any(|b| r.starts_with(b)));
     let tmp_ok = self.exclude_tmp || !base.exclude_tmp || self.mode == SandboxMode::ReadOnly;
     let net_ok = !self.network || base.network;
-    let fallback_ok = self.on_unavailable == OnUnavailable::Error
-      || base.on_unavailable == OnUnavailable::RunUnsandboxed;
+    // error < warn < run-unsandboxed: how much a missing sandbox is accepted
+    let fallback_ok = self.on_unavailable as u8 <= base.on_unavailable as u8;
     mode_ok && roots_ok && tmp_ok && net_ok && fallback_ok
   }
 }
@@ -156,7 +165,20 @@ impl SandboxPolicy {
           format!("sandbox.writableRoots: {} does not exist", abs.display()),
         ));
       }
-      out.push(abs);
+      // a root that is itself a symlink (a sandboxed run may have planted
+      // it in /tmp) would open its target to writes: refused, not followed
+      if abs
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+      {
+        let to = std::fs::read_link(&abs).unwrap_or_default();
+        return Err(ExecError::invalid(format!(
+          "sandbox.writableRoots: {} is a symlink (to {}); give the directory itself",
+          abs.display(),
+          to.display()
+        )));
+      }
+      out.push(abs.canonicalize().unwrap_or(abs));
     }
     if !self.exclude_tmp {
       out.push(PathBuf::from("/tmp"));
@@ -274,6 +296,10 @@ mod linux {
       .as_ref()
       .map_err(|e| e.clone())?;
     seccompiler::apply_filter(prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
+    // a root host's child must not keep capabilities (it could read other
+    // processes' /proc/<pid>/environ despite Landlock)
+    crate::platform::drop_all_capabilities()
+      .map_err(|e| unavailable(format!("capabilities could not be dropped: {e}")))?;
     Ok(())
   }
 }
@@ -281,11 +307,7 @@ mod linux {
 /// Restrict the calling thread to `policy` for a run in `cwd`. Call it on a
 /// thread that does nothing else afterwards but spawn.
 #[cfg(target_os = "linux")]
-pub fn restrict_this_thread(
-  policy: &SandboxPolicy,
-  cwd: &Path,
-  extra: &[PathBuf],
-) -> Result<(), ExecError> {
+pub fn restrict_this_thread(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<(), ExecError> {
   if std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").is_some() {
     // tests: what a kernel without Landlock answers
     return Err(ExecError::new(
@@ -293,57 +315,184 @@ pub fn restrict_this_thread(
       "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
     ));
   }
-  let mut writable = policy.writable_paths(cwd)?;
-  writable.extend(extra.iter().cloned());
-  linux::restrict_this_thread(policy, &writable)
+  linux::restrict_this_thread(policy, writable)
 }
 
-/// macOS: not built yet (Seatbelt through `sandbox-exec` is planned).
+/// macOS: a thread cannot restrict itself (the sandbox wraps the command
+/// instead, see [`wrap_command`]); the paths that restrict a thread (PTY,
+/// sessions) refuse it.
 #[cfg(not(target_os = "linux"))]
 pub fn restrict_this_thread(
   _policy: &SandboxPolicy,
-  _cwd: &Path,
-  _extra: &[PathBuf],
+  _writable: &[PathBuf],
 ) -> Result<(), ExecError> {
   Err(ExecError::new(
     ErrorCode::ESANDBOX,
-    "sandbox unavailable: only Linux (Landlock + seccomp) is supported so far",
+    "sandbox unavailable: on macOS only executeAndCapture, spawnCall, spawn, runCommand and ProcessManager pipes run sandboxed (sandbox-exec)",
   ))
+}
+
+/// The kernel's Landlock ABI, asked once.
+fn landlock_abi() -> u32 {
+  static ABI: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+  *ABI.get_or_init(|| crate::platform::sandbox_support().landlock_abi)
+}
+
+/// Keeps the thread that spawned a sandboxed child with `dieWithParent`
+/// alive: the parent-death signal follows that thread, not the process, so
+/// it must live as long as the child may. Dropping it lets the thread end.
+pub struct Anchor(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+/// The report of a run about to be restricted to `policy` in `cwd`.
+fn new_report(policy: &SandboxPolicy, cwd: &Path, writable: Vec<PathBuf>) -> SandboxReport {
+  let abi = landlock_abi();
+  SandboxReport {
+    applied: true,
+    abi,
+    missing: missing_for(abi),
+    warn: policy.on_unavailable == OnUnavailable::Warn,
+    network: policy.network,
+    cwd: cwd.to_path_buf(),
+    writable,
+    ..Default::default()
+  }
+}
+
+/// Restrict this thread and run `spawn`; with `onUnavailable` other than
+/// `'error'`, an unavailable sandbox is skipped (the reason is returned).
+fn restricted<T>(
+  policy: &SandboxPolicy,
+  writable: &[PathBuf],
+  spawn: impl FnOnce() -> Result<T, ExecError>,
+) -> Result<(T, Option<String>), ExecError> {
+  match restrict_this_thread(policy, writable) {
+    Ok(()) => spawn().map(|t| (t, None)),
+    Err(e) if e.code == ErrorCode::ESANDBOX && policy.on_unavailable != OnUnavailable::Error => {
+      let why = e
+        .what
+        .trim_start_matches("sandbox unavailable: ")
+        .to_owned();
+      spawn().map(|t| (t, Some(why)))
+    }
+    Err(e) => Err(e),
+  }
+}
+
+fn finish_report(mut report: SandboxReport, skipped: Option<String>) -> SandboxReport {
+  if let Some(why) = skipped {
+    report.applied = false;
+    report.warning = Some(why);
+  }
+  report
 }
 
 /// Run `spawn` on a short-lived thread restricted to `policy` (see the
 /// module doc); `extra` are files the child itself writes before its exec
-/// (its cgroups). With `OnUnavailable::RunUnsandboxed`, a sandbox that cannot be
-/// applied is skipped and `spawn` runs unrestricted.
+/// (its cgroups). With `onUnavailable` `'warn'` or `'run-unsandboxed'`, a
+/// sandbox that cannot be applied is skipped and `spawn` runs unrestricted;
+/// the report says which happened.
 pub fn spawn_in<T: Send>(
   policy: &SandboxPolicy,
   cwd: &Path,
   extra: &[PathBuf],
   spawn: impl FnOnce() -> Result<T, ExecError> + Send,
-) -> Result<T, ExecError> {
+) -> Result<(T, SandboxReport), ExecError> {
+  let mut writable = policy.writable_paths(cwd)?;
+  writable.extend(extra.iter().cloned());
   let handle = tokio::runtime::Handle::try_current().ok();
-  std::thread::scope(|s| {
+  let spawned = std::thread::scope(|s| {
     s.spawn(|| {
       let _rt = handle.as_ref().map(|h| h.enter());
-      match restrict_this_thread(policy, cwd, extra) {
-        Ok(()) => spawn(),
-        Err(e)
-          if e.code == ErrorCode::ESANDBOX
-            && policy.on_unavailable == OnUnavailable::RunUnsandboxed =>
-        {
-          spawn()
-        }
-        Err(e) => Err(e),
-      }
+      restricted(policy, &writable, spawn)
     })
     .join()
-    .unwrap_or_else(|_| {
-      Err(ExecError::new(
-        ErrorCode::ESANDBOX,
-        "sandbox: the spawning thread panicked",
-      ))
+    .unwrap_or_else(|_| Err(panicked()))
+  });
+  let (t, skipped) = spawned?;
+  Ok((t, finish_report(new_report(policy, cwd, writable), skipped)))
+}
+
+/// Like [`spawn_in`], but the spawning thread stays (parked) until the
+/// returned [`Anchor`] is dropped: for a child with a parent-death signal.
+pub fn spawn_anchored<T: Send + 'static>(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  extra: &[PathBuf],
+  spawn: impl FnOnce() -> Result<T, ExecError> + Send + 'static,
+) -> Result<(T, SandboxReport, Anchor), ExecError> {
+  let mut writable = policy.writable_paths(cwd)?;
+  writable.extend(extra.iter().cloned());
+  let handle = tokio::runtime::Handle::try_current().ok();
+  let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
+  let (anchor_tx, anchor_rx) = std::sync::mpsc::channel::<()>();
+  let policy_ = policy.clone();
+  let writable_ = writable.clone();
+  std::thread::Builder::new()
+    .name("exec-native-sandbox".into())
+    .spawn(move || {
+      let r = {
+        let _rt = handle.as_ref().map(|h| h.enter());
+        restricted(&policy_, &writable_, spawn)
+      };
+      let ok = r.is_ok();
+      let _ = done_tx.send(r);
+      if ok {
+        // parked until the anchor goes: the child's parent-death signal is
+        // tied to this thread
+        let _ = anchor_rx.recv();
+      }
     })
-  })
+    .map_err(|e| {
+      ExecError::new(
+        ErrorCode::ESPAWN,
+        format!("cannot start the sandbox thread: {e}"),
+      )
+    })?;
+  let (t, skipped) = done_rx.recv().unwrap_or_else(|_| Err(panicked()))?;
+  Ok((
+    t,
+    finish_report(new_report(policy, cwd, writable), skipped),
+    Anchor(anchor_tx),
+  ))
+}
+
+/// How the sandbox wraps a command on this system. Linux: `None`, the
+/// spawning thread restricts itself ([`spawn_in`]). macOS: the program and
+/// arguments behind `/usr/bin/sandbox-exec` with a generated profile (see
+/// [`seatbelt`]), and the report; without `sandbox-exec`, `onUnavailable`
+/// decides (`ESANDBOX`, or the command unchanged and `applied: false`).
+pub fn wrap_command(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  program: &Path,
+  args: &[std::ffi::OsString],
+) -> Result<Option<(PathBuf, Vec<std::ffi::OsString>, SandboxReport)>, ExecError> {
+  if cfg!(target_os = "linux") {
+    return Ok(None);
+  }
+  let roots = seatbelt::roots(policy, cwd)?;
+  let mut report = new_report(policy, cwd, roots.clone());
+  report.missing.clear();
+  if !Path::new(seatbelt::SANDBOX_EXEC).is_file() {
+    let why = format!("{} is missing", seatbelt::SANDBOX_EXEC);
+    if policy.on_unavailable == OnUnavailable::Error {
+      return Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        format!("sandbox unavailable: {why}"),
+      ));
+    }
+    return Ok(Some((
+      program.to_path_buf(),
+      args.to_vec(),
+      finish_report(report, Some(why)),
+    )));
+  }
+  let (prog, argv) = seatbelt::wrap(policy, &roots, program, args);
+  Ok(Some((prog, argv, report)))
+}
+
+fn panicked() -> ExecError {
+  ExecError::new(ErrorCode::ESANDBOX, "sandbox: the spawning thread panicked")
 }
 
 #[cfg(test)]
