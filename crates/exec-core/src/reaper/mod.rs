@@ -48,7 +48,6 @@
 //! the task (within [`INTERVAL`]) without a sweep seeing it alive — cannot be
 //! proven ours and is left as it is.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
@@ -65,9 +64,8 @@ pub const SUBREAPER_VAR: &str = "EXEC_NATIVE_SUBREAPER";
 /// How often the background task looks while there is something to watch.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
-/// Most processes recorded at once (a runaway tree must not grow memory
-/// without bound; what does not fit is simply not reaped by us).
-const MAX_RECORDED: usize = 65536;
+mod pass;
+use pass::{Host, State, Waited, MAX_RECORDED};
 
 static INIT: Once = Once::new();
 /// The host is PID 1.
@@ -80,16 +78,6 @@ static SPAWNING: AtomicUsize = AtomicUsize::new(0);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 static WAKE: tokio::sync::Notify = tokio::sync::Notify::const_new();
 static REAPED: AtomicU64 = AtomicU64::new(0);
-
-#[derive(Default)]
-struct State {
-  /// Proven ours while alive: pid -> start time.
-  recorded: HashMap<i32, u64>,
-  /// Children of the host seen not to carry our mark (pruned when they go).
-  foreign: HashSet<i32>,
-  /// Groups of runs that ended lately: pgid -> when.
-  ended: HashMap<i32, std::time::Instant>,
-}
 
 /// How long the group of a run that ended still proves its zombies ours.
 const ENDED_KEEP: Duration = Duration::from_secs(3);
@@ -303,7 +291,7 @@ pub fn note(pid: i32) {
   } else {
     true
   };
-  if tree::alive(&st) && proven && insert(pid, st.start) {
+  if tree::alive(&st) && proven && with_state(|s| s.insert(pid, st.start)) {
     ensure_running();
   }
 }
@@ -317,30 +305,56 @@ pub fn before_kill(mark: &str) {
   }
 }
 
-fn record(pid: i32) -> bool {
-  if pid == me() || crate::group::is_registered(pid) {
-    return false;
+/// The real host: the statics of this module, `/proc` and `waitpid`.
+struct Os;
+
+impl Host for Os {
+  fn me(&self) -> i32 {
+    me()
   }
-  // start time first: if the pid is reused before the environment is read,
-  // the recorded start time belongs to a process that is gone, and so never
-  // matches again
-  tree::stat(pid).is_some_and(|st| record_with(pid, st))
-}
-
-/// [`record`] with the stat already read (start time read before the mark).
-fn record_with(pid: i32, st: tree::Stat) -> bool {
-  tree::alive(&st) && marked_ours(pid) && insert(pid, st.start)
-}
-
-fn insert(pid: i32, start: u64) -> bool {
-  with_state(|s| {
-    if s.recorded.len() < MAX_RECORDED || s.recorded.contains_key(&pid) {
-      s.recorded.insert(pid, start);
-      true
-    } else {
-      false
+  fn enabled(&self) -> bool {
+    enabled()
+  }
+  fn spawning(&self) -> bool {
+    SPAWNING.load(Ordering::SeqCst) > 0
+  }
+  fn registered(&self, pid: i32) -> bool {
+    crate::group::is_registered(pid)
+  }
+  fn our_group(&self, pgid: i32) -> bool {
+    our_group(pgid)
+  }
+  fn host_pgid(&self) -> i32 {
+    unsafe { libc::getpgrp() }
+  }
+  fn stat(&self, pid: i32) -> Option<tree::Stat> {
+    tree::stat(pid)
+  }
+  fn marked_ours(&self, pid: i32) -> bool {
+    marked_ours(pid)
+  }
+  fn children(&self, pid: Option<i32>) -> Vec<i32> {
+    let mut out = Vec::new();
+    match pid {
+      None => children_of("self", &mut out),
+      Some(p) => children_of(&p.to_string(), &mut out),
     }
-  })
+    out
+  }
+  fn wait(&self, pid: i32) -> Waited {
+    let mut status = 0;
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r == pid {
+      Waited::Reaped
+    } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+      Waited::NotChild
+    } else {
+      Waited::Nothing
+    }
+  }
+  fn state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    with_state(f)
+  }
 }
 
 /// Children of `pid` (of all its threads), from `/proc/<pid>/task/*/children`.
@@ -358,131 +372,13 @@ fn children_of(pid: &str, out: &mut Vec<i32>) {
 }
 
 /// One look: record the host's marked children and their descendants, then
-/// reap the recorded ones that are our zombies. Runs in the background task;
-/// public for tests. True when a spawn was in flight and some children or
-/// zombies were left for a moment later.
+/// reap the recorded ones that are our zombies (the decisions: [`pass`]).
+/// Runs in the background task; public for tests. True when a spawn was in
+/// flight and some children or zombies were left for a moment later.
 pub fn pass() -> bool {
-  let mut deferred = false;
-  if enabled() {
-    look(&mut deferred);
-  }
-  reap(&mut deferred);
+  let (reaped, deferred) = pass::pass(&Os);
+  REAPED.fetch_add(reaped, Ordering::Relaxed);
   deferred
-}
-
-fn look(deferred: &mut bool) {
-  let mut kids = Vec::new();
-  children_of("self", &mut kids);
-  // a child seen while a spawn is in flight may be that spawn's, not yet
-  // registered: look again a moment later
-  let in_flight = SPAWNING.load(Ordering::SeqCst) > 0;
-  let (known, foreign): (HashSet<i32>, HashSet<i32>) =
-    with_state(|s| (s.recorded.keys().copied().collect(), s.foreign.clone()));
-  let host_pgid = unsafe { libc::getpgrp() };
-  let mut new_foreign = HashSet::new();
-  let mut by_group = Vec::new();
-  for &pid in &kids {
-    if known.contains(&pid) || crate::group::is_registered(pid) {
-      continue;
-    }
-    if in_flight {
-      *deferred = true;
-      continue;
-    }
-    let Some(st) = tree::stat(pid) else { continue };
-    if tree::alive(&st) {
-      if foreign.contains(&pid) {
-        new_foreign.insert(pid);
-      } else if !record_with(pid, st) {
-        // a live child without our mark (Node's, or one that dropped the
-        // mark): its environment is not read again while it stays
-        new_foreign.insert(pid);
-      }
-    } else if st.state == b'Z' && st.pgid != pid && st.pgid != host_pgid && our_group(st.pgid) {
-      // a zombie never seen alive, but a member (not the leader) of one of
-      // our runs' groups: Node's children lead their own group or share the
-      // host's; our direct children lead a registered group
-      by_group.push((pid, st.start));
-    }
-  }
-  if !by_group.is_empty() {
-    // reaped by the same checks as the recorded ones
-    with_state(|s| {
-      for (pid, start) in by_group {
-        s.recorded.insert(pid, start);
-      }
-    });
-  }
-  // the descendants of what is recorded: so that a grandchild that dies
-  // after its parent (and comes to us as a zombie) was seen alive
-  let mut queue: Vec<i32> = with_state(|s| s.recorded.keys().copied().collect());
-  let mut seen: HashSet<i32> = queue.iter().copied().collect();
-  while let Some(pid) = queue.pop() {
-    let mut gk = Vec::new();
-    children_of(&pid.to_string(), &mut gk);
-    for g in gk {
-      if seen.insert(g) && record(g) {
-        queue.push(g);
-      }
-    }
-    if seen.len() > MAX_RECORDED {
-      break;
-    }
-  }
-  with_state(|s| s.foreign = new_foreign);
-}
-
-fn reap(deferred: &mut bool) {
-  let me = me();
-  let enabled = enabled();
-  let recorded: Vec<(i32, u64)> =
-    with_state(|s| s.recorded.iter().map(|(p, t)| (*p, *t)).collect());
-  let mut forget = Vec::new();
-  for (pid, start) in recorded {
-    let Some(st) = tree::stat(pid) else {
-      forget.push(pid); // gone (reaped by its parent)
-      continue;
-    };
-    if st.start != start {
-      forget.push(pid); // the pid was reused
-      continue;
-    }
-    if st.ppid != me {
-      if !enabled {
-        forget.push(pid); // no longer a reaper: it will never come to us
-      }
-      continue;
-    }
-    if st.state != b'Z' {
-      continue;
-    }
-    // a zombie child of ours that carried our mark. A direct child of an
-    // execution is in the registry from before its spawn guard is released
-    // until its owner reaped it, so: no spawn in flight (read after the
-    // zombie was seen), and not registered
-    if SPAWNING.load(Ordering::SeqCst) > 0 {
-      *deferred = true;
-      continue;
-    }
-    if crate::group::is_registered(pid) {
-      continue;
-    }
-    let mut status = 0;
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    if r == pid {
-      REAPED.fetch_add(1, Ordering::Relaxed);
-      forget.push(pid);
-    } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-      forget.push(pid);
-    }
-  }
-  if !forget.is_empty() {
-    with_state(|s| {
-      for p in forget {
-        s.recorded.remove(&p);
-      }
-    });
-  }
 }
 
 fn has_work() -> bool {
