@@ -65,6 +65,20 @@ describe.skipIf(!supported)('sandbox: files', () => {
     await new Promise((r) => setTimeout(r, 500))
     expect(existsSync(join(outside, 'daemon'))).toBe(false)
   })
+
+  it('setsid, double-fork and nohup daemons of a sandboxed run are still swept when it ends', async () => {
+    const r = await bash(`
+      setsid sh -c 'echo $$ > d1.pid; exec sleep 100' > /dev/null 2>&1 &
+      (sh -c 'echo $$ > d2.pid; exec sleep 100' > /dev/null 2>&1 &) &
+      nohup sh -c 'echo $$ > d3.pid; exec sleep 100' > /dev/null 2>&1 &
+      while [ ! -s d1.pid ] || [ ! -s d2.pid ] || [ ! -s d3.pid ]; do sleep 0.02; done
+      echo started`)
+    expect(r.stdout).toBe('started\n')
+    expect(r.sandbox?.applied).toBe(true)
+    const pids = ['d1', 'd2', 'd3'].map((d) => Number(readFileSync(join(work, `${d}.pid`), 'utf8').trim()))
+    expect(pids.every((p) => p > 1)).toBe(true)
+    expect(await waitGone(pids)).toEqual([])
+  })
 })
 
 describe.skipIf(!supported)('sandbox: network, signals, environment', () => {
@@ -317,17 +331,28 @@ for name, fn in [("urllib", lambda: urllib.request.urlopen("http://127.0.0.1:${p
     expect(connections).toBe(0)
   })
 
-  it("unshare -Urm and a nohup daemon stay confined; the host's /proc/<pid>/environ is unreadable", async () => {
+  it("unshare -Urm, unshare -U, nested bwrap and a nohup daemon stay confined; the host's /proc/<pid>/environ is unreadable", async () => {
     const r = await bash(`
       unshare -Urm sh -c 'echo x > ${outside}/userns' 2>/dev/null || echo unshare-failed
+      unshare -U sh -c 'echo x > ${outside}/userns-nomap' 2>/dev/null || echo userns-write-denied
+      if command -v bwrap > /dev/null; then
+        bwrap --ro-bind / / --bind ${outside} ${outside} --dev /dev --unshare-user sh -c 'echo x > ${outside}/bwrap' 2>/dev/null || echo bwrap-failed
+      else echo no-bwrap; fi
       nohup sh -c 'sleep 0.3; echo x > ${outside}/nohup' > /dev/null 2>&1 &
       cat /proc/${process.pid}/environ > /dev/null 2>&1 || echo environ-denied
       sleep 0.6
     `)
     expect(r.stdout).toContain('unshare-failed')
+    // a user namespace can still be made (without a uid map): the Landlock domain goes with it
+    expect(r.stdout).toContain('userns-write-denied')
+    // nested bwrap (CI installs it: .ci/run)
+    if (process.env.CI) expect(r.stdout).not.toContain('no-bwrap')
+    if (!r.stdout.includes('no-bwrap')) expect(r.stdout).toContain('bwrap-failed')
     expect(r.stdout).toContain('environ-denied')
     await new Promise((res) => setTimeout(res, 400))
     expect(existsSync(join(outside, 'userns'))).toBe(false)
+    expect(existsSync(join(outside, 'userns-nomap'))).toBe(false)
+    expect(existsSync(join(outside, 'bwrap'))).toBe(false)
     expect(existsSync(join(outside, 'nohup'))).toBe(false)
     // the host itself can read it: the denial is the sandbox's (and, for a root host, the capability drop's)
     expect(readFileSync(`/proc/${process.pid}/environ`).length).toBeGreaterThan(0)
