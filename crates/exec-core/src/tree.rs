@@ -10,11 +10,14 @@
 //! left the group); `/proc` is Linux-only, so on other systems only the group
 //! is killed.
 //!
-//! The scanner allocates nothing and uses raw syscalls only (open, getdents64,
-//! read, close, kill), so it is async-signal-safe and also runs inside the
-//! SIGTERM/SIGINT handler of the host.
+//! The scanner allocates nothing and uses the async-signal-safe readers of
+//! [`crate::platform`] only, so it also runs inside the SIGTERM/SIGINT
+//! handler of the host. Nothing here is specific to one system: where there
+//! is no `/proc` the readers find nothing, and only the group is killed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::platform::{self, Environ};
 
 /// The variable that marks an execution's processes.
 pub const MARK_VAR: &str = "EXEC_NATIVE_RUN_ID";
@@ -40,13 +43,12 @@ pub fn owner_prefix(owner: Option<u64>) -> String {
 }
 
 /// Longest needle the scanner accepts.
-pub const MAX_NEEDLE: usize = 96;
+pub const MAX_NEEDLE: usize = platform::MAX_NEEDLE;
 
 /// A needle `\0EXEC_NATIVE_RUN_ID=<mark>` plus `\0` when `exact` (a whole
 /// value), built in a fixed buffer so that it can be prepared ahead of a
 /// signal handler.
 #[derive(Clone, Copy)]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read by the /proc scan only
 pub struct Needle {
   buf: [u8; MAX_NEEDLE],
   len: usize,
@@ -71,195 +73,40 @@ impl Needle {
     Some(Needle { buf, len })
   }
 
-  #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
   fn bytes(&self) -> &[u8] {
     &self.buf[..self.len]
   }
 }
 
 /// Call `f(pid)` for every process (other than this one) whose environment
-/// holds `needle`. Returns how many were found. Linux only; elsewhere 0.
-#[cfg(target_os = "linux")]
+/// holds `needle`. Returns how many were found (none where there is no
+/// `/proc`).
 pub fn scan(needle: &Needle, f: &mut dyn FnMut(i32)) -> usize {
-  let me = unsafe { libc::getpid() };
-  let dir = unsafe {
-    libc::open(
-      c"/proc".as_ptr(),
-      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-    )
-  };
-  if dir < 0 {
-    return 0;
-  }
   let mut found = 0;
-  let mut dents = [0u8; 8192];
-  loop {
-    let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, dents.as_mut_ptr(), dents.len()) };
-    if n <= 0 {
-      break;
+  platform::for_each_pid(&mut |pid| {
+    if environ_contains(pid, needle.bytes()) {
+      found += 1;
+      f(pid);
     }
-    let n = n as usize;
-    let mut off = 0;
-    while off < n {
-      // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[] }
-      let reclen = u16::from_ne_bytes([dents[off + 16], dents[off + 17]]) as usize;
-      let name = &dents[off + 19..off + reclen];
-      off += reclen;
-      let mut pid: i32 = 0;
-      let mut digits = 0;
-      for &c in name {
-        if c == 0 {
-          break;
-        }
-        if !c.is_ascii_digit() {
-          digits = 0;
-          break;
-        }
-        pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
-        digits += 1;
-      }
-      if digits == 0 || pid == me {
-        continue;
-      }
-      if environ_contains(pid, needle.bytes()) {
-        found += 1;
-        f(pid);
-      }
-    }
-  }
-  unsafe { libc::close(dir) };
+  });
   found
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn scan(_needle: &Needle, _f: &mut dyn FnMut(i32)) -> usize {
-  0
 }
 
 /// Whether the environment `pid` started with holds `needle` (false once it
 /// is a zombie: its environment is gone).
 pub fn environ_has(pid: i32, needle: &Needle) -> bool {
-  #[cfg(target_os = "linux")]
-  {
-    environ_contains(pid, needle.bytes())
-  }
-  #[cfg(not(target_os = "linux"))]
-  {
-    let _ = (pid, needle);
-    false
-  }
+  environ_contains(pid, needle.bytes())
 }
 
 /// Whether `/proc/<pid>/environ` holds `needle`. A process in the middle of
 /// an `execve` reads as empty (its new stack is not set up yet), so one scan
 /// can miss it; the sweeps after a run repeat until nothing marked is left.
-#[cfg(target_os = "linux")]
 fn environ_contains(pid: i32, needle: &[u8]) -> bool {
-  environ_match(pid, needle) == Environ::Hit
-}
-
-/// What one read of `/proc/<pid>/environ` found.
-#[cfg(target_os = "linux")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Environ {
-  Hit,
-  Miss,
-  /// Nothing to read: a kernel thread, a zombie, or a process in the middle
-  /// of an `execve` (its new stack is not set up yet).
-  Empty,
-  /// Could not be opened (gone, or not ours to read).
-  Unreadable,
-}
-
-#[cfg(target_os = "linux")]
-fn environ_match(pid: i32, needle: &[u8]) -> Environ {
-  // "/proc/<pid>/environ\0" without allocating
-  let mut path = [0u8; 40];
-  let mut len = 0;
-  for &b in b"/proc/" {
-    path[len] = b;
-    len += 1;
-  }
-  let mut digits = [0u8; 12];
-  let mut nd = 0;
-  let mut p = pid;
-  while p > 0 {
-    digits[nd] = b'0' + (p % 10) as u8;
-    p /= 10;
-    nd += 1;
-  }
-  for i in (0..nd).rev() {
-    path[len] = digits[i];
-    len += 1;
-  }
-  for &b in b"/environ\0" {
-    path[len] = b;
-    len += 1;
-  }
-  let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
-  if fd < 0 {
-    return Environ::Unreadable;
-  }
-  // a sliding window: the environment starts as if preceded by a NUL
-  let keep = needle.len() - 1;
-  let mut buf = [0u8; 16384 + MAX_NEEDLE];
-  buf[0] = 0;
-  let mut have = 1;
-  let mut hit = false;
-  let mut total = 0usize;
-  loop {
-    let n = unsafe { libc::read(fd, buf[have..].as_mut_ptr().cast(), buf.len() - have) };
-    if n <= 0 {
-      break;
-    }
-    total += n as usize;
-    have += n as usize;
-    if buf[..have].windows(needle.len()).any(|w| w == needle) {
-      hit = true;
-      break;
-    }
-    if have > keep {
-      buf.copy_within(have - keep..have, 0);
-      have = keep;
-    }
-  }
-  unsafe { libc::close(fd) };
-  // the last variable has no NUL after it in some kernels' output
-  if !hit && needle.last() == Some(&0) && have >= keep && buf[have - keep..have] == needle[..keep] {
-    hit = true;
-  }
-  if hit {
-    Environ::Hit
-  } else if total == 0 {
-    Environ::Empty
-  } else {
-    Environ::Miss
-  }
+  platform::environ_match(pid, needle) == Environ::Hit
 }
 
 /// Probing pids one by one beats listing /proc up to this many.
-#[cfg(target_os = "linux")]
 const RANGE_SCAN_MAX: i64 = 4096;
-
-#[cfg(target_os = "linux")]
-fn read_small(path: &str) -> Option<String> {
-  std::fs::read_to_string(path).ok()
-}
-
-/// The last pid the kernel allocated (in this pid namespace) and `pid_max`.
-#[cfg(target_os = "linux")]
-fn last_pid_and_max() -> Option<(i64, i64)> {
-  let last = read_small("/proc/loadavg")?
-    .split_whitespace()
-    .nth(4)?
-    .parse()
-    .ok()?;
-  let max = read_small("/proc/sys/kernel/pid_max")?
-    .trim()
-    .parse()
-    .ok()?;
-  Some((last, max))
-}
 
 /// Like [`scan`], but only among processes created after `first_pid` was
 /// allocated. Linux hands out pids cyclically, so every descendant of a run
@@ -268,7 +115,6 @@ fn last_pid_and_max() -> Option<(i64, i64)> {
 /// pids, probed directly instead of listing all of /proc (which costs ~4 ms
 /// on a machine with ~900 processes). Falls back to the full scan when the
 /// range is long (or has wrapped all the way) or /proc does not say.
-#[cfg(target_os = "linux")]
 pub fn scan_since(first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> usize {
   let mut found = 0;
   let ranged = for_each_since(first_pid, &mut |pid| {
@@ -286,9 +132,8 @@ pub fn scan_since(first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> us
 
 /// Call `f` with every pid allocated after `first_pid` (but this process's),
 /// or return false when the range is too long or /proc does not say.
-#[cfg(target_os = "linux")]
 fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
-  let Some((last, max)) = last_pid_and_max() else {
+  let Some((last, max)) = platform::last_pid_and_max() else {
     return false;
   };
   let first = first_pid as i64;
@@ -317,7 +162,6 @@ fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
 /// a `setsid sleep 100 &` started just before the run's end escape (the
 /// reaping test failed 5 times in 25). Falls back to [`running_marked`] when
 /// the range cannot be probed.
-#[cfg(target_os = "linux")]
 pub fn marked_or_pending_since(mark: &str, first_pid: i32) -> bool {
   let Some(n) = Needle::new(mark, true) else {
     return false;
@@ -327,7 +171,7 @@ pub fn marked_or_pending_since(mark: &str, first_pid: i32) -> bool {
     if found {
       return;
     }
-    found = match environ_match(pid, n.bytes()) {
+    found = match platform::environ_match(pid, n.bytes()) {
       Environ::Hit => !is_dead(pid),
       Environ::Empty => stat(pid).is_some_and(|st| alive(&st) && !st.kthread),
       Environ::Miss | Environ::Unreadable => false,
@@ -340,23 +184,13 @@ pub fn marked_or_pending_since(mark: &str, first_pid: i32) -> bool {
   }
 }
 
-#[cfg(not(target_os = "linux"))]
-pub fn marked_or_pending_since(mark: &str, _first_pid: i32) -> bool {
-  !running_marked(mark).is_empty()
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn scan_since(_first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> usize {
-  scan(needle, f)
-}
-
 /// [`signal_marked`] among processes created after `first_pid`.
 pub fn signal_marked_since(mark: &str, first_pid: i32, sig: i32) -> usize {
   match Needle::new(mark, true) {
     Some(n) => scan_since(first_pid, &n, &mut |pid| {
       // it may die of this signal before the reaper ever sees it
       crate::reaper::note(pid);
-      unsafe { libc::kill(pid, sig) };
+      platform::signal(pid, sig);
     }),
     None => 0,
   }
@@ -385,7 +219,7 @@ pub fn signal_marked(mark: &str, sig: i32) -> usize {
   match Needle::new(mark, true) {
     Some(n) => scan(&n, &mut |pid| {
       crate::reaper::note(pid);
-      unsafe { libc::kill(pid, sig) };
+      platform::signal(pid, sig);
     }),
     None => 0,
   }
@@ -403,7 +237,7 @@ pub fn marked(mark: &str) -> Vec<i32> {
 /// Whether `pid` is a zombie or gone (dead for our purposes).
 pub fn is_dead(pid: i32) -> bool {
   match stat(pid) {
-    None => unsafe { libc::kill(pid, 0) != 0 },
+    None => !platform::signal(pid, 0),
     Some(st) => !alive(&st),
   }
 }
@@ -424,13 +258,9 @@ pub struct Stat {
   pub kthread: bool,
 }
 
-/// Read `/proc/<pid>/stat`.
+/// Read `/proc/<pid>/stat` (None where there is no `/proc`).
 pub fn stat(pid: i32) -> Option<Stat> {
-  if pid <= 0 {
-    return None;
-  }
-  let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-  parse_stat(&s)
+  parse_stat(&platform::stat_text(pid)?)
 }
 
 pub fn parse_stat(s: &str) -> Option<Stat> {
@@ -478,7 +308,6 @@ pub struct Member {
 /// or left the group still counts while its parent does. Looks among the
 /// pids allocated since the leader's when /proc says which (see
 /// [`scan_since`]), else at every process.
-#[cfg(target_os = "linux")]
 pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
   struct Seen {
     pid: i32,
@@ -494,7 +323,7 @@ pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
     if pid == me || pid <= 0 {
       return None;
     }
-    let s = read_small(&format!("/proc/{pid}/stat"))?;
+    let s = platform::stat_text(pid)?;
     let st = parse_stat(&s)?;
     let rest = s.get(s.rfind(')').unwrap_or(0) + 2..).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -502,7 +331,7 @@ pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
     let inside = pid == leader
       || (leader > 1 && st.pgid == leader)
       || extra.contains(&pid)
-      || needle.is_some_and(|n| environ_match(pid, n.bytes()) == Environ::Hit);
+      || needle.is_some_and(|n| environ_contains(pid, n.bytes()));
     Some(Seen {
       pid,
       ppid: st.ppid,
@@ -516,13 +345,7 @@ pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
   let ranged = leader > 1 && for_each_since(leader - 1, &mut |pid| seen.extend(look(pid)));
   if !ranged {
     seen.clear();
-    if let Ok(d) = std::fs::read_dir("/proc") {
-      for e in d.flatten() {
-        if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
-          seen.extend(look(pid));
-        }
-      }
-    }
+    platform::for_each_pid(&mut |pid| seen.extend(look(pid)));
   }
   // descendants of members are members, to any depth
   loop {
@@ -547,11 +370,6 @@ pub fn members(mark: &str, leader: i32, extra: &[i32]) -> Vec<Member> {
       cpu_ticks: s.cpu,
     })
     .collect()
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn members(_mark: &str, _leader: i32, _extra: &[i32]) -> Vec<Member> {
-  Vec::new()
 }
 
 #[cfg(test)]

@@ -71,24 +71,9 @@ pub fn awaiting_input(pid: i32) -> bool {
     if blocked_reading(p, input.as_deref()) {
       return true;
     }
-    todo.extend(children(p));
+    todo.extend(super::children_of(Some(p)));
   }
   false
-}
-
-fn children(pid: i32) -> Vec<i32> {
-  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-    return Vec::new();
-  };
-  tasks
-    .flatten()
-    .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-    .flat_map(|s| {
-      s.split_whitespace()
-        .filter_map(|n| n.parse().ok())
-        .collect::<Vec<i32>>()
-    })
-    .collect()
 }
 
 fn fd_target(pid: i32, fd: i64) -> Option<String> {

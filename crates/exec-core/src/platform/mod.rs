@@ -18,6 +18,14 @@ mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::*;
 
+#[cfg(target_os = "linux")]
+#[path = "procfs_linux.rs"]
+mod procfs;
+#[cfg(target_os = "macos")]
+#[path = "procfs_macos.rs"]
+mod procfs;
+pub use procfs::*;
+
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("exec-native supports Linux and macOS only");
 
@@ -37,6 +45,47 @@ pub struct SandboxSupport {
   pub user_namespaces_restricted: bool,
   /// `/usr/bin/sandbox-exec` (macOS Seatbelt) is there.
   pub sandbox_exec: bool,
+}
+
+/// What one read of a process's start-up environment found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environ {
+  Hit,
+  Miss,
+  /// Nothing to read: a kernel thread, a zombie, or a process in the middle
+  /// of an `execve` (its new stack is not set up yet).
+  Empty,
+  /// Could not be opened (gone, not ours to read, or no `/proc`).
+  Unreadable,
+}
+
+/// Send `sig` to `pid` (POSIX `kill`; 0 probes). Async-signal-safe.
+pub fn signal(pid: i32, sig: i32) -> bool {
+  unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// What `waitpid(pid, WNOHANG)` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+  /// It was reaped.
+  Reaped,
+  /// Not our child (any more): ECHILD.
+  NotChild,
+  /// Nothing to reap yet, or another error.
+  Nothing,
+}
+
+/// Reap `pid` if it is a zombie child of this process (`WNOHANG`).
+pub fn reap_nohang(pid: i32) -> Waited {
+  let mut status = 0;
+  let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+  if r == pid {
+    Waited::Reaped
+  } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+    Waited::NotChild
+  } else {
+    Waited::Nothing
+  }
 }
 
 /// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned

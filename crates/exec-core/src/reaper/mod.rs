@@ -52,9 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-#[cfg(target_os = "linux")]
-use crate::error::ErrorCode;
-use crate::error::ExecError;
+use crate::error::{ErrorCode, ExecError};
 use crate::tree::{self, Needle};
 
 /// `EXEC_NATIVE_SUBREAPER=1` in the host's environment makes it a subreaper
@@ -115,39 +113,24 @@ pub fn enabled() -> bool {
   PID1.load(Ordering::Relaxed) || SUBREAPER.load(Ordering::Relaxed)
 }
 
-#[cfg(target_os = "linux")]
 fn kernel_subreaper() -> Option<bool> {
-  let mut v: libc::c_int = 0;
-  let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
-  (r == 0).then_some(v != 0)
+  crate::platform::child_subreaper()
 }
 
-#[cfg(not(target_os = "linux"))]
-fn kernel_subreaper() -> Option<bool> {
-  None
-}
-
-#[cfg(target_os = "linux")]
 fn apply(on: bool) -> Result<bool, ExecError> {
-  let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
-  if r != 0 {
-    return Err(ExecError::new(
-      ErrorCode::EIO,
-      format!(
-        "cannot change the child subreaper attribute: {}",
-        std::io::Error::last_os_error()
-      ),
-    ));
+  if !cfg!(target_os = "linux") {
+    return Ok(false);
   }
+  crate::platform::set_child_subreaper(on).map_err(|e| {
+    ExecError::new(
+      ErrorCode::EIO,
+      format!("cannot change the child subreaper attribute: {e}"),
+    )
+  })?;
   // what the kernel says now, not what was asked
   let now = kernel_subreaper().unwrap_or(on);
   SUBREAPER.store(now, Ordering::SeqCst);
   Ok(now)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn apply(_on: bool) -> Result<bool, ExecError> {
-  Ok(false)
 }
 
 /// Make the host a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`) or stop
@@ -325,7 +308,7 @@ impl Host for Os {
     our_group(pgid)
   }
   fn host_pgid(&self) -> i32 {
-    unsafe { libc::getpgrp() }
+    nix::unistd::getpgrp().as_raw()
   }
   fn stat(&self, pid: i32) -> Option<tree::Stat> {
     tree::stat(pid)
@@ -334,40 +317,13 @@ impl Host for Os {
     marked_ours(pid)
   }
   fn children(&self, pid: Option<i32>) -> Vec<i32> {
-    let mut out = Vec::new();
-    match pid {
-      None => children_of("self", &mut out),
-      Some(p) => children_of(&p.to_string(), &mut out),
-    }
-    out
+    crate::platform::children_of(pid)
   }
   fn wait(&self, pid: i32) -> Waited {
-    let mut status = 0;
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    if r == pid {
-      Waited::Reaped
-    } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-      Waited::NotChild
-    } else {
-      Waited::Nothing
-    }
+    crate::platform::reap_nohang(pid)
   }
   fn state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
     with_state(f)
-  }
-}
-
-/// Children of `pid` (of all its threads), from `/proc/<pid>/task/*/children`.
-fn children_of(pid: &str, out: &mut Vec<i32>) {
-  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-    return;
-  };
-  for t in tasks.flatten() {
-    let mut p = t.path();
-    p.push("children");
-    if let Ok(s) = std::fs::read_to_string(&p) {
-      out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
-    }
   }
 }
 

@@ -37,16 +37,7 @@ impl State {
   }
 }
 
-/// What `waitpid(pid, WNOHANG)` answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waited {
-  /// It was reaped.
-  Reaped,
-  /// Not our child (any more): ECHILD.
-  NotChild,
-  /// Nothing to reap yet, or another error.
-  Nothing,
-}
+pub use crate::platform::Waited;
 
 /// What the decisions need of the system. Every method is one observation or
 /// one effect; none decides anything.

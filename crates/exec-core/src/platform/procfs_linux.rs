@@ -1,0 +1,188 @@
+//! Linux: the process table as `/proc` shows it. The readers used by the
+//! host's signal handler ([`for_each_pid`], [`environ_match`], [`signal`])
+//! allocate nothing and make raw system calls only (open, getdents64, read,
+//! close, kill), so they are async-signal-safe.
+
+use super::Environ;
+
+/// Call `f` with the pid of every process but this one (one `getdents64`
+/// walk of `/proc`, no allocation).
+pub fn for_each_pid(f: &mut dyn FnMut(i32)) {
+  let me = unsafe { libc::getpid() };
+  let dir = unsafe {
+    libc::open(
+      c"/proc".as_ptr(),
+      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+    )
+  };
+  if dir < 0 {
+    return;
+  }
+  let mut dents = [0u8; 8192];
+  loop {
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, dents.as_mut_ptr(), dents.len()) };
+    if n <= 0 {
+      break;
+    }
+    let n = n as usize;
+    let mut off = 0;
+    while off < n {
+      // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[] }
+      let reclen = u16::from_ne_bytes([dents[off + 16], dents[off + 17]]) as usize;
+      let name = &dents[off + 19..off + reclen];
+      off += reclen;
+      let mut pid: i32 = 0;
+      let mut digits = 0;
+      for &c in name {
+        if c == 0 {
+          break;
+        }
+        if !c.is_ascii_digit() {
+          digits = 0;
+          break;
+        }
+        pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
+        digits += 1;
+      }
+      if digits > 0 && pid != me {
+        f(pid);
+      }
+    }
+  }
+  unsafe { libc::close(dir) };
+}
+
+/// What one read of `/proc/<pid>/environ` (the environment `pid` started
+/// with) finds of `needle`, which starts with a NUL (the environment is read
+/// as if preceded by one). No allocation.
+pub fn environ_match(pid: i32, needle: &[u8]) -> Environ {
+  if needle.is_empty() || needle.len() > MAX_NEEDLE {
+    return Environ::Miss;
+  }
+  // "/proc/<pid>/environ\0" without allocating
+  let mut path = [0u8; 40];
+  let mut len = 0;
+  for &b in b"/proc/" {
+    path[len] = b;
+    len += 1;
+  }
+  let mut digits = [0u8; 12];
+  let mut nd = 0;
+  let mut p = pid;
+  while p > 0 {
+    digits[nd] = b'0' + (p % 10) as u8;
+    p /= 10;
+    nd += 1;
+  }
+  for i in (0..nd).rev() {
+    path[len] = digits[i];
+    len += 1;
+  }
+  for &b in b"/environ\0" {
+    path[len] = b;
+    len += 1;
+  }
+  let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return Environ::Unreadable;
+  }
+  // a sliding window: the environment starts as if preceded by a NUL
+  let keep = needle.len() - 1;
+  let mut buf = [0u8; 16384 + MAX_NEEDLE];
+  buf[0] = 0;
+  let mut have = 1;
+  let mut hit = false;
+  let mut total = 0usize;
+  loop {
+    let n = unsafe { libc::read(fd, buf[have..].as_mut_ptr().cast(), buf.len() - have) };
+    if n <= 0 {
+      break;
+    }
+    total += n as usize;
+    have += n as usize;
+    if buf[..have].windows(needle.len()).any(|w| w == needle) {
+      hit = true;
+      break;
+    }
+    if have > keep {
+      buf.copy_within(have - keep..have, 0);
+      have = keep;
+    }
+  }
+  unsafe { libc::close(fd) };
+  // the last variable has no NUL after it in some kernels' output
+  if !hit && needle.last() == Some(&0) && have >= keep && buf[have - keep..have] == needle[..keep] {
+    hit = true;
+  }
+  if hit {
+    Environ::Hit
+  } else if total == 0 {
+    Environ::Empty
+  } else {
+    Environ::Miss
+  }
+}
+
+/// Longest needle [`environ_match`] takes.
+pub const MAX_NEEDLE: usize = 96;
+
+/// The last pid the kernel allocated (in this pid namespace) and `pid_max`.
+pub fn last_pid_and_max() -> Option<(i64, i64)> {
+  let last = std::fs::read_to_string("/proc/loadavg")
+    .ok()?
+    .split_whitespace()
+    .nth(4)?
+    .parse()
+    .ok()?;
+  let max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+    .ok()?
+    .trim()
+    .parse()
+    .ok()?;
+  Some((last, max))
+}
+
+/// The text of `/proc/<pid>/stat`.
+pub fn stat_text(pid: i32) -> Option<String> {
+  if pid <= 0 {
+    return None;
+  }
+  std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
+}
+
+/// The children of `pid` (of all its threads), from
+/// `/proc/<pid>/task/*/children`; `None`: of this process.
+pub fn children_of(pid: Option<i32>) -> Vec<i32> {
+  let dir = match pid {
+    Some(p) => format!("/proc/{p}/task"),
+    None => "/proc/self/task".to_owned(),
+  };
+  let Ok(tasks) = std::fs::read_dir(dir) else {
+    return Vec::new();
+  };
+  tasks
+    .flatten()
+    .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+    .flat_map(|s| {
+      s.split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect::<Vec<i32>>()
+    })
+    .collect()
+}
+
+/// Whether this process is a child subreaper (`PR_GET_CHILD_SUBREAPER`).
+pub fn child_subreaper() -> Option<bool> {
+  let mut v: libc::c_int = 0;
+  let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
+  (r == 0).then_some(v != 0)
+}
+
+/// Make this process a child subreaper or stop being one.
+pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
+  let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
+  if r != 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(())
+}

@@ -1,0 +1,41 @@
+//! macOS: no `/proc`. The twins find nothing, so what builds on them (the
+//! mark scans, the range probe, the reaper) does less, never something else:
+//! a tree is then reached through its process group only.
+
+use super::Environ;
+
+/// No `/proc` to list: calls `f` for nothing.
+pub fn for_each_pid(_f: &mut dyn FnMut(i32)) {}
+
+/// No environment of another process can be read.
+pub fn environ_match(_pid: i32, _needle: &[u8]) -> Environ {
+  Environ::Unreadable
+}
+
+/// Longest needle [`environ_match`] takes.
+pub const MAX_NEEDLE: usize = 96;
+
+/// Not known: the range probe falls back to the (empty) full scan.
+pub fn last_pid_and_max() -> Option<(i64, i64)> {
+  None
+}
+
+/// No `/proc/<pid>/stat`.
+pub fn stat_text(_pid: i32) -> Option<String> {
+  None
+}
+
+/// Not known without `/proc`.
+pub fn children_of(_pid: Option<i32>) -> Vec<i32> {
+  Vec::new()
+}
+
+/// macOS has no child subreaper.
+pub fn child_subreaper() -> Option<bool> {
+  None
+}
+
+/// macOS has no child subreaper: a no-op.
+pub fn set_child_subreaper(_on: bool) -> std::io::Result<()> {
+  Ok(())
+}
