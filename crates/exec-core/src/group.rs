@@ -222,11 +222,7 @@ fn settle_spawns() {
   let mut waited = Duration::ZERO;
   let step = Duration::from_millis(1);
   while crate::reaper::spawning_now() > 0 && waited < SPAWN_SETTLE {
-    let ts = libc::timespec {
-      tv_sec: 0,
-      tv_nsec: step.as_nanos() as libc::c_long,
-    };
-    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    crate::platform::nanosleep(step);
     waited += step;
   }
 }
@@ -253,11 +249,11 @@ pub fn kill_all_signal_safe(prefix: &crate::tree::Needle) {
   for s in SLOT_TABLE.iter() {
     let p = s.load(Ordering::Relaxed);
     if p > 1 {
-      unsafe { libc::kill(-p, libc::SIGKILL) };
+      crate::platform::signal(-p, libc::SIGKILL);
     }
   }
-  crate::tree::scan(prefix, &mut |pid| unsafe {
-    libc::kill(pid, libc::SIGKILL);
+  crate::tree::scan(prefix, &mut |pid| {
+    crate::platform::signal(pid, libc::SIGKILL);
   });
 }
 
@@ -329,8 +325,8 @@ pub fn kill_all(owner: Option<u64>) -> usize {
   }
   // and whatever left the groups but still carries one of the owner's marks
   if let Some(n) = crate::tree::Needle::new(&crate::tree::owner_prefix(owner), false) {
-    crate::tree::scan(&n, &mut |pid| unsafe {
-      libc::kill(pid, libc::SIGKILL);
+    crate::tree::scan(&n, &mut |pid| {
+      crate::platform::signal(pid, libc::SIGKILL);
     });
   }
   groups.len()

@@ -800,11 +800,11 @@ fn subtree(pid: i32, mark: &str) -> Vec<i32> {
 fn signal_adopted(pid: i32, mark: &str, sig: i32) {
   let pids = subtree(pid, mark);
   if tree::pgid_of(pid) == Some(pid) {
-    unsafe { libc::kill(-pid, sig) };
+    crate::platform::signal(-pid, sig);
   }
   for p in pids {
     crate::reaper::note(p);
-    unsafe { libc::kill(p, sig) };
+    crate::platform::signal(p, sig);
   }
 }
 

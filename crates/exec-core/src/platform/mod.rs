@@ -64,6 +64,28 @@ pub fn signal(pid: i32, sig: i32) -> bool {
   unsafe { libc::kill(pid, sig) == 0 }
 }
 
+/// Sleep `d` with `nanosleep` (async-signal-safe, unlike `std::thread::sleep`
+/// on some libcs).
+pub fn nanosleep(d: std::time::Duration) {
+  let ts = libc::timespec {
+    tv_sec: d.as_secs() as libc::time_t,
+    tv_nsec: d.subsec_nanos() as libc::c_long,
+  };
+  unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// Read what the non-blocking `fd` holds into `buf`: the count, or None at
+/// end of file, on `EAGAIN` or on an error.
+pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {
+  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+  (n > 0).then_some(n as usize)
+}
+
+/// This process's real user id.
+pub fn uid() -> u32 {
+  unsafe { libc::getuid() }
+}
+
 /// What `waitpid(pid, WNOHANG)` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {

@@ -186,3 +186,29 @@ pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
   }
   Ok(())
 }
+
+/// Bytes written on the socket `fd` that its peer has not read yet
+/// (`SIOCOUTQ`: a Unix socket's data stays charged to the sender until read).
+pub fn unread_by_peer(fd: i32) -> Option<usize> {
+  let mut n: libc::c_int = 0;
+  let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+  (r == 0 && n >= 0).then_some(n as usize)
+}
+
+/// Pids whose process group is `pgid` (a walk of `/proc`).
+pub fn group_members(pgid: i32) -> Vec<i32> {
+  let mut out = Vec::new();
+  for_each_pid(&mut |pid| {
+    if let Some(s) = stat_text(pid) {
+      // after "pid (comm) ": state ppid pgrp
+      let pg = s
+        .get(s.rfind(')').unwrap_or(0) + 2..)
+        .and_then(|r| r.split_whitespace().nth(2))
+        .and_then(|v| v.parse::<i32>().ok());
+      if pg == Some(pgid) {
+        out.push(pid);
+      }
+    }
+  });
+  out
+}

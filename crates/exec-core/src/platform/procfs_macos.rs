@@ -39,3 +39,28 @@ pub fn child_subreaper() -> Option<bool> {
 pub fn set_child_subreaper(_on: bool) -> std::io::Result<()> {
   Ok(())
 }
+
+/// Not known on macOS: the caller falls back to what it can observe.
+pub fn unread_by_peer(_fd: i32) -> Option<usize> {
+  None
+}
+
+/// Pids whose process group is `pgid` (`proc_listpids(PROC_PGRP_ONLY)`).
+pub fn group_members(pgid: i32) -> Vec<i32> {
+  const PROC_PGRP_ONLY: u32 = 2;
+  let mut pids = vec![0i32; 4096];
+  let bytes = unsafe {
+    libc::proc_listpids(
+      PROC_PGRP_ONLY,
+      pgid as u32,
+      pids.as_mut_ptr().cast(),
+      (pids.len() * std::mem::size_of::<i32>()) as libc::c_int,
+    )
+  };
+  if bytes <= 0 {
+    return Vec::new();
+  }
+  pids.truncate(bytes as usize / std::mem::size_of::<i32>());
+  pids.retain(|&p| p > 0);
+  pids
+}

@@ -374,7 +374,7 @@ pub fn write_token_file(token: &str, port: u16) -> Result<std::path::PathBuf, Ex
   use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
   let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
     Some(d) if !d.is_empty() => std::path::PathBuf::from(d).join("exec-native"),
-    _ => std::env::temp_dir().join(format!("exec-native-{}", unsafe { libc::getuid() })),
+    _ => std::env::temp_dir().join(format!("exec-native-{}", crate::platform::uid())),
   };
   let io = |e: std::io::Error| {
     ExecError::new(

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::group;
+use crate::platform::{group_members, unread_by_peer};
 use crate::run::OutputSink;
 use crate::spawn::EnvSpec;
 
@@ -663,95 +664,29 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S) {
   let mut got = 0usize;
   while got < 16 * 1024 * 1024 {
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
+    let Some(n) = crate::platform::read_now(fd, buf) else {
       break;
-    }
-    sink.write(&buf[..n as usize]);
-    got += n as usize;
-  }
-}
-
-/// Bytes written on the socket `fd` that its peer has not read yet (Linux:
-/// SIOCOUTQ; a unix socket's data stays charged to the sender until read).
-#[cfg(target_os = "linux")]
-fn unread_by_peer(fd: i32) -> Option<usize> {
-  let mut n: libc::c_int = 0;
-  let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
-  (r == 0 && n >= 0).then_some(n as usize)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn unread_by_peer(_fd: i32) -> Option<usize> {
-  None
-}
-
-/// Pids whose process group is `pgid`.
-#[cfg(target_os = "linux")]
-pub fn group_members(pgid: i32) -> Vec<i32> {
-  let Ok(dir) = std::fs::read_dir("/proc") else {
-    return Vec::new();
-  };
-  let mut out = Vec::new();
-  for entry in dir.flatten() {
-    let Some(pid) = entry
-      .file_name()
-      .to_str()
-      .and_then(|s| s.parse::<i32>().ok())
-    else {
-      continue;
     };
-    if crate::tree::pgid_of(pid) == Some(pgid) {
-      out.push(pid);
-    }
+    sink.write(&buf[..n]);
+    got += n;
   }
-  out
-}
-
-/// Pids whose process group is `pgid`.
-#[cfg(target_os = "macos")]
-pub fn group_members(pgid: i32) -> Vec<i32> {
-  const PROC_PGRP_ONLY: u32 = 2;
-  let mut pids = vec![0i32; 4096];
-  let bytes = unsafe {
-    libc::proc_listpids(
-      PROC_PGRP_ONLY,
-      pgid as u32,
-      pids.as_mut_ptr().cast(),
-      (pids.len() * std::mem::size_of::<i32>()) as libc::c_int,
-    )
-  };
-  if bytes <= 0 {
-    return Vec::new();
-  }
-  pids.truncate(bytes as usize / std::mem::size_of::<i32>());
-  pids.retain(|&p| p > 0);
-  pids
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub fn group_members(_pgid: i32) -> Vec<i32> {
-  Vec::new()
 }
 
 /// Members of group `pgid` that are not zombies (a killed orphan stays a
 /// zombie until init reaps it, which some container inits do lazily).
 pub fn live_members(pgid: i32) -> Vec<i32> {
-  #[cfg(target_os = "linux")]
-  {
-    group_members(pgid)
-      .into_iter()
-      .filter(|&p| crate::tree::stat(p).is_some_and(|st| crate::tree::alive(&st)))
-      .collect()
-  }
-  #[cfg(not(target_os = "linux"))]
-  {
-    if group::group_alive(pgid) {
+  if !cfg!(target_os = "linux") {
+    // no /proc/<pid>/stat to tell a zombie: the group's own answer
+    return if group::group_alive(pgid) {
       vec![pgid]
     } else {
       Vec::new()
-    }
+    };
   }
+  group_members(pgid)
+    .into_iter()
+    .filter(|&p| crate::tree::stat(p).is_some_and(|st| crate::tree::alive(&st)))
+    .collect()
 }
 
 /// The session's queue and who may interrupt what. Shared between the
