@@ -338,7 +338,7 @@ fn host_alive_since(pid: i32, created: std::time::SystemTime) -> bool {
         .and_then(|v| v.trim().parse::<u64>().ok())
     })
   });
-  let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+  let hz = crate::platform::clock_ticks();
   match btime {
     Some(b) => {
       let started =
@@ -439,11 +439,7 @@ pub fn remove_all_signal_safe() {
       }
     }
     if left {
-      let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 10_000_000,
-      };
-      unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+      crate::platform::nanosleep(std::time::Duration::from_millis(10));
     }
   }
 }
@@ -475,7 +471,7 @@ fn kill_procs_raw(dir: &[u8]) {
         digits = true;
       } else {
         if digits && pid > 1 {
-          unsafe { libc::kill(pid, libc::SIGKILL) };
+          crate::platform::signal(pid, libc::SIGKILL);
         }
         pid = 0;
         digits = false;
@@ -483,14 +479,14 @@ fn kill_procs_raw(dir: &[u8]) {
     }
   }
   if digits && pid > 1 {
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    crate::platform::signal(pid, libc::SIGKILL);
   }
   unsafe { libc::close(fd) };
 }
 
 /// How many tasks (threads: what RLIMIT_NPROC counts) the current user has.
 pub fn user_task_count() -> u64 {
-  let uid = unsafe { libc::getuid() };
+  let uid = crate::platform::uid();
   let Ok(dir) = std::fs::read_dir("/proc") else {
     return 0;
   };

@@ -184,7 +184,7 @@ impl Limits {
       }
     }
     if let Some(max) = self.memory_bytes {
-      let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+      let page = crate::platform::page_size();
       let rss: u64 = members.iter().map(|m| resident_pages(m.pid) * page).sum();
       if rss > max {
         return Some(memory_error(max));
@@ -209,7 +209,7 @@ fn check_hard(res: Resource, name: &str, value: u64, hard: u64) -> Result<(), Ex
     )))
   };
   let (_, host_hard) = host_limit(res);
-  if hard > host_hard && unsafe { libc::geteuid() } != 0 {
+  if hard > host_hard && crate::platform::euid() != 0 {
     return too_high(host_hard, "the hard limit of this host");
   }
   if res == libc::RLIMIT_NOFILE {
@@ -305,7 +305,7 @@ impl LimitGuard {
     } else {
       crate::cgroup::TreeCgroups::default()
     };
-    let count_tasks = cgroups.has_pids() || unsafe { libc::getuid() } != 0;
+    let count_tasks = cgroups.has_pids() || crate::platform::uid() != 0;
     LimitGuard {
       limits: limits.clone(),
       mark: mark.to_owned(),
@@ -385,7 +385,7 @@ impl LimitGuard {
       &self.cgroups.procs(),
     );
     if let Some(s) = self.limits.cpu_seconds {
-      let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+      let hz = crate::platform::clock_ticks();
       let over: Vec<i32> = members
         .iter()
         .filter(|m| m.cpu_ticks >= s.max(1) * hz)
@@ -427,14 +427,14 @@ impl LimitGuard {
     crate::tree::signal_marked(&self.mark, libc::SIGKILL);
     crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
     if pgid > 1 {
-      unsafe { libc::kill(pgid, libc::SIGKILL) };
+      crate::platform::signal(pgid, libc::SIGKILL);
     }
     for p in self.cgroups.procs() {
-      unsafe { libc::kill(p, libc::SIGKILL) };
+      crate::platform::signal(p, libc::SIGKILL);
     }
     for m in crate::tree::members(&self.mark, pgid, &[]) {
       crate::reaper::note(m.pid);
-      unsafe { libc::kill(m.pid, libc::SIGKILL) };
+      crate::platform::signal(m.pid, libc::SIGKILL);
     }
   }
 
@@ -510,7 +510,7 @@ fn reap_cgroup(mut cg: crate::cgroup::TreeCgroups, kill: bool) {
       }
       if kill {
         for p in procs {
-          unsafe { libc::kill(p, libc::SIGKILL) };
+          crate::platform::signal(p, libc::SIGKILL);
         }
       }
       std::thread::sleep(Duration::from_millis(20));

@@ -86,6 +86,21 @@ pub fn uid() -> u32 {
   unsafe { libc::getuid() }
 }
 
+/// This process's effective user id.
+pub fn euid() -> u32 {
+  unsafe { libc::geteuid() }
+}
+
+/// The memory page size in bytes.
+pub fn page_size() -> u64 {
+  unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
+}
+
+/// Clock ticks per second (the unit of `/proc/<pid>/stat`'s CPU times).
+pub fn clock_ticks() -> u64 {
+  unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
 /// What `waitpid(pid, WNOHANG)` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
