@@ -12,6 +12,7 @@ pub mod limits;
 pub mod manager;
 pub mod mcp;
 pub mod platform;
+pub mod process;
 pub mod reaper;
 pub mod run;
 pub mod sandbox;

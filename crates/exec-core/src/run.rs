@@ -294,16 +294,25 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       }
       None => spec,
     };
-    let mark = tree::new_mark(owner);
-    let mut cmd = build_command(spec, &mark);
+    // the sandbox's writable cwd (the host's own is looked up only for it)
+    let cwd = match spec.sandbox {
+      Some(_) => spec_cwd(spec)?,
+      None => spec.cwd.clone().unwrap_or_default(),
+    };
+    let setup = crate::process::ChildSetup {
+      owner,
+      limits: &spec.limits,
+      die_with_parent: spec.die_with_parent,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &cwd,
+    };
+    let mut prepared = setup.prepare()?;
+    let mut cmd = build_command(spec, &prepared.mark);
     // limits are set in the child before exec (exact, but a real fork instead
     // of posix_spawn: only when limits are asked for)
-    let guard = LimitGuard::new(&spec.limits, &mark);
-    let mut plan_writes = Vec::new();
-    if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
-      plan_writes = plan.written_files();
+    if let Some(plan) = prepared.plan.take() {
       // the child execs itself (no execvp /bin/sh fallback): the last step
-      let image = exec_image(spec, &mark)?;
+      let image = exec_image(spec, &prepared.mark)?;
       unsafe {
         cmd.pre_exec(move || {
           plan.apply()?;
@@ -313,33 +322,18 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
     let started = Instant::now();
     let shown = spec.program.display().to_string();
-    // until the child is registered, the exit paths wait for it and the
-    // reaper does not take it for an orphan
-    let ticket = group::begin_spawn(owner)?;
-    let mut pdeath_anchor = None;
-    let mut child = match &spec.sandbox {
-      None => cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?,
-      Some(policy) => {
-        let cwd = spec_cwd(spec)?;
-        // spawned from a thread that restricted itself: the child inherits it
-        let spawn = move || cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
-        let (child, report) = if spec.die_with_parent {
-          // the parent-death signal follows the thread that spawned: it
-          // stays until the run is over
-          let (child, report, anchor) =
-            crate::sandbox::spawn_anchored(policy, &cwd, &plan_writes, spawn)?;
-          pdeath_anchor = Some(anchor);
-          (child, report)
-        } else {
-          crate::sandbox::spawn_in(policy, &cwd, &plan_writes, spawn)?
-        };
-        sandbox = Some(report);
-        child
-      }
-    };
-    let pid = child.id().unwrap_or(0);
-    ticket.register(pid as i32);
-    guard.set_leader(pid as i32);
+    let spawned = setup.spawn(prepared, move || {
+      let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
+      let pid = child.id().unwrap_or(0) as i32;
+      Ok((child, pid))
+    })?;
+    let mut child = spawned.child;
+    let pid = spawned.pid as u32;
+    let (mark, guard) = (spawned.mark, spawned.guard);
+    if spawned.sandbox.is_some() {
+      sandbox = spawned.sandbox;
+    }
+    let pdeath_anchor = spawned.anchor;
 
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");

@@ -555,28 +555,28 @@ impl ProcessManager {
         if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
           env.retain(|(k, _)| k != "TERM");
         }
-        let mark = crate::tree::new_mark(cfg.owner);
-        let mut guard = crate::limits::LimitGuard::new(&spec.limits, &mark);
-        // the limits are set in the child before exec, as for pipes (a PTY
-        // child is forked anyway); dieWithParent does not apply (see StartSpec)
-        let plan = guard.child_plan(false)?;
-        // until the child is registered, the exit paths wait for it and the
-        // reaper does not take it for an orphan
-        let ticket = group::begin_spawn(cfg.owner)?;
+        let setup = crate::process::ChildSetup {
+          owner: cfg.owner,
+          limits: &spec.limits,
+          // the limits are set in the child before exec, as for pipes (a PTY
+          // child is forked anyway); dieWithParent does not apply (see StartSpec)
+          die_with_parent: false,
+          sandbox: spec.sandbox.as_ref(),
+          cwd: &cwd,
+        };
+        let prepared = setup.prepare()?;
         let spawned = pty::spawn(
           &resolved,
           &spec.argv,
-          &cwd,
           env,
-          &mark,
           pty::size(rows, cols),
-          plan,
-          spec.sandbox.as_ref(),
+          &setup,
+          prepared,
         )?;
-        let pid = spawned.pid;
+        let pid = spawned.pid as u32;
         let sandbox = spawned.sandbox;
-        ticket.register(pid as i32);
-        guard.set_leader(pid as i32);
+        let (mark, mut guard) = (spawned.mark, spawned.guard);
+        let spawned = spawned.child;
         let p = make(Some(spawned.master));
         p.pid.store(pid, Ordering::Release);
         let _ = p.mark.set(mark.clone());

@@ -17,12 +17,12 @@ use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::limits::ChildPlan;
+use crate::process::{ChildSetup, Prepared, Spawned};
 
-pub(crate) struct SpawnedPty {
-  pub pid: u32,
+/// The terminal of a spawned PTY child.
+pub(crate) struct PtyParts {
   pub master: Box<dyn MasterPty + Send>,
   pub io: AsyncFd<OwnedFd>,
-  pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
@@ -39,20 +39,18 @@ pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
 /// opens the pair; the child is forked here, so that it starts with default
 /// signal dispositions (Node ignores SIGPIPE and SIGXFSZ, and an ignored
 /// signal stays ignored across exec) and with `plan` (resource limits)
-/// applied before exec, like a pipe child.
-// the redesign's single ChildSetup will carry plan and sandbox together
-#[allow(clippy::too_many_arguments)]
+/// applied before exec, like a pipe child. The spawn sequence (ticket,
+/// sandbox, registration) is the one of every path: [`ChildSetup::spawn`].
 pub(crate) fn spawn(
   program: &Path,
   argv: &[String],
-  cwd: &Path,
   mut env: Vec<(OsString, OsString)>,
-  mark: &str,
   size: PtySize,
-  plan: Option<ChildPlan>,
-  sandbox: Option<&crate::sandbox::SandboxPolicy>,
-) -> Result<SpawnedPty, ExecError> {
-  let plan_writes = plan.as_ref().map(|p| p.written_files()).unwrap_or_default();
+  setup: &ChildSetup,
+  mut prepared: Prepared,
+) -> Result<Spawned<PtyParts>, ExecError> {
+  let cwd = setup.cwd;
+  let plan = prepared.plan.take();
   let system = portable_pty::native_pty_system();
   let pair = system
     .openpty(size)
@@ -72,7 +70,7 @@ pub(crate) fn spawn(
   }
   // every descendant inherits the mark, so it can be found if it leaves the
   // session (see crate::tree)
-  env.push((crate::tree::MARK_VAR.into(), mark.into()));
+  env.push((crate::tree::MARK_VAR.into(), prepared.mark.clone().into()));
   let stdio = || {
     slave
       .try_clone()
@@ -106,24 +104,19 @@ pub(crate) fn spawn(
   }
   // the terminal is open already: only the fork happens on the sandboxed
   // thread, and the child inherits its restrictions
-  let mut report = None;
-  let spawned = match sandbox {
-    None => cmd.spawn(),
-    Some(policy) => {
-      let (spawned, r) = crate::sandbox::spawn_in(policy, cwd, &plan_writes, || Ok(cmd.spawn()))?;
-      report = Some(r);
-      spawned
-    }
-  };
-  // our copies of the slave must go, or the master never sees EOF
-  drop(cmd);
+  let shown = argv[0].clone();
+  let spawned = setup.spawn(prepared, move || {
+    let r = cmd.spawn();
+    // our copies of the slave must go, or the master never sees EOF
+    drop(cmd);
+    let child = r.map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    // the child is reaped with waitpid by the manager; dropping the handle
+    // neither waits nor kills
+    Ok(((), child.id() as i32))
+  });
   drop(slave);
   drop(pair.slave);
-  let child = spawned.map_err(|e| ExecError::from_spawn(&argv[0], &e))?;
-  let pid = child.id();
-  // the child is reaped with waitpid by the manager; dropping the handle
-  // neither waits nor kills
-  drop(child);
+  let spawned = spawned?;
   let raw = pair
     .master
     .as_raw_fd()
@@ -133,11 +126,16 @@ pub(crate) fn spawn(
   // SAFETY: an OwnedFd keeps its descriptor open and unchanged while owned
   let io = unsafe { AsyncFd::register(fd) }
     .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot watch the pty: {e}")))?;
-  Ok(SpawnedPty {
-    pid,
-    master: pair.master,
-    io,
-    sandbox: report,
+  Ok(Spawned {
+    child: PtyParts {
+      master: pair.master,
+      io,
+    },
+    pid: spawned.pid,
+    mark: spawned.mark,
+    guard: spawned.guard,
+    sandbox: spawned.sandbox,
+    anchor: spawned.anchor,
   })
 }
 

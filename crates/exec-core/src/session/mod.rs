@@ -200,15 +200,19 @@ impl Worker {
       cmd.env_clear();
       cmd.envs(spec.env.build());
     }
+    let setup = crate::process::ChildSetup {
+      owner,
+      limits: &spec.limits,
+      die_with_parent: spec.die_with_parent,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &spec.cwd,
+    };
+    let mut prepared = setup.prepare()?;
     // every descendant inherits the mark, so it can be found if it leaves the group
-    let mark = crate::tree::new_mark(owner);
-    cmd.env(crate::tree::MARK_VAR, &mark);
-    let guard = Arc::new(crate::limits::LimitGuard::new(&spec.limits, &mark));
+    cmd.env(crate::tree::MARK_VAR, &prepared.mark);
     // limits are set in the child before exec (a real fork instead of
     // posix_spawn, only when asked for)
-    let mut plan_writes = Vec::new();
-    if let Some(plan) = guard.child_plan(spec.die_with_parent)? {
-      plan_writes = plan.written_files();
+    if let Some(plan) = prepared.plan.take() {
       // the child execs itself (no execvp /bin/sh fallback): the last step
       let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
         std::env::vars_os().collect()
@@ -216,7 +220,7 @@ impl Worker {
         spec.env.build()
       };
       env.retain(|(k, _)| k != crate::tree::MARK_VAR);
-      env.push((crate::tree::MARK_VAR.into(), mark.clone().into()));
+      env.push((crate::tree::MARK_VAR.into(), prepared.mark.clone().into()));
       let mut argv = vec![spec.program.clone().into_os_string()];
       argv.extend(spec.args.iter().cloned());
       let image = crate::spawn::ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))?;
@@ -232,37 +236,16 @@ impl Worker {
     cmd.stdout(Stdio::piped());
     cmd.stderr(Stdio::piped());
     let mut cmd = tokio::process::Command::from(cmd);
-    // until the child is registered, the exit paths wait for it and the
-    // reaper does not take it for an orphan
-    let ticket = group::begin_spawn(owner)?;
-    let mut anchor = None;
-    let spawned = match &spec.sandbox {
-      None => {
-        let r = cmd.spawn();
-        // closes our copy of the worker's end: EOF then means the worker is gone
-        drop(cmd);
-        r
-      }
-      // the interpreter and every cell inherit the spawning thread's
-      // restrictions; the closure owns (and drops) the worker's end
-      Some(policy) => {
-        let writes = plan_writes.clone();
-        let spawn = move || Ok(cmd.spawn());
-        if spec.die_with_parent {
-          // the parent-death signal follows the spawning thread: it stays
-          // while the worker lives
-          let (r, _, a) = crate::sandbox::spawn_anchored(policy, &spec.cwd, &writes, spawn)?;
-          anchor = Some(a);
-          r
-        } else {
-          crate::sandbox::spawn_in(policy, &spec.cwd, &writes, spawn)?.0
-        }
-      }
-    };
-    let mut child = spawned.map_err(|e| ExecError::from_spawn(&shown, &e))?;
-    let pid = child.id().unwrap_or(0) as i32;
-    ticket.register(pid);
-    guard.set_leader(pid);
+    let spawned = setup.spawn(prepared, move || {
+      let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
+      // closes our copy of the worker's end: EOF then means the worker is gone
+      drop(cmd);
+      let child = child?;
+      let pid = child.id().unwrap_or(0) as i32;
+      Ok((child, pid))
+    })?;
+    let (mut child, pid, anchor) = (spawned.child, spawned.pid, spawned.anchor);
+    let guard = Arc::new(spawned.guard);
     let limit_hit = Arc::new(Mutex::new(None));
     // the watchdog runs for the worker's whole life (also between executions:
     // what a cell left running counts too); the kill makes the worker exit,
