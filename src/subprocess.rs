@@ -6,9 +6,10 @@
 //! callbacks. `spawnCall` and `executeStreaming` run on the same machinery
 //! ([`start`] and [`settle`]).
 
+use exec_core::process::ProcessTree;
 use exec_core::run::{Execution, ProcessSpec, RunPolicy, StdinMode};
 use exec_core::spawn::{check_cwd, resolve_program};
-use exec_core::{group, tree, CancellationToken, ErrorCode, ExecError};
+use exec_core::{group, CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
@@ -347,19 +348,18 @@ impl Subprocess {
     let Some(sig) = sig else {
       return Ok(group::group_alive(pgid));
     };
+    // the run has not settled: its leader may have exited a moment ago, but
+    // it is signalled as every kill path does (ProcessTree's one order)
+    let tree = ProcessTree::new(pgid, mark);
     match sig {
       Signal::SIGTERM => self.cancel.cancel(),
       Signal::SIGKILL => {
         // no grace: every process of the tree now, then the usual sweep
-        tree::signal_marked(mark, libc::SIGKILL);
-        group::signal_group(pgid, Signal::SIGKILL);
+        tree.kill(true);
         self.cancel.cancel();
       }
       other => {
-        // the marked first (as every kill path): they may all be gone by the
-        // time the group is signalled, which then finds it empty
-        let marked = tree::signal_marked(mark, other as i32);
-        if !group::signal_group(pgid, other) && marked == 0 {
+        if !tree.signal(other, true) {
           return Ok(false);
         }
       }

@@ -423,12 +423,9 @@ impl LimitGuard {
   /// limit gets no grace.
   pub fn kill_tree(&self, pgid: i32) {
     self.hit.store(true, Ordering::Relaxed);
-    // the marked first (recorded for the reaper as they are signalled)
-    crate::tree::signal_marked(&self.mark, libc::SIGKILL);
-    crate::group::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-    if pgid > 1 {
-      crate::platform::signal(pgid, libc::SIGKILL);
-    }
+    // the tree in its one order (the leader is not reaped: its watchdog runs)
+    crate::process::ProcessTree::new(pgid, &self.mark).kill(true);
+    // and what only the cgroups or the parent links still tie to it
     for p in self.cgroups.procs() {
       crate::platform::signal(p, libc::SIGKILL);
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{ErrorCode, ExecError};
 use crate::group;
 use crate::limits::{LimitGuard, Limits};
+use crate::process::ProcessTree;
 use crate::spawn::EnvSpec;
 use crate::tree;
 
@@ -482,7 +483,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let phase = self.exit_phase(policy, cancel).await;
     // what is left of the tree (the group, and marked escapees) goes the same way
     if policy.cleanup_group_on_exit || phase.ended_by_us() {
-      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
+      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
     } else {
       group::unregister(pgid);
     }
@@ -514,7 +515,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       leftovers(&self.mark, pgid).await
     };
     if left.is_empty() {
-      group::terminate_tree_later(pgid, self.mark.clone(), policy.owner, policy.kill_grace);
+      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
       let (out, err) = self.drain(policy).await;
       let outcome = self.outcome_of(
         phase,
@@ -626,24 +627,21 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   }
 }
 
-/// SIGTERM the group, the child itself and its marked descendants; SIGKILL
-/// after `grace`.
+/// SIGTERM the tree (its marked descendants, the group, the child itself:
+/// [`ProcessTree`]'s order); SIGKILL after `grace`.
 pub async fn kill_sequence(
   child: &mut Child,
   pgid: i32,
   mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  // the marked first: the scan records each for the reaper before it is
-  // signalled (a zombie's mark cannot be read), then the group and the child
-  tree::signal_marked(mark, libc::SIGTERM);
-  group::signal_group(pgid, Signal::SIGTERM);
-  let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
+  // the child is ours and not reaped until `wait` returns: its pid is its own
+  let tree = ProcessTree::new(pgid, mark);
+  tree.signal(Signal::SIGTERM, true);
   match tokio::time::timeout(grace, child.wait()).await {
     Ok(st) => st,
     Err(_) => {
-      group::signal_group(pgid, Signal::SIGKILL);
-      tree::signal_marked(mark, libc::SIGKILL);
+      tree.signal(Signal::SIGKILL, true);
       let _ = child.start_kill();
       child.wait().await
     }

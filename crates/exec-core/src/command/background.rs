@@ -796,15 +796,18 @@ fn subtree(pid: i32, mark: &str) -> Vec<i32> {
 }
 
 /// Signal an adopted process, its descendants and, if it leads one, its
-/// process group.
+/// process group, in [`crate::process::tree`]'s order (the marked first,
+/// each recorded for the reaper, then the group). Not a whole
+/// [`crate::process::ProcessTree`]: the jobs adopted from one command share
+/// its mark, and only this job's subtree is signalled.
 fn signal_adopted(pid: i32, mark: &str, sig: i32) {
-  let pids = subtree(pid, mark);
-  if tree::pgid_of(pid) == Some(pid) {
-    crate::platform::signal(-pid, sig);
-  }
-  for p in pids {
+  let leads = tree::pgid_of(pid) == Some(pid);
+  for p in subtree(pid, mark) {
     crate::reaper::note(p);
     crate::platform::signal(p, sig);
+  }
+  if leads {
+    crate::platform::signal(-pid, sig);
   }
 }
 

@@ -28,7 +28,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
 use crate::run::{Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
 use crate::spawn::{check_cwd, resolve_program, EnvSpec};
 
@@ -226,20 +225,14 @@ impl Proc {
     }
   }
 
-  /// Signal the group (and the leader itself) unless it already exited.
+  /// Signal the tree (the marked, the group, the leader itself) unless the
+  /// leader already exited.
   fn signal(&self, sig: Signal) {
     if self.exited.load(Ordering::Acquire) {
       return;
     }
-    let pid = self.pid() as i32;
-    if pid > 1 {
-      group::signal_group(pid, sig);
-      let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
-    }
-    // and the descendants that left the group (setsid, double fork)
-    if let Some(mark) = self.mark.get() {
-      crate::tree::signal_marked(mark, sig as i32);
-    }
+    let mark = self.mark.get().map(String::as_str).unwrap_or("");
+    crate::process::ProcessTree::new(self.pid() as i32, mark).signal(sig, true);
   }
 
   async fn wait_exit(&self, timeout: Option<Duration>) -> WaitResult {
@@ -305,9 +298,10 @@ impl Drop for Inner {
     // nobody can reach these processes any more
     let procs: Vec<Arc<Proc>> = self.table().procs.values().cloned().collect();
     for p in procs {
+      // the leader too while it runs; what it left behind in any case
       p.signal(Signal::SIGKILL);
       if let Some(mark) = p.mark.get() {
-        crate::tree::signal_marked(mark, libc::SIGKILL);
+        crate::process::ProcessTree::new(0, mark).kill(false);
       }
     }
   }
@@ -621,7 +615,7 @@ impl ProcessManager {
           // the terminal is done: its master goes now, not after the retention
           drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
           // what is left of the tree (the group, and marked escapees)
-          group::terminate_tree_later(pid as i32, mark, owner, grace);
+          crate::process::ProcessTree::new(pid as i32, &mark).terminate_later(owner, grace);
           proc.finish(exit).await;
           expire_later(weak, proc, retention);
         });

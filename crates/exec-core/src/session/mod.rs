@@ -265,7 +265,7 @@ impl Worker {
     let ctl = match ctl {
       Ok(c) => c,
       Err(e) => {
-        group::signal_group(pid, Signal::SIGKILL);
+        crate::process::ProcessTree::new(pid, guard.mark()).kill(true);
         group::unregister(pid);
         return Err(ExecError::new(
           ErrorCode::ESPAWN,
@@ -537,17 +537,15 @@ impl Worker {
 
   /// SIGKILL the whole group now and reap the worker.
   pub async fn kill(&mut self) -> Option<ExitStatus> {
-    // what is killed may die, and come to us, before it is seen (reaper)
-    crate::reaper::before_kill(self.guard.mark());
     // the worker's children first, while it is alive to reap them (killed
     // together, they would be orphans left for init to reap)
     if self.exit.is_none() && self.kill_others() > 0 {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    group::signal_group(self.pid, Signal::SIGKILL);
-    // and the descendants that left the group (setsid, double fork)
-    crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
-    self.kill_leader();
+    // then the tree: what left the group (setsid, double fork), the group,
+    // the worker itself
+    let leader_live = !self.has_exited();
+    self.tree().kill(leader_live);
     let st = self.wait_exit(Duration::from_secs(5)).await;
     // SIGKILL is asynchronous: return once the group's processes are dead
     let until = Instant::now() + Duration::from_secs(2);
@@ -561,21 +559,21 @@ impl Worker {
     st
   }
 
-  /// SIGKILL the worker itself (it may have left its group), unless it is
-  /// reaped already (its pid may be another process's by now).
-  fn kill_leader(&mut self) {
-    if !self.has_exited() {
-      let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), Signal::SIGKILL);
-    }
+  /// The worker's tree (its group, led by the worker, and its mark).
+  fn tree(&self) -> crate::process::ProcessTree<'_> {
+    crate::process::ProcessTree::new(self.pid, self.guard.mark())
   }
 
   /// SIGKILL the processes of the worker's group other than the worker itself.
   pub fn kill_others(&self) -> usize {
     let mut n = 0;
     for pid in group_members(self.pid) {
-      if pid != self.pid
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).is_ok()
-      {
+      if pid == self.pid {
+        continue;
+      }
+      // it may die, and come to the host as an orphan, before it is seen
+      crate::reaper::note(pid);
+      if crate::platform::signal(pid, libc::SIGKILL) {
         n += 1;
       }
     }
@@ -588,12 +586,8 @@ impl Drop for Worker {
     if let Some(w) = self.watcher.take() {
       w.abort();
     }
-    if self.exit.is_none() || group::group_alive(self.pid) {
-      crate::reaper::before_kill(self.guard.mark());
-      group::signal_group(self.pid, Signal::SIGKILL);
-      self.kill_leader();
-    }
-    crate::tree::signal_marked(self.guard.mark(), libc::SIGKILL);
+    let leader_live = !self.has_exited();
+    self.tree().kill(leader_live);
     group::unregister(self.pid);
   }
 }

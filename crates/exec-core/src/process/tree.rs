@@ -1,0 +1,283 @@
+//! A run's process tree and the one order in which it is signalled.
+//!
+//! A tree is the run's process group (led by its first child, whose pid is
+//! the group id) plus every process carrying the run's mark (see
+//! [`crate::tree`]): what left the group (`setsid`, double fork, `nohup`) is
+//! still found. Every path that signals a tree (a timeout, a cancel, a limit,
+//! `kill()`, `terminate`, a session's close) goes through
+//! [`ProcessTree::signal`], which keeps one order:
+//!
+//! 1. the marked processes, each recorded for the orphan reaper before its
+//!    signal (a process killed first and reparented to the host would be a
+//!    zombie whose mark can no longer be read, so never proven ours);
+//! 2. the group: while the leader is not reaped, always (its pid, and so the
+//!    group id, is still ours); once it is reaped, only when the scan of
+//!    step 1 found a marked process in the group. A group id stays reserved
+//!    while any process is in the group, but once the group emptied, the id
+//!    may be a new process's, and a new group's;
+//! 3. the leader itself, while it is not reaped (it may have left its group).
+//!
+//! Left alone by that rule: a process that scrubbed its environment
+//! (`env -i`) and stays in the group after the leader was reaped.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+/// What one step of [`ProcessTree::signal`] signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+  /// A process carrying the run's mark.
+  Marked(i32),
+  /// The process group.
+  Group(i32),
+  /// The leader, by pid.
+  Leader(i32),
+}
+
+/// A run's tree: its group and its mark.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessTree<'a> {
+  /// The group id: the pid of the run's first child (0: none yet).
+  pub pgid: i32,
+  /// The run's mark (`None`: only the group is known).
+  pub mark: Option<&'a str>,
+}
+
+impl<'a> ProcessTree<'a> {
+  pub fn new(pgid: i32, mark: &'a str) -> Self {
+    ProcessTree {
+      pgid,
+      mark: (!mark.is_empty()).then_some(mark),
+    }
+  }
+
+  /// Send `sig` to the whole tree in the one order (see the module doc);
+  /// `leader_live`: the caller has not reaped the leader. Returns whether
+  /// anything was signalled.
+  pub fn signal(&self, sig: Signal, leader_live: bool) -> bool {
+    self.send(sig, leader_live, true)
+  }
+
+  fn send(&self, sig: Signal, leader_live: bool, group: bool) -> bool {
+    let mut any = false;
+    self.signal_with(leader_live, &mut |t| {
+      any |= match t {
+        Target::Marked(pid) => {
+          crate::reaper::note(pid);
+          crate::platform::signal(pid, sig as i32)
+        }
+        Target::Group(pgid) => group && crate::group::signal_group(pgid, sig),
+        Target::Leader(pid) => crate::platform::signal(pid, sig as i32),
+      };
+    });
+    any
+  }
+
+  /// The steps of [`ProcessTree::signal`], in order, handed to `f` (the
+  /// marked ones found by a scan of `/proc` made now).
+  pub fn signal_with(&self, leader_live: bool, f: &mut dyn FnMut(Target)) {
+    let pgid = self.pgid;
+    // with the leader reaped, the group is ours only while a marked process
+    // is in it; without a mark there is nothing else to go by
+    let mut group_ours = leader_live || self.mark.is_none();
+    if let Some(n) = self.mark.and_then(|m| crate::tree::Needle::new(m, true)) {
+      let mut marked = |pid: i32| {
+        if !group_ours && pgid > 1 && crate::tree::pgid_of(pid) == Some(pgid) {
+          group_ours = true;
+        }
+        f(Target::Marked(pid));
+      };
+      if pgid > 1 {
+        // a run's descendants were created after its first child
+        crate::tree::scan_since(pgid, &n, &mut marked);
+      } else {
+        crate::tree::scan(&n, &mut marked);
+      }
+    }
+    if pgid > 1 && group_ours {
+      f(Target::Group(pgid));
+    }
+    if pgid > 1 && leader_live {
+      f(Target::Leader(pgid));
+    }
+  }
+
+  /// SIGKILL the tree now.
+  pub fn kill(&self, leader_live: bool) -> bool {
+    self.signal(Signal::SIGKILL, leader_live)
+  }
+
+  /// No live process of the tree is left: none in the group, none marked.
+  pub fn is_gone(&self) -> bool {
+    let group_gone = self.pgid <= 1 || !crate::group::group_alive(self.pgid);
+    group_gone
+      && self
+        .mark
+        .is_none_or(|m| crate::tree::running_marked(m).is_empty())
+  }
+
+  /// What is left of a finished run whose leader was reaped: SIGTERM now,
+  /// SIGKILL after `grace` if anything is left; the group stays in the
+  /// registry (for the host's exit paths) until it is gone. Only the first
+  /// SIGTERM of the group (one `killpg`, right after the reap) happens before
+  /// this returns; the scans of `/proc` run in the background, so they never
+  /// delay the result of the run that calls this.
+  pub fn terminate_later(&self, owner: u64, grace: Duration) {
+    let (pgid, mark) = (self.pgid, self.mark.unwrap_or("").to_owned());
+    // When the host reaps orphans, what the group SIGTERM kills must be seen
+    // alive first (a zombie's mark cannot be read): the group's SIGTERM then
+    // comes with the scan, in the background.
+    let note_first = !mark.is_empty() && crate::reaper::enabled();
+    let group_left = note_first || crate::group::signal_group(pgid, Signal::SIGTERM);
+    if !group_left && mark.is_empty() {
+      crate::group::unregister(pgid);
+      return;
+    }
+    crate::group::register(pgid, owner);
+    // one step of the background loop: true when it is over
+    let mut first = true;
+    let deadline = std::time::Instant::now() + grace;
+    let mut step = move || {
+      let tree = ProcessTree::new(pgid, &mark);
+      if std::mem::take(&mut first) {
+        // the group had its SIGTERM already unless it waited for this scan
+        tree.send(Signal::SIGTERM, false, note_first);
+      }
+      // with a mark: none running, nor one in the middle of an exec (whose
+      // mark cannot be read yet), also means none left in the group that we
+      // could prove ours
+      let gone = match tree.mark {
+        Some(m) => !crate::tree::marked_or_pending_since(m, pgid),
+        None => !crate::group::group_alive(pgid),
+      };
+      if !gone && std::time::Instant::now() < deadline {
+        return false;
+      }
+      if !gone {
+        tree.signal(Signal::SIGKILL, false);
+      }
+      crate::group::unregister(pgid);
+      true
+    };
+    let pause = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
+    match tokio::runtime::Handle::try_current() {
+      Ok(h) => {
+        h.spawn(async move {
+          while !step() {
+            tokio::time::sleep(pause).await;
+          }
+        });
+      }
+      Err(_) => {
+        std::thread::spawn(move || {
+          while !step() {
+            std::thread::sleep(pause);
+          }
+        });
+      }
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::process::{Command, Stdio};
+
+  fn wait_marked(mark: &str) {
+    // a process mid-exec shows an empty environment: wait for its exec
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while crate::tree::marked(mark).is_empty() && std::time::Instant::now() < deadline {
+      std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+  }
+
+  #[test]
+  fn the_order_is_marked_then_group_then_leader() {
+    use std::os::unix::process::CommandExt;
+    let mark = crate::tree::new_mark(77);
+    // the run's leader (its own group), then a marked process outside any
+    // group of ours (as a setsid escapee is)
+    let mut leader = Command::new("sleep")
+      .arg("30")
+      .process_group(0)
+      .spawn()
+      .unwrap();
+    let pgid = leader.id() as i32;
+    let mut escapee = Command::new("sleep")
+      .arg("30")
+      .env(crate::tree::MARK_VAR, &mark)
+      .stdout(Stdio::null())
+      .spawn()
+      .unwrap();
+    let pid = escapee.id() as i32;
+    wait_marked(&mark);
+    let tree = ProcessTree::new(pgid, &mark);
+    let mut steps = Vec::new();
+    tree.signal_with(true, &mut |t| steps.push(t));
+    assert_eq!(
+      steps,
+      vec![
+        Target::Marked(pid),
+        Target::Group(pgid),
+        Target::Leader(pgid)
+      ]
+    );
+    // the leader reaped: neither it nor a group that holds no marked process
+    // (its id may be another group's by now)
+    let mut steps = Vec::new();
+    tree.signal_with(false, &mut |t| steps.push(t));
+    assert_eq!(steps, vec![Target::Marked(pid)]);
+    assert!(!tree.is_gone());
+    assert!(tree.kill(true));
+    escapee.wait().unwrap();
+    leader.wait().unwrap();
+    assert!(tree.is_gone());
+  }
+
+  #[test]
+  fn a_reaped_leaders_group_is_signalled_while_a_marked_process_is_in_it() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mark = crate::tree::new_mark(78);
+    // a leader that leaves a marked member behind in its group, then is reaped
+    let mut leader = Command::new("sh")
+      .args(["-c", "sleep 30 & echo $!"])
+      .env(crate::tree::MARK_VAR, &mark)
+      .process_group(0)
+      .stdout(Stdio::piped())
+      .spawn()
+      .unwrap();
+    let pgid = leader.id() as i32;
+    let mut line = String::new();
+    std::io::BufReader::new(leader.stdout.take().unwrap())
+      .read_line(&mut line)
+      .unwrap();
+    let member: i32 = line.trim().parse().unwrap();
+    leader.wait().unwrap();
+    wait_marked(&mark);
+    let tree = ProcessTree::new(pgid, &mark);
+    let mut steps = Vec::new();
+    tree.signal_with(false, &mut |t| steps.push(t));
+    assert_eq!(steps, vec![Target::Marked(member), Target::Group(pgid)]);
+    assert!(tree.kill(false));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !tree.is_gone() && std::time::Instant::now() < deadline {
+      std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(tree.is_gone());
+  }
+
+  #[test]
+  fn without_a_mark_only_the_group() {
+    let tree = ProcessTree::new(4_000_001, "");
+    let mut steps = Vec::new();
+    tree.signal_with(true, &mut |t| steps.push(t));
+    assert_eq!(
+      steps,
+      vec![Target::Group(4_000_001), Target::Leader(4_000_001)]
+    );
+    assert!(ProcessTree::new(0, "").is_gone());
+  }
+}
