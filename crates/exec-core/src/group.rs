@@ -2,7 +2,7 @@
 //! that nothing is left behind when the host goes away.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -73,9 +73,22 @@ const SPAWN_SETTLE: Duration = Duration::from_secs(1);
 /// they began, new spawns of the departing host (or environment) are refused.
 pub struct SpawnTicket {
   owner: u64,
-  /// The count of spawns in flight (the reaper's, which must not take a
-  /// child that is not registered yet for an orphan either).
-  _in_flight: crate::reaper::Spawning,
+}
+
+/// Spawns between their ticket and the registration of their child (the
+/// exit paths wait for them; the reaper takes none of their children for an
+/// orphan meanwhile).
+static SPAWNING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many spawns are between their fork and their registration now.
+pub fn spawning_now() -> usize {
+  SPAWNING.load(Ordering::SeqCst)
+}
+
+impl Drop for SpawnTicket {
+  fn drop(&mut self) {
+    SPAWNING.fetch_sub(1, Ordering::SeqCst);
+  }
 }
 
 /// Take a ticket for one spawn by `owner`, or `ECANCELED` when that host
@@ -83,10 +96,8 @@ pub struct SpawnTicket {
 pub fn begin_spawn(owner: u64) -> Result<SpawnTicket, ExecError> {
   // count first, then look at the flags: an exit path sets its flag, then
   // reads the count (both SeqCst), so one of the two sides sees the other
-  let ticket = SpawnTicket {
-    owner,
-    _in_flight: crate::reaper::spawning(),
-  };
+  SPAWNING.fetch_add(1, Ordering::SeqCst);
+  let ticket = SpawnTicket { owner };
   let closed = CLOSING_ALL.load(Ordering::SeqCst)
     || CLOSED_OWNERS
       .lock()
@@ -114,7 +125,7 @@ impl SpawnTicket {
 fn settle_spawns() {
   let mut waited = Duration::ZERO;
   let step = Duration::from_millis(1);
-  while crate::reaper::spawning_now() > 0 && waited < SPAWN_SETTLE {
+  while spawning_now() > 0 && waited < SPAWN_SETTLE {
     crate::platform::nanosleep(step);
     waited += step;
   }

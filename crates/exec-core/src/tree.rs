@@ -184,18 +184,6 @@ pub fn marked_or_pending_since(mark: &str, first_pid: i32) -> bool {
   }
 }
 
-/// [`signal_marked`] among processes created after `first_pid`.
-pub fn signal_marked_since(mark: &str, first_pid: i32, sig: i32) -> usize {
-  match Needle::new(mark, true) {
-    Some(n) => scan_since(first_pid, &n, &mut |pid| {
-      // it may die of this signal before the reaper ever sees it
-      crate::reaper::note(pid);
-      platform::signal(pid, sig);
-    }),
-    None => 0,
-  }
-}
-
 /// [`running_marked`] among processes created after `first_pid`.
 pub fn running_marked_since(mark: &str, first_pid: i32) -> Vec<i32> {
   let mut v = Vec::new();
@@ -203,26 +191,6 @@ pub fn running_marked_since(mark: &str, first_pid: i32) -> Vec<i32> {
     scan_since(first_pid, &n, &mut |pid| v.push(pid));
   }
   v.into_iter().filter(|p| !is_dead(*p)).collect()
-}
-
-/// Record every live process marked with `mark` (exactly) for the orphan
-/// reaper, before a group signal kills them (a zombie's mark cannot be
-/// read). See [`crate::reaper::note`].
-pub fn note_marked(mark: &str) {
-  if let Some(n) = Needle::new(mark, true) {
-    scan(&n, &mut |pid| crate::reaper::note(pid));
-  }
-}
-
-/// Send `sig` to every process marked with `mark` (exactly), returning how many.
-pub fn signal_marked(mark: &str, sig: i32) -> usize {
-  match Needle::new(mark, true) {
-    Some(n) => scan(&n, &mut |pid| {
-      crate::reaper::note(pid);
-      platform::signal(pid, sig);
-    }),
-    None => 0,
-  }
 }
 
 /// Pids marked with `mark` (exactly).
@@ -429,7 +397,7 @@ mod tests {
       found = running_marked(&mark);
     }
     assert_eq!(found.len(), 1, "the escaped sleep is found by its mark");
-    assert_eq!(signal_marked(&mark, libc::SIGKILL), 1);
+    assert!(platform::signal(found[0], libc::SIGKILL));
     let t0 = Instant::now();
     while !running_marked(&mark).is_empty() && t0.elapsed() < Duration::from_secs(3) {
       std::thread::sleep(Duration::from_millis(10));
@@ -468,7 +436,7 @@ mod tests {
     assert_eq!(running_marked_since(&mark, first_pid), full);
     // a range that starts after the process was created does not see it
     assert!(running_marked_since(&mark, full[0]).is_empty());
-    assert_eq!(signal_marked_since(&mark, first_pid, libc::SIGKILL), 1);
+    assert!(platform::signal(full[0], libc::SIGKILL));
   }
 
   #[test]

@@ -164,7 +164,7 @@ async fn a_registered_direct_child_with_our_mark_is_left_to_its_owner() {
   assert!(reaper::set_subreaper(true).unwrap());
   // like an execution's child: our mark, registered from before the spawn
   // guard is released until its owner reaped it
-  let spawning = reaper::spawning();
+  let ticket = group::begin_spawn(4242).unwrap();
   let mut child = Command::new("sh")
     .arg("-c")
     .arg("sleep 0.1; exit 3")
@@ -172,8 +172,7 @@ async fn a_registered_direct_child_with_our_mark_is_left_to_its_owner() {
     .spawn()
     .unwrap();
   let pid = child.id() as i32;
-  group::register(pid, 4242);
-  drop(spawning);
+  ticket.register(pid);
   let end = Instant::now() + Duration::from_secs(3);
   while tree::stat(pid).map(|s| s.state) != Some(b'Z') && Instant::now() < end {
     tokio::time::sleep(Duration::from_millis(10)).await;

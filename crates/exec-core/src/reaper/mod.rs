@@ -48,7 +48,7 @@
 //! the task (within [`INTERVAL`]) without a sweep seeing it alive — cannot be
 //! proven ours and is left as it is.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
@@ -70,8 +70,6 @@ static INIT: Once = Once::new();
 static PID1: AtomicBool = AtomicBool::new(false);
 /// The host has the child subreaper attribute (set by us, or found set).
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
-/// Spawns between fork and `group::register` of the child.
-static SPAWNING: AtomicUsize = AtomicUsize::new(0);
 /// The background task is running.
 static RUNNING: AtomicBool = AtomicBool::new(false);
 static WAKE: tokio::sync::Notify = tokio::sync::Notify::const_new();
@@ -175,28 +173,6 @@ pub fn watching() -> bool {
   RUNNING.load(Ordering::SeqCst)
 }
 
-/// Held by a spawn path from before the fork until its child is in the group
-/// registry, so that a child not yet registered is never taken for an orphan.
-pub struct Spawning(());
-
-/// See [`Spawning`].
-pub fn spawning() -> Spawning {
-  SPAWNING.fetch_add(1, Ordering::SeqCst);
-  Spawning(())
-}
-
-impl Drop for Spawning {
-  fn drop(&mut self) {
-    SPAWNING.fetch_sub(1, Ordering::SeqCst);
-  }
-}
-
-/// How many spawns are between their fork and their registration now (the
-/// exit paths wait for them: see [`crate::group::begin_spawn`]).
-pub fn spawning_now() -> usize {
-  SPAWNING.load(Ordering::SeqCst)
-}
-
 /// A run started (its group was registered): watch while it lives.
 pub fn watch() {
   if enabled() {
@@ -279,15 +255,6 @@ pub fn note(pid: i32) {
   }
 }
 
-/// Before a group signal kills a run's processes: record the live ones that
-/// carry `mark` (they may die, and be reparented to us, before any look). A
-/// scan of /proc, only when the host is a reaper.
-pub fn before_kill(mark: &str) {
-  if enabled() && !mark.is_empty() {
-    tree::note_marked(mark);
-  }
-}
-
 /// The real host: the statics of this module, `/proc` and `waitpid`.
 struct Os;
 
@@ -299,7 +266,7 @@ impl Host for Os {
     enabled()
   }
   fn spawning(&self) -> bool {
-    SPAWNING.load(Ordering::SeqCst) > 0
+    crate::group::spawning_now() > 0
   }
   fn registered(&self, pid: i32) -> bool {
     crate::group::is_registered(pid)
