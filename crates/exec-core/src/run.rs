@@ -627,7 +627,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   }
 }
 
-/// SIGTERM the tree (its marked descendants, the group, the child itself:
+/// SIGTERM the tree (the child itself, its marked descendants, the group:
 /// [`ProcessTree`]'s order); SIGKILL after `grace`.
 pub async fn kill_sequence(
   child: &mut Child,

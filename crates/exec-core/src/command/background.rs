@@ -796,8 +796,8 @@ fn subtree(pid: i32, mark: &str) -> Vec<i32> {
 }
 
 /// Signal an adopted process, its descendants and, if it leads one, its
-/// process group, in [`crate::process::tree`]'s order (the marked first,
-/// each recorded for the reaper, then the group). Not a whole
+/// process group, in [`crate::process::tree`]'s order (the process, its
+/// marked descendants, each recorded for the reaper, then the group). Not a whole
 /// [`crate::process::ProcessTree`]: the jobs adopted from one command share
 /// its mark, and only this job's subtree is signalled.
 fn signal_adopted(pid: i32, mark: &str, sig: i32) {

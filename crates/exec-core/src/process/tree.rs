@@ -7,15 +7,18 @@
 //! `kill()`, `terminate`, a session's close) goes through
 //! [`ProcessTree::signal`], which keeps one order:
 //!
-//! 1. the marked processes, each recorded for the orphan reaper before its
+//! 1. the leader itself, while its caller has not reaped it (it may have
+//!    left its group; once reaped, its pid may be another process's). First,
+//!    so that a shell leader dies of the signal and reports it, rather than
+//!    seeing its foreground child die of it and exiting with 128+N;
+//! 2. the marked processes, each recorded for the orphan reaper before its
 //!    signal (a process killed first and reparented to the host would be a
 //!    zombie whose mark can no longer be read, so never proven ours);
-//! 2. the group: while the leader is not reaped, always (its pid, and so the
+//! 3. the group: while the leader is not reaped, always (its pid, and so the
 //!    group id, is still ours); once it is reaped, only when the scan of
-//!    step 1 found a marked process in the group. A group id stays reserved
+//!    step 2 found a marked process in the group. A group id stays reserved
 //!    while any process is in the group, but once the group emptied, the id
-//!    may be a new process's, and a new group's;
-//! 3. the leader itself, while it is not reaped (it may have left its group).
+//!    may be a new process's, and a new group's.
 //!
 //! Left alone by that rule: a process that scrubbed its environment
 //! (`env -i`) and stays in the group after the leader was reaped.
@@ -78,6 +81,9 @@ impl<'a> ProcessTree<'a> {
   /// marked ones found by a scan of `/proc` made now).
   pub fn signal_with(&self, leader_live: bool, f: &mut dyn FnMut(Target)) {
     let pgid = self.pgid;
+    if pgid > 1 && leader_live {
+      f(Target::Leader(pgid));
+    }
     // with the leader reaped, the group is ours only while a marked process
     // is in it; without a mark there is nothing else to go by
     let mut group_ours = leader_live || self.mark.is_none();
@@ -97,9 +103,6 @@ impl<'a> ProcessTree<'a> {
     }
     if pgid > 1 && group_ours {
       f(Target::Group(pgid));
-    }
-    if pgid > 1 && leader_live {
-      f(Target::Leader(pgid));
     }
   }
 
@@ -194,7 +197,7 @@ mod tests {
   }
 
   #[test]
-  fn the_order_is_marked_then_group_then_leader() {
+  fn the_order_is_leader_then_marked_then_group() {
     use std::os::unix::process::CommandExt;
     let mark = crate::tree::new_mark(77);
     // the run's leader (its own group), then a marked process outside any
@@ -219,9 +222,9 @@ mod tests {
     assert_eq!(
       steps,
       vec![
+        Target::Leader(pgid),
         Target::Marked(pid),
-        Target::Group(pgid),
-        Target::Leader(pgid)
+        Target::Group(pgid)
       ]
     );
     // the leader reaped: neither it nor a group that holds no marked process
@@ -276,7 +279,7 @@ mod tests {
     tree.signal_with(true, &mut |t| steps.push(t));
     assert_eq!(
       steps,
-      vec![Target::Group(4_000_001), Target::Leader(4_000_001)]
+      vec![Target::Leader(4_000_001), Target::Group(4_000_001)]
     );
     assert!(ProcessTree::new(0, "").is_gone());
   }

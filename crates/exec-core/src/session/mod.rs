@@ -542,8 +542,8 @@ impl Worker {
     if self.exit.is_none() && self.kill_others() > 0 {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // then the tree: what left the group (setsid, double fork), the group,
-    // the worker itself
+    // then the tree: the worker itself, what left the group (setsid, double
+    // fork), the group
     let leader_live = !self.has_exited();
     self.tree().kill(leader_live);
     let st = self.wait_exit(Duration::from_secs(5)).await;
