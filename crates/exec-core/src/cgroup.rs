@@ -329,7 +329,7 @@ fn sweep_stale_in(base: &Path) {
 /// Whether `pid` runs and started before `created` (so it may be the host
 /// that created the cgroup).
 fn host_alive_since(pid: i32, created: std::time::SystemTime) -> bool {
-  let Some(st) = crate::tree::stat(pid) else {
+  let Some(st) = crate::process::marks::stat(pid) else {
     return false;
   };
   let btime = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {

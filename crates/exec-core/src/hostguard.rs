@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::tree::Needle;
+use crate::process::marks::Needle;
 
 const SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
@@ -21,7 +21,7 @@ static SAVED: OnceLock<Saved> = OnceLock::new();
 
 extern "C" fn on_signal(sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
   let Some(saved) = SAVED.get() else { return };
-  crate::group::kill_all_signal_safe(&saved.needle);
+  crate::process::registry::kill_all_signal_safe(&saved.needle);
   crate::cgroup::remove_all_signal_safe();
   let Some(i) = SIGNALS.iter().position(|s| *s == sig) else {
     return;
@@ -39,7 +39,7 @@ pub fn install() {
   if SAVED.get().is_some() {
     return;
   }
-  let Some(needle) = Needle::new(&crate::tree::owner_prefix(None), false) else {
+  let Some(needle) = Needle::new(&crate::process::marks::owner_prefix(None), false) else {
     return;
   };
   let mut prev: [libc::sigaction; 3] = unsafe { std::mem::zeroed() };

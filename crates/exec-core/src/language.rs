@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::run::ProcessSpec;
-use crate::spawn::{resolve_program, EnvSpec};
+use crate::process::spec::{resolve_program, EnvSpec};
+use crate::process::supervise::ProcessSpec;
 use crate::ts_strip::{self, TsPath};
 
 /// Code up to this size is passed inline.

@@ -5,7 +5,6 @@ pub mod buffer;
 pub mod cgroup;
 pub mod command;
 pub mod error;
-pub mod group;
 pub mod hostguard;
 pub mod language;
 pub mod limits;
@@ -13,20 +12,21 @@ pub mod manager;
 pub mod mcp;
 pub mod platform;
 pub mod process;
-pub mod reaper;
-pub mod run;
 pub mod sandbox;
 pub mod server;
 pub mod session;
-pub mod spawn;
-pub mod tree;
 pub mod ts_strip;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;
 pub use error::{ErrorCode, ExecError};
 pub use language::{Language, Toolchain};
-pub use run::{run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
-pub use spawn::EnvSpec;
+pub use process::spec::EnvSpec;
+pub use process::supervise::{
+  run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode,
+};
+// the paths the binding and the examples still use (transitional: the
+// process layer's modules under their former names)
+pub use process::{marks as tree, reaper, registry as group, spec as spawn, supervise as run};
 pub use tokio_util::sync::CancellationToken;
 pub use ts_strip::TsPath;

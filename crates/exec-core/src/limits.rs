@@ -11,7 +11,7 @@
 //!   [`crate::cgroup`]): the kernel holds the limit for every process that
 //!   ever joined the tree. Everywhere, a watchdog also sums the resident
 //!   memory of the tree's processes every few milliseconds and kills the
-//!   tree when the limit is passed. The tree is what [`crate::tree::members`]
+//!   tree when the limit is passed. The tree is what [`crate::process::marks::members`]
 //!   finds: the process group, the processes carrying the run's mark, the
 //!   cgroup members and every descendant of those; a process that scrubbed
 //!   its environment (`env -i`) still counts. Without a cgroup a tree can
@@ -170,7 +170,7 @@ impl Limits {
   /// (threads), as the kernel does where it enforces it.
   pub fn check_members(
     &self,
-    members: &[crate::tree::Member],
+    members: &[crate::process::marks::Member],
     count_tasks: bool,
   ) -> Option<ExecError> {
     if let Some(max) = self.max_processes {
@@ -275,7 +275,7 @@ impl ChildPlan {
   }
 }
 
-/// The limits of one execution tree (see [`crate::tree::members`]), as every
+/// The limits of one execution tree (see [`crate::process::marks::members`]), as every
 /// entry point uses them: the cgroups, the plan for the child, the watchdog,
 /// the attribution of SIGXCPU/SIGXFSZ (and of the SIGKILLs of the CPU hard
 /// limit and of the memory cgroup), and the cleanup.
@@ -379,7 +379,7 @@ impl LimitGuard {
     if !self.limits.needs_watchdog() {
       return None;
     }
-    let members = crate::tree::members(
+    let members = crate::process::marks::members(
       &self.mark,
       self.leader.load(Ordering::Relaxed),
       &self.cgroups.procs(),
@@ -429,8 +429,8 @@ impl LimitGuard {
     for p in self.cgroups.procs() {
       crate::platform::signal(p, libc::SIGKILL);
     }
-    for m in crate::tree::members(&self.mark, pgid, &[]) {
-      crate::reaper::note(m.pid);
+    for m in crate::process::marks::members(&self.mark, pgid, &[]) {
+      crate::process::reaper::note(m.pid);
       crate::platform::signal(m.pid, libc::SIGKILL);
     }
   }
@@ -461,7 +461,7 @@ impl LimitGuard {
       signal == Some("SIGKILL") || (signal.is_none() && exit_code == 128 + libc::SIGKILL);
     if let (Some(s), true, false) = (self.limits.cpu_seconds, killed, killed_by_us) {
       let mut over = self.over_cpu.lock().unwrap_or_else(|e| e.into_inner());
-      if let Some(i) = over.iter().position(|p| crate::tree::is_dead(*p)) {
+      if let Some(i) = over.iter().position(|p| crate::process::marks::is_dead(*p)) {
         over.remove(i);
         return Some(cpu_error(s));
       }

@@ -26,7 +26,7 @@ use crate::command::tool::{self, TOOL_DESCRIPTION, TOOL_NAME};
 use crate::command::{CommandOptions, CommandRunner, Limits, RunnerConfig};
 use crate::error::{ErrorCode, ExecError};
 use crate::language::{self, Language, Toolchain};
-use crate::run::{run, RunPolicy};
+use crate::process::supervise::{run, RunPolicy};
 use crate::CancellationToken;
 
 /// Settings of the MCP server.
@@ -116,7 +116,7 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
         ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
       })?),
     };
-    let env = crate::command::command_env(crate::spawn::EnvSpec::inherit());
+    let env = crate::command::command_env(crate::process::spec::EnvSpec::inherit());
     let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
     Ok((launch, timeout))
   })();

@@ -16,9 +16,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::run::{Execution, LeftRunning, ProcessSpec, RunOutcome, RunPolicy, StdinMode};
-use crate::spawn::{check_cwd, resolve_program, EnvSpec};
-use crate::tree;
+use crate::process::marks;
+use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
+use crate::process::supervise::{
+  Execution, LeftRunning, ProcessSpec, RunOutcome, RunPolicy, StdinMode,
+};
 
 use super::format::{
   format_backgrounded, format_check, format_finished, format_left_running, ProcessState, Shown,
@@ -35,7 +37,7 @@ use super::{
 /// Settings of a runner.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
-  /// Id of the host environment (see [`crate::group::kill_all`]).
+  /// Id of the host environment (see [`crate::process::registry::kill_all`]).
   pub owner: u64,
   /// Where logs go unless a command says otherwise.
   pub output_dir: PathBuf,
@@ -715,7 +717,7 @@ fn command_line(pid: i32) -> String {
     line = line.chars().take(199).collect::<String>() + "…";
   }
   if line.is_empty() {
-    line = tree::stat(pid).map_or_else(String::new, |_| format!("[pid {pid}]"));
+    line = marks::stat(pid).map_or_else(String::new, |_| format!("[pid {pid}]"));
   }
   line
 }
@@ -731,9 +733,9 @@ fn adopt_left(
   capture: &SharedCapture,
   limits: Limits,
 ) -> Vec<(u32, String)> {
-  let alive: Vec<(i32, tree::Stat)> = left
+  let alive: Vec<(i32, marks::Stat)> = left
     .into_iter()
-    .filter_map(|p| tree::stat(p).filter(tree::alive).map(|st| (p, st)))
+    .filter_map(|p| marks::stat(p).filter(marks::alive).map(|st| (p, st)))
     .collect();
   let pids: HashSet<i32> = alive.iter().map(|(p, _)| *p).collect();
   let mut adopted = Vec::new();
@@ -772,14 +774,14 @@ fn adopt_left(
 
 /// Whether `pid` is still the process that was adopted (not a reuse of its pid).
 fn still_alive(pid: i32, start: u64) -> bool {
-  tree::stat(pid).is_some_and(|st| st.start == start && tree::alive(&st))
+  marks::stat(pid).is_some_and(|st| st.start == start && marks::alive(&st))
 }
 
 /// `pid` and its descendants among the processes marked with `mark`.
 fn subtree(pid: i32, mark: &str) -> Vec<i32> {
-  let marked: Vec<(i32, i32)> = tree::running_marked(mark)
+  let marked: Vec<(i32, i32)> = marks::running_marked(mark)
     .into_iter()
-    .filter_map(|p| tree::stat(p).map(|st| (p, st.ppid)))
+    .filter_map(|p| marks::stat(p).map(|st| (p, st.ppid)))
     .collect();
   let mut out = vec![pid];
   let mut i = 0;
@@ -801,9 +803,9 @@ fn subtree(pid: i32, mark: &str) -> Vec<i32> {
 /// [`crate::process::ProcessTree`]: the jobs adopted from one command share
 /// its mark, and only this job's subtree is signalled.
 fn signal_adopted(pid: i32, mark: &str, sig: i32) {
-  let leads = tree::pgid_of(pid) == Some(pid);
+  let leads = marks::pgid_of(pid) == Some(pid);
   for p in subtree(pid, mark) {
-    crate::reaper::note(p);
+    crate::process::reaper::note(p);
     crate::platform::signal(p, sig);
   }
   if leads {
@@ -1025,15 +1027,16 @@ mod tests {
       .text
       .starts_with(&format!("[Command started in the background (pid {pid})")));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(crate::group::group_alive(pid as i32));
+    assert!(crate::process::registry::group_alive(pid as i32));
     let k = r.kill(pid).await.unwrap();
     assert!(k.killed);
     assert!(!k.running);
     let t = Instant::now();
-    while crate::group::group_alive(pid as i32) && t.elapsed() < Duration::from_secs(3) {
+    while crate::process::registry::group_alive(pid as i32) && t.elapsed() < Duration::from_secs(3)
+    {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!crate::group::group_alive(pid as i32));
+    assert!(!crate::process::registry::group_alive(pid as i32));
 
     let res = r.run("sleep 30", o).await;
     assert_eq!(r.close().await, 1);
@@ -1063,7 +1066,7 @@ mod tests {
     );
     assert!(res.text.contains(&format!("pid {a}: sleep 3")));
     assert!(res.text.ends_with("Use check_pid or kill_pid to manage.]"));
-    assert!(still_alive(a as i32, tree::stat(a as i32).unwrap().start));
+    assert!(still_alive(a as i32, marks::stat(a as i32).unwrap().start));
     let c = r.check(a).unwrap();
     assert!(c.running);
     let k = r.kill(a).await.unwrap();
@@ -1074,10 +1077,10 @@ mod tests {
       "{}",
       k.text
     );
-    assert!(tree::is_dead(a as i32));
-    assert!(!tree::is_dead(b as i32));
+    assert!(marks::is_dead(a as i32));
+    assert!(!marks::is_dead(b as i32));
     assert_eq!(r.close().await, 1);
-    assert!(tree::is_dead(b as i32));
+    assert!(marks::is_dead(b as i32));
   }
 
   #[tokio::test]
@@ -1094,10 +1097,10 @@ mod tests {
     );
     let pid: i32 = res.stdout.text.trim().parse().unwrap();
     let t = Instant::now();
-    while !tree::is_dead(pid) && t.elapsed() < Duration::from_secs(3) {
+    while !marks::is_dead(pid) && t.elapsed() < Duration::from_secs(3) {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(tree::is_dead(pid));
+    assert!(marks::is_dead(pid));
     assert!(r.list().is_empty());
   }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::offload::LogStatus;
 use super::truncate::{TruncatedBy, Truncation};
-use crate::run::format_duration;
+use crate::process::supervise::format_duration;
 
 /// How the model is told to manage a background process.
 pub const MANAGE_HINT: &str = "Use check_pid or kill_pid to manage.";

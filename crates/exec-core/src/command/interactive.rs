@@ -16,7 +16,7 @@ use crate::error::{ErrorCode, ExecError};
 use crate::manager::{
   ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode, DEFAULT_MAX_PROCESSES,
 };
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
 
 use super::format::{binary_notice, format_size, truncation_sentence};
 use super::offload::{render_pair, LogStatus, Segment};

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::ExecError;
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
 pub use format::ProcessState;

@@ -17,7 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::run::OutputSink;
+use crate::process::supervise::OutputSink;
 use crate::utf8::incomplete_suffix_len;
 
 use super::sanitize::sanitize_bytes;

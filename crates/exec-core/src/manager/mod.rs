@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::run::{Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
-use crate::spawn::{check_cwd, resolve_program, EnvSpec};
+use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
+use crate::process::supervise::{Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
 
 pub use state::{EventKind, EventSender, ExitInfo, LogChunk, ProcessEvent, ReadResult, Stream};
 

@@ -69,8 +69,11 @@ pub(crate) fn spawn(
     env.push(("TERM".into(), "xterm-256color".into()));
   }
   // every descendant inherits the mark, so it can be found if it leaves the
-  // session (see crate::tree)
-  env.push((crate::tree::MARK_VAR.into(), prepared.mark.clone().into()));
+  // session (see crate::process::marks)
+  env.push((
+    crate::process::marks::MARK_VAR.into(),
+    prepared.mark.clone().into(),
+  ));
   let stdio = || {
     slave
       .try_clone()
@@ -79,7 +82,7 @@ pub(crate) fn spawn(
   };
   // the child execs itself (no execvp /bin/sh fallback, as on the
   // posix_spawn path of pipes): the last step
-  let image = crate::spawn::ExecImage::new(
+  let image = crate::process::spec::ExecImage::new(
     program,
     &argv.iter().map(OsString::from).collect::<Vec<_>>(),
     &env,

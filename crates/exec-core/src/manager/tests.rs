@@ -433,10 +433,10 @@ async fn drop_kills_processes() {
   let pid = s.pid as i32;
   drop(m);
   let deadline = Instant::now() + Duration::from_secs(5);
-  while crate::group::group_alive(pid) && Instant::now() < deadline {
+  while crate::process::registry::group_alive(pid) && Instant::now() < deadline {
     tokio::time::sleep(Duration::from_millis(20)).await;
   }
-  assert!(!crate::group::group_alive(pid));
+  assert!(!crate::process::registry::group_alive(pid));
 }
 
 fn pty(argv: &[&str]) -> StartSpec {

@@ -1,8 +1,26 @@
-//! The layer every feature spawns through (issue 13's process pipeline, in
-//! progress): [`spawn`] is the one spawn sequence of pipes, the session
-//! worker and the PTY; [`tree`] the one kill order of a run's tree.
+//! The process layer every feature (command, session, manager, server) spawns
+//! and kills through. Dependencies point one way, downwards:
+//!
+//! - [`supervise`]: a run of a pipe child (the `Execution`): pumps, the exit
+//!   phase, timeout and cancel, the drain, the catch-up barrier;
+//! - [`spawn`]: the one spawn sequence of pipes, the session worker and the
+//!   PTY (`ChildSetup`: mark, limits plan, ticket, sandbox, registration);
+//! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
+//! - [`reaper`]: orphans of our runs reaped when the host is PID 1 or a
+//!   subreaper (its decisions a pure part, `reaper::pass`);
+//! - [`registry`]: live groups, spawn tickets, the host's kill-all;
+//! - [`marks`]: the run mark in the environment and the scans that find it;
+//! - [`spec`]: what to run (environment, program resolution, cwd checks,
+//!   the exec image of the fork path).
+//!
+//! Below them, [`crate::platform`] wraps every OS-specific call.
 
+pub mod marks;
+pub mod reaper;
+pub mod registry;
 pub mod spawn;
+pub mod spec;
+pub mod supervise;
 pub mod tree;
 
 pub use spawn::{ChildSetup, Prepared, Spawned};

@@ -34,7 +34,7 @@ pub struct ChildSetup<'a> {
 /// What the caller builds its command from.
 pub struct Prepared {
   /// The run's mark: the child's environment must carry
-  /// `EXEC_NATIVE_RUN_ID=<mark>` (see [`crate::tree`]).
+  /// `EXEC_NATIVE_RUN_ID=<mark>` (see [`crate::process::marks`]).
   pub mark: String,
   pub guard: LimitGuard,
   /// What the child must do before exec (limits, cgroups, parent-death
@@ -64,7 +64,7 @@ pub struct Spawned<T> {
 impl ChildSetup<'_> {
   /// The mark, the limit guard (cgroups are created here) and the child's plan.
   pub fn prepare(&self) -> Result<Prepared, ExecError> {
-    let mark = crate::tree::new_mark(self.owner);
+    let mark = crate::process::marks::new_mark(self.owner);
     let guard = LimitGuard::new(self.limits, &mark);
     let plan = guard.child_plan(self.die_with_parent)?;
     let writes = plan.as_ref().map(|p| p.written_files()).unwrap_or_default();
@@ -90,7 +90,7 @@ impl ChildSetup<'_> {
       plan: _,
       writes,
     } = prepared;
-    let ticket = crate::group::begin_spawn(self.owner)?;
+    let ticket = crate::process::registry::begin_spawn(self.owner)?;
     let ((child, pid), sandbox, anchor) = match self.sandbox {
       None => (spawn()?, None, None),
       // spawned from a thread that restricted itself: the child inherits it
@@ -142,7 +142,7 @@ mod tests {
     let spawned = s
       .spawn(prep, move || {
         let c = Command::new("true")
-          .env(crate::tree::MARK_VAR, &mark)
+          .env(crate::process::marks::MARK_VAR, &mark)
           .process_group(0)
           .spawn()
           .map_err(|e| ExecError::from_spawn("true", &e))?;
@@ -150,23 +150,23 @@ mod tests {
         Ok((c, pid))
       })
       .unwrap();
-    assert!(crate::group::is_registered(spawned.pid));
+    assert!(crate::process::registry::is_registered(spawned.pid));
     assert_eq!(spawned.guard.mark(), spawned.mark);
     let mut child = spawned.child;
     child.wait().unwrap();
-    crate::group::unregister(spawned.pid);
+    crate::process::registry::unregister(spawned.pid);
   }
 
   #[test]
   fn a_failed_spawn_registers_nothing() {
     let limits = Limits::default();
     let s = setup(&limits);
-    let before = crate::group::live_count();
+    let before = crate::process::registry::live_count();
     let r = s.spawn(s.prepare().unwrap(), || -> Result<((), i32), ExecError> {
       Err(ExecError::invalid("no"))
     });
     assert!(r.is_err());
-    assert_eq!(crate::group::live_count(), before);
+    assert_eq!(crate::process::registry::live_count(), before);
   }
 
   #[test]

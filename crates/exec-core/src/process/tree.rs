@@ -2,7 +2,7 @@
 //!
 //! A tree is the run's process group (led by its first child, whose pid is
 //! the group id) plus every process carrying the run's mark (see
-//! [`crate::tree`]): what left the group (`setsid`, double fork, `nohup`) is
+//! [`crate::process::marks`]): what left the group (`setsid`, double fork, `nohup`) is
 //! still found. Every path that signals a tree (a timeout, a cancel, a limit,
 //! `kill()`, `terminate`, a session's close) goes through
 //! [`ProcessTree::signal`], which keeps one order:
@@ -67,10 +67,10 @@ impl<'a> ProcessTree<'a> {
     self.signal_with(leader_live, &mut |t| {
       any |= match t {
         Target::Marked(pid) => {
-          crate::reaper::note(pid);
+          crate::process::reaper::note(pid);
           crate::platform::signal(pid, sig as i32)
         }
-        Target::Group(pgid) => group && crate::group::signal_group(pgid, sig),
+        Target::Group(pgid) => group && crate::process::registry::signal_group(pgid, sig),
         Target::Leader(pid) => crate::platform::signal(pid, sig as i32),
       };
     });
@@ -87,18 +87,21 @@ impl<'a> ProcessTree<'a> {
     // with the leader reaped, the group is ours only while a marked process
     // is in it; without a mark there is nothing else to go by
     let mut group_ours = leader_live || self.mark.is_none();
-    if let Some(n) = self.mark.and_then(|m| crate::tree::Needle::new(m, true)) {
+    if let Some(n) = self
+      .mark
+      .and_then(|m| crate::process::marks::Needle::new(m, true))
+    {
       let mut marked = |pid: i32| {
-        if !group_ours && pgid > 1 && crate::tree::pgid_of(pid) == Some(pgid) {
+        if !group_ours && pgid > 1 && crate::process::marks::pgid_of(pid) == Some(pgid) {
           group_ours = true;
         }
         f(Target::Marked(pid));
       };
       if pgid > 1 {
         // a run's descendants were created after its first child
-        crate::tree::scan_since(pgid, &n, &mut marked);
+        crate::process::marks::scan_since(pgid, &n, &mut marked);
       } else {
-        crate::tree::scan(&n, &mut marked);
+        crate::process::marks::scan(&n, &mut marked);
       }
     }
     if pgid > 1 && group_ours {
@@ -113,11 +116,11 @@ impl<'a> ProcessTree<'a> {
 
   /// No live process of the tree is left: none in the group, none marked.
   pub fn is_gone(&self) -> bool {
-    let group_gone = self.pgid <= 1 || !crate::group::group_alive(self.pgid);
+    let group_gone = self.pgid <= 1 || !crate::process::registry::group_alive(self.pgid);
     group_gone
       && self
         .mark
-        .is_none_or(|m| crate::tree::running_marked(m).is_empty())
+        .is_none_or(|m| crate::process::marks::running_marked(m).is_empty())
   }
 
   /// What is left of a finished run whose leader was reaped: SIGTERM now,
@@ -131,13 +134,13 @@ impl<'a> ProcessTree<'a> {
     // When the host reaps orphans, what the group SIGTERM kills must be seen
     // alive first (a zombie's mark cannot be read): the group's SIGTERM then
     // comes with the scan, in the background.
-    let note_first = !mark.is_empty() && crate::reaper::enabled();
-    let group_left = note_first || crate::group::signal_group(pgid, Signal::SIGTERM);
+    let note_first = !mark.is_empty() && crate::process::reaper::enabled();
+    let group_left = note_first || crate::process::registry::signal_group(pgid, Signal::SIGTERM);
     if !group_left && mark.is_empty() {
-      crate::group::unregister(pgid);
+      crate::process::registry::unregister(pgid);
       return;
     }
-    crate::group::register(pgid, owner);
+    crate::process::registry::register(pgid, owner);
     // one step of the background loop: true when it is over
     let mut first = true;
     let deadline = std::time::Instant::now() + grace;
@@ -151,8 +154,8 @@ impl<'a> ProcessTree<'a> {
       // mark cannot be read yet), also means none left in the group that we
       // could prove ours
       let gone = match tree.mark {
-        Some(m) => !crate::tree::marked_or_pending_since(m, pgid),
-        None => !crate::group::group_alive(pgid),
+        Some(m) => !crate::process::marks::marked_or_pending_since(m, pgid),
+        None => !crate::process::registry::group_alive(pgid),
       };
       if !gone && std::time::Instant::now() < deadline {
         return false;
@@ -160,7 +163,7 @@ impl<'a> ProcessTree<'a> {
       if !gone {
         tree.signal(Signal::SIGKILL, false);
       }
-      crate::group::unregister(pgid);
+      crate::process::registry::unregister(pgid);
       true
     };
     let pause = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
@@ -191,7 +194,7 @@ mod tests {
   fn wait_marked(mark: &str) {
     // a process mid-exec shows an empty environment: wait for its exec
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while crate::tree::marked(mark).is_empty() && std::time::Instant::now() < deadline {
+    while crate::process::marks::marked(mark).is_empty() && std::time::Instant::now() < deadline {
       std::thread::sleep(std::time::Duration::from_millis(5));
     }
   }
@@ -199,7 +202,7 @@ mod tests {
   #[test]
   fn the_order_is_leader_then_marked_then_group() {
     use std::os::unix::process::CommandExt;
-    let mark = crate::tree::new_mark(77);
+    let mark = crate::process::marks::new_mark(77);
     // the run's leader (its own group), then a marked process outside any
     // group of ours (as a setsid escapee is)
     let mut leader = Command::new("sleep")
@@ -210,7 +213,7 @@ mod tests {
     let pgid = leader.id() as i32;
     let mut escapee = Command::new("sleep")
       .arg("30")
-      .env(crate::tree::MARK_VAR, &mark)
+      .env(crate::process::marks::MARK_VAR, &mark)
       .stdout(Stdio::null())
       .spawn()
       .unwrap();
@@ -243,11 +246,11 @@ mod tests {
   fn a_reaped_leaders_group_is_signalled_while_a_marked_process_is_in_it() {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let mark = crate::tree::new_mark(78);
+    let mark = crate::process::marks::new_mark(78);
     // a leader that leaves a marked member behind in its group, then is reaped
     let mut leader = Command::new("sh")
       .args(["-c", "sleep 30 & echo $!"])
-      .env(crate::tree::MARK_VAR, &mark)
+      .env(crate::process::marks::MARK_VAR, &mark)
       .process_group(0)
       .stdout(Stdio::piped())
       .spawn()

@@ -22,7 +22,7 @@ pub mod seatbelt;
 pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
 
 use crate::error::{ErrorCode, ExecError};
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
 
 /// Which writes are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::manager::{
   EventKind, ExitInfo, ProcessEvent, ProcessIo, ProcessManager, ReadResult, StartSpec,
   TerminateMode, WaitResult,
 };
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
 
 pub const PROTOCOL_VERSION: &str = "1";
 

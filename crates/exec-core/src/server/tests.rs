@@ -183,17 +183,17 @@ async fn eof_terminates_the_connections_processes() {
     )
     .await;
   let pid = r["result"]["pid"].as_i64().unwrap() as i32;
-  assert!(crate::group::group_alive(pid));
+  assert!(crate::process::registry::group_alive(pid));
   c.w.shutdown().await.unwrap();
   tokio::time::timeout(Duration::from_secs(10), c.server)
     .await
     .expect("server returns at EOF")
     .unwrap();
   let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-  while crate::group::group_alive(pid) && tokio::time::Instant::now() < deadline {
+  while crate::process::registry::group_alive(pid) && tokio::time::Instant::now() < deadline {
     tokio::time::sleep(Duration::from_millis(20)).await;
   }
-  assert!(!crate::group::group_alive(pid));
+  assert!(!crate::process::registry::group_alive(pid));
 }
 
 #[test]

@@ -38,10 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
 use crate::platform::{group_members, unread_by_peer};
-use crate::run::OutputSink;
-use crate::spawn::EnvSpec;
+use crate::process::registry;
+use crate::process::spec::EnvSpec;
+use crate::process::supervise::OutputSink;
 
 pub use python::{CellResult, PythonException, PythonOptions, PythonSession};
 pub use shell::{CommandResult, ShellOptions, ShellSession};
@@ -92,7 +92,7 @@ impl Default for ExecuteOptions {
 }
 
 /// A stream of one execution: captured head+tail, and forwarded to a sink
-/// (a streaming callback, or [`crate::run::Discard`]).
+/// (a streaming callback, or [`crate::process::supervise::Discard`]).
 pub struct Capture<S: OutputSink> {
   pub buf: HeadTailBuffer,
   pub sink: S,
@@ -209,7 +209,7 @@ impl Worker {
     };
     let mut prepared = setup.prepare()?;
     // every descendant inherits the mark, so it can be found if it leaves the group
-    cmd.env(crate::tree::MARK_VAR, &prepared.mark);
+    cmd.env(crate::process::marks::MARK_VAR, &prepared.mark);
     // limits are set in the child before exec (a real fork instead of
     // posix_spawn, only when asked for)
     if let Some(plan) = prepared.plan.take() {
@@ -219,11 +219,15 @@ impl Worker {
       } else {
         spec.env.build()
       };
-      env.retain(|(k, _)| k != crate::tree::MARK_VAR);
-      env.push((crate::tree::MARK_VAR.into(), prepared.mark.clone().into()));
+      env.retain(|(k, _)| k != crate::process::marks::MARK_VAR);
+      env.push((
+        crate::process::marks::MARK_VAR.into(),
+        prepared.mark.clone().into(),
+      ));
       let mut argv = vec![spec.program.clone().into_os_string()];
       argv.extend(spec.args.iter().cloned());
-      let image = crate::spawn::ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))?;
+      let image =
+        crate::process::spec::ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))?;
       unsafe {
         cmd.pre_exec(move || {
           plan.apply()?;
@@ -266,7 +270,7 @@ impl Worker {
       Ok(c) => c,
       Err(e) => {
         crate::process::ProcessTree::new(pid, guard.mark()).kill(true);
-        group::unregister(pid);
+        registry::unregister(pid);
         return Err(ExecError::new(
           ErrorCode::ESPAWN,
           format!("cannot watch the control channel: {e}"),
@@ -311,7 +315,7 @@ impl Worker {
     {
       return Some(e);
     }
-    let (code, sig) = crate::run::decode_status(st?);
+    let (code, sig) = crate::process::supervise::decode_status(st?);
     self.guard.explain(sig.as_deref(), code)
   }
 
@@ -348,7 +352,7 @@ impl Worker {
   /// or what the program said: EMFILE, EAGAIN or EFBIG under the matching
   /// limit); ESPAWN otherwise.
   pub fn startup_error(&self, shown: &str, st: ExitStatus, stderr: &HeadTailBuffer) -> ExecError {
-    let (code, _) = crate::run::decode_status(st);
+    let (code, _) = crate::process::supervise::decode_status(st);
     let (text, _) = rendered_text(stderr);
     let text = text.trim();
     if let Some(e) = self.limit_error(Some(st)) {
@@ -505,7 +509,7 @@ impl Worker {
 
   /// Signal the worker's whole group.
   pub fn signal(&self, sig: Signal) -> bool {
-    group::signal_group(self.pid, sig)
+    registry::signal_group(self.pid, sig)
   }
 
   /// Wait for the worker's exit, at most `limit`.
@@ -551,11 +555,11 @@ impl Worker {
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until
       && (!live_members(self.pid).is_empty()
-        || !crate::tree::running_marked(self.guard.mark()).is_empty())
+        || !crate::process::marks::running_marked(self.guard.mark()).is_empty())
     {
       tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    group::unregister(self.pid);
+    registry::unregister(self.pid);
     st
   }
 
@@ -572,7 +576,7 @@ impl Worker {
         continue;
       }
       // it may die, and come to the host as an orphan, before it is seen
-      crate::reaper::note(pid);
+      crate::process::reaper::note(pid);
       if crate::platform::signal(pid, libc::SIGKILL) {
         n += 1;
       }
@@ -588,7 +592,7 @@ impl Drop for Worker {
     }
     let leader_live = !self.has_exited();
     self.tree().kill(leader_live);
-    group::unregister(self.pid);
+    registry::unregister(self.pid);
   }
 }
 
@@ -654,7 +658,7 @@ fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S)
 pub fn live_members(pgid: i32) -> Vec<i32> {
   if !cfg!(target_os = "linux") {
     // no /proc/<pid>/stat to tell a zombie: the group's own answer
-    return if group::group_alive(pgid) {
+    return if registry::group_alive(pgid) {
       vec![pgid]
     } else {
       Vec::new()
@@ -662,7 +666,7 @@ pub fn live_members(pgid: i32) -> Vec<i32> {
   }
   group_members(pgid)
     .into_iter()
-    .filter(|&p| crate::tree::stat(p).is_some_and(|st| crate::tree::alive(&st)))
+    .filter(|&p| crate::process::marks::stat(p).is_some_and(|st| crate::process::marks::alive(&st)))
     .collect()
 }
 
@@ -855,7 +859,7 @@ impl Control {
     if s.running != 0 && s.pending == s.running {
       s.pending = 0;
       s.interrupted = true;
-      group::signal_group(s.pgid, Signal::SIGINT);
+      registry::signal_group(s.pgid, Signal::SIGINT);
     }
   }
 
@@ -872,7 +876,7 @@ impl Control {
     }
     if s.running == gen && s.started {
       s.interrupted = true;
-      group::signal_group(s.pgid, Signal::SIGINT);
+      registry::signal_group(s.pgid, Signal::SIGINT);
     } else {
       s.pending = gen;
     }
@@ -915,7 +919,7 @@ fn could_not_start(shown: &str, e: &ExecError) -> ExecError {
 pub(crate) fn exit_info(st: Option<ExitStatus>) -> (Option<i32>, Option<String>) {
   match st {
     Some(st) => {
-      let (code, sig) = crate::run::decode_status(st);
+      let (code, sig) = crate::process::supervise::decode_status(st);
       (Some(code), sig)
     }
     None => (None, None),
@@ -951,7 +955,7 @@ mod tests {
       }
       std::thread::sleep(Duration::from_millis(10));
     }
-    group::signal_group(pgid, Signal::SIGKILL);
+    registry::signal_group(pgid, Signal::SIGKILL);
     let _ = child.wait();
     assert!(members.contains(&pgid), "{members:?}");
     assert_eq!(members.len(), 3, "{members:?}");

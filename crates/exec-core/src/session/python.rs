@@ -18,8 +18,8 @@ use super::{
 };
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::run::{format_duration, OutputSink};
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
+use crate::process::supervise::{format_duration, OutputSink};
 
 /// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
 pub const DRIVER: &str = include_str!("../../../../python/driver.py");
@@ -402,8 +402,8 @@ impl Boot<()> for PythonSession {
       .await?;
     if let Some(init) = self.opts.init_code.clone() {
       let id = slot.take_id();
-      let mut out = Capture::new(4096, crate::run::Discard);
-      let mut err = Capture::new(4096, crate::run::Discard);
+      let mut out = Capture::new(4096, crate::process::supervise::Discard);
+      let mut err = Capture::new(4096, crate::process::supervise::Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
         .run_request(&mut w, 0, id, &init, true, &mut out, &mut err, timeout)

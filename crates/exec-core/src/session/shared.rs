@@ -20,9 +20,9 @@ use super::{
   WorkerSpec,
 };
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
-use crate::run::{format_duration, OutputSink};
-use crate::spawn::{check_cwd, resolve_program};
+use crate::process::registry;
+use crate::process::spec::{check_cwd, resolve_program};
+use crate::process::supervise::{format_duration, OutputSink};
 
 /// How a request ended.
 pub(crate) enum Outcome<T> {
@@ -425,7 +425,7 @@ impl<S> Drop for Core<S> {
   fn drop(&mut self) {
     let pid = self.pid.load(Ordering::Relaxed);
     if pid > 0 {
-      group::signal_group(pid, Signal::SIGKILL);
+      registry::signal_group(pid, Signal::SIGKILL);
     }
   }
 }

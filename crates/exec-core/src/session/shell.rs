@@ -26,8 +26,8 @@ use super::{
   Worker, WorkerSpec,
 };
 use crate::error::{ErrorCode, ExecError};
-use crate::run::{format_duration, Discard, OutputSink};
-use crate::spawn::EnvSpec;
+use crate::process::spec::EnvSpec;
+use crate::process::supervise::{format_duration, Discard, OutputSink};
 
 /// Sent once after bash starts. The completion report uses no variable (the
 /// status comes as an argument, expanded from the read-only `PROMPT_COMMAND`)

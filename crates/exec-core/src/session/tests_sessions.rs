@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::run::Discard;
+use crate::process::supervise::Discard;
 
 fn opts(timeout_ms: u64) -> ExecuteOptions {
   ExecuteOptions {

@@ -10,15 +10,15 @@
 //! The host also has children it must never reap: Node (libuv) reaps each of
 //! its `child_process` children with `waitpid(pid, WNOHANG)` and never learns
 //! of the exit of one that someone else reaped, and tokio reaps the children
-//! of [`crate::run::Execution`] the same way. So there is no `waitpid(-1)` and
+//! of [`crate::process::supervise::Execution`] the same way. So there is no `waitpid(-1)` and
 //! no SIGCHLD handler here: a pid is reaped only with `waitpid(pid, WNOHANG)`
 //! once it is proven to be an orphan of one of our runs:
 //!
 //! - it carries our mark (`EXEC_NATIVE_RUN_ID=<host pid>.…`, see
-//!   [`crate::tree`]) — checked while it is alive, since a zombie's
+//!   [`crate::process::marks`]) — checked while it is alive, since a zombie's
 //!   environment cannot be read; it is then recorded as (pid, start time);
 //! - it is not a direct child of an execution: no pid of the group registry
-//!   ([`crate::group::register`], where every spawn path records its child
+//!   ([`crate::process::registry::register`], where every spawn path records its child
 //!   before the [`spawning`] guard is released; a direct child stays there
 //!   until its owner reaped it), checked when no spawn is in flight;
 //! - when it is reaped it is a zombie whose parent is the host and whose start
@@ -34,7 +34,7 @@
 //! fork), even when it exits before anything saw it.
 //!
 //! Records come from the sweeps that signal marked processes ([`note`], called
-//! by [`crate::tree`], and [`before_kill`] before a group is killed) and from
+//! by [`crate::process::marks`], and [`before_kill`] before a group is killed) and from
 //! one light background task that looks at the host's children
 //! (`/proc/self/task/*/children`) and at the children of what it recorded,
 //! every [`INTERVAL`], only while there is something to watch (a live run, a
@@ -53,7 +53,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::tree::{self, Needle};
+use crate::process::marks::{self, Needle};
 
 /// `EXEC_NATIVE_SUBREAPER=1` in the host's environment makes it a subreaper
 /// when the addon loads.
@@ -197,13 +197,15 @@ pub fn kick(pgid: i32) {
 
 /// Whether `pgid` is the group of one of our runs, live or ended lately.
 fn our_group(pgid: i32) -> bool {
-  pgid > 1 && (crate::group::is_registered(pgid) || with_state(|s| s.ended.contains_key(&pgid)))
+  pgid > 1
+    && (crate::process::registry::is_registered(pgid)
+      || with_state(|s| s.ended.contains_key(&pgid)))
 }
 
 /// The needle of every mark of this host.
 fn host_needle() -> Option<&'static Needle> {
   static N: std::sync::OnceLock<Option<Needle>> = std::sync::OnceLock::new();
-  N.get_or_init(|| Needle::new(&tree::owner_prefix(None), false))
+  N.get_or_init(|| Needle::new(&marks::owner_prefix(None), false))
     .as_ref()
 }
 
@@ -213,8 +215,8 @@ fn host_needle() -> Option<&'static Needle> {
 fn inherited_needle() -> Option<&'static Needle> {
   static N: std::sync::OnceLock<Option<Needle>> = std::sync::OnceLock::new();
   N.get_or_init(|| {
-    let v = std::env::var(tree::MARK_VAR).ok()?;
-    if !v.starts_with(&tree::owner_prefix(None)) {
+    let v = std::env::var(marks::MARK_VAR).ok()?;
+    if !v.starts_with(&marks::owner_prefix(None)) {
       return None;
     }
     Needle::new(&v, true)
@@ -225,10 +227,10 @@ fn inherited_needle() -> Option<&'static Needle> {
 /// Whether `pid` carries one of this host's marks (readable only while alive).
 fn marked_ours(pid: i32) -> bool {
   let Some(n) = host_needle() else { return false };
-  if !tree::environ_has(pid, n) {
+  if !marks::environ_has(pid, n) {
     return false;
   }
-  !inherited_needle().is_some_and(|i| tree::environ_has(pid, i))
+  !inherited_needle().is_some_and(|i| marks::environ_has(pid, i))
 }
 
 /// Record `pid`, which a scan of /proc has just found carrying one of our run
@@ -240,17 +242,17 @@ fn marked_ours(pid: i32) -> bool {
 /// reaping test of a setsid orphan failed 10 times in 25 that way). A no-op
 /// when the host is not a reaper.
 pub fn note(pid: i32) {
-  if !enabled() || pid == me() || crate::group::is_registered(pid) {
+  if !enabled() || pid == me() || crate::process::registry::is_registered(pid) {
     return;
   }
-  let Some(st) = tree::stat(pid) else { return };
+  let Some(st) = marks::stat(pid) else { return };
   // an inherited look-alike mark (see `inherited_needle`) needs the full check
   let proven = if inherited_needle().is_some() {
     marked_ours(pid)
   } else {
     true
   };
-  if tree::alive(&st) && proven && with_state(|s| s.insert(pid, st.start)) {
+  if marks::alive(&st) && proven && with_state(|s| s.insert(pid, st.start)) {
     ensure_running();
   }
 }
@@ -266,10 +268,10 @@ impl Host for Os {
     enabled()
   }
   fn spawning(&self) -> bool {
-    crate::group::spawning_now() > 0
+    crate::process::registry::spawning_now() > 0
   }
   fn registered(&self, pid: i32) -> bool {
-    crate::group::is_registered(pid)
+    crate::process::registry::is_registered(pid)
   }
   fn our_group(&self, pgid: i32) -> bool {
     our_group(pgid)
@@ -277,8 +279,8 @@ impl Host for Os {
   fn host_pgid(&self) -> i32 {
     nix::unistd::getpgrp().as_raw()
   }
-  fn stat(&self, pid: i32) -> Option<tree::Stat> {
-    tree::stat(pid)
+  fn stat(&self, pid: i32) -> Option<marks::Stat> {
+    marks::stat(pid)
   }
   fn marked_ours(&self, pid: i32) -> bool {
     marked_ours(pid)
@@ -310,7 +312,7 @@ fn has_work() -> bool {
     s.ended.retain(|_, t| now.duration_since(*t) < ENDED_KEEP);
     (s.recorded.len(), s.ended.len())
   });
-  recorded > 0 || (enabled() && (ended > 0 || crate::group::live_count() > 0))
+  recorded > 0 || (enabled() && (ended > 0 || crate::process::registry::live_count() > 0))
 }
 
 /// Owned by the running task: clears RUNNING when the task is dropped

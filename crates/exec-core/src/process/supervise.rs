@@ -20,11 +20,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::group;
 use crate::limits::{LimitGuard, Limits};
+use crate::process::marks;
+use crate::process::registry;
+use crate::process::spec::EnvSpec;
 use crate::process::ProcessTree;
-use crate::spawn::EnvSpec;
-use crate::tree;
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Default)]
@@ -92,7 +92,7 @@ pub struct RunPolicy {
   /// Terminate what is left of the tree (its process group and every marked
   /// descendant, even one that left the group) when the child exits.
   pub cleanup_group_on_exit: bool,
-  /// Id of the host environment that owns the run (see [`group::kill_all`]).
+  /// Id of the host environment that owns the run (see [`registry::kill_all`]).
   pub owner: u64,
 }
 
@@ -225,7 +225,7 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
     cmd.envs(spec.env.build());
   }
   // every descendant inherits the mark, so it can be found if it leaves the group
-  cmd.env(tree::MARK_VAR, mark);
+  cmd.env(marks::MARK_VAR, mark);
   cmd.process_group(0);
   cmd.stdin(match spec.stdin {
     StdinMode::Null => Stdio::null(),
@@ -238,20 +238,23 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
 
 /// What the fork path execs: the program, argv (with `arg0`) and exactly the
 /// environment [`build_command`] gives the child.
-fn exec_image(spec: &ProcessSpec, mark: &str) -> Result<crate::spawn::ExecImage, ExecError> {
+fn exec_image(
+  spec: &ProcessSpec,
+  mark: &str,
+) -> Result<crate::process::spec::ExecImage, ExecError> {
   let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
     std::env::vars_os().collect()
   } else {
     spec.env.build()
   };
-  env.retain(|(k, _)| k != tree::MARK_VAR);
-  env.push((tree::MARK_VAR.into(), mark.into()));
+  env.retain(|(k, _)| k != marks::MARK_VAR);
+  env.push((marks::MARK_VAR.into(), mark.into()));
   let mut argv = vec![spec
     .arg0
     .clone()
     .unwrap_or_else(|| spec.program.clone().into_os_string())];
   argv.extend(spec.args.iter().cloned());
-  crate::spawn::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
+  crate::process::spec::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
 }
 
 /// The value of a finished task. A panic goes on up; a task the runtime
@@ -485,7 +488,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     if policy.cleanup_group_on_exit || phase.ended_by_us() {
       ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
     } else {
-      group::unregister(pgid);
+      registry::unregister(pgid);
     }
     let (out, err) = self.drain(policy).await;
     let (stdout, stdout_bytes) = joined(out).await;
@@ -535,7 +538,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // result is made, so the last lines are not missing from it
     self.catch_up(policy.drain).await;
     // the leftovers are the caller's now; the host's exit still kills them by their mark
-    group::unregister(pgid);
+    registry::unregister(pgid);
     let (out_task, err_task) = self.pumps.take().expect("the pumps are handed out once");
     let outcome = self.outcome_of(phase, policy, 0, 0);
     let pumps = tokio::spawn(async move {
@@ -653,7 +656,7 @@ pub fn decode_status(st: ExitStatus) -> (i32, Option<String>) {
   if let Some(code) = st.code() {
     (code, None)
   } else if let Some(sig) = st.signal() {
-    (128 + sig, Some(group::signal_name(sig)))
+    (128 + sig, Some(registry::signal_name(sig)))
   } else {
     (-1, None)
   }
@@ -681,13 +684,13 @@ const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
 /// shortly (up to 100 ms) rather than miss it.
 async fn leftovers(mark: &str, first_pid: i32) -> Vec<i32> {
   for _ in 0..20 {
-    let left = tree::running_marked_since(mark, first_pid);
-    if !left.is_empty() || !tree::marked_or_pending_since(mark, first_pid) {
+    let left = marks::running_marked_since(mark, first_pid);
+    if !left.is_empty() || !marks::marked_or_pending_since(mark, first_pid) {
       return left;
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
   }
-  tree::running_marked_since(mark, first_pid)
+  marks::running_marked_since(mark, first_pid)
 }
 
 /// A request to a pump to read everything its pipe holds at that moment

@@ -1,5 +1,7 @@
-//! Process groups: signalling a whole tree, and a registry of live groups so
-//! that nothing is left behind when the host goes away.
+//! The registry of live process groups, so that nothing is left behind when
+//! the host goes away: spawn tickets (held from before a fork until the child
+//! is registered), the host's kill-all (also from its signal handler), and
+//! signal names. A run's tree is signalled by [`super::tree`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -146,7 +148,7 @@ fn close_spawns(owner: Option<u64>) {
 
 /// SIGKILL every tracked group and every process marked by this host.
 /// Async-signal-safe: no locks, no allocation.
-pub fn kill_all_signal_safe(prefix: &crate::tree::Needle) {
+pub fn kill_all_signal_safe(prefix: &crate::process::marks::Needle) {
   // no new spawns; those in flight get registered before the kill
   CLOSING_ALL.store(true, Ordering::SeqCst);
   settle_spawns();
@@ -156,7 +158,7 @@ pub fn kill_all_signal_safe(prefix: &crate::tree::Needle) {
       crate::platform::signal(-p, libc::SIGKILL);
     }
   }
-  crate::tree::scan(prefix, &mut |pid| {
+  crate::process::marks::scan(prefix, &mut |pid| {
     crate::platform::signal(pid, libc::SIGKILL);
   });
 }
@@ -169,8 +171,8 @@ pub fn register(pgid: i32, owner: u64) {
     .unwrap_or_else(|e| e.into_inner())
     .get_or_insert_with(HashMap::new)
     .insert(pgid, owner);
-  // orphans of the run may come to the host (see crate::reaper)
-  crate::reaper::watch();
+  // orphans of the run may come to the host (see crate::process::reaper)
+  crate::process::reaper::watch();
 }
 
 pub fn unregister(pgid: i32) {
@@ -178,7 +180,7 @@ pub fn unregister(pgid: i32) {
     m.remove(&pgid);
   }
   slot_clear(pgid);
-  crate::reaper::kick(pgid);
+  crate::process::reaper::kick(pgid);
 }
 
 /// Whether `pgid` is tracked (a direct child's pid is its group id).
@@ -228,8 +230,10 @@ pub fn kill_all(owner: Option<u64>) -> usize {
     slot_clear(p);
   }
   // and whatever left the groups but still carries one of the owner's marks
-  if let Some(n) = crate::tree::Needle::new(&crate::tree::owner_prefix(owner), false) {
-    crate::tree::scan(&n, &mut |pid| {
+  if let Some(n) =
+    crate::process::marks::Needle::new(&crate::process::marks::owner_prefix(owner), false)
+  {
+    crate::process::marks::scan(&n, &mut |pid| {
       crate::platform::signal(pid, libc::SIGKILL);
     });
   }

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::tree::Stat;
+use crate::process::marks::Stat;
 
 /// Most processes recorded at once (a runaway tree must not grow memory
 /// without bound; what does not fit is simply not reaped by us).
@@ -68,7 +68,7 @@ pub trait Host {
 }
 
 fn alive(st: &Stat) -> bool {
-  crate::tree::alive(st)
+  crate::process::marks::alive(st)
 }
 
 /// Record `pid` if it is alive, ours and not a registered direct child; the
