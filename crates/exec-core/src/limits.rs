@@ -246,27 +246,16 @@ impl ChildPlan {
   pub fn apply(&self) -> std::io::Result<()> {
     // Node ignores SIGXFSZ and ignored signals survive exec: give the limits
     // their signals back
-    unsafe {
-      libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-      libc::signal(libc::SIGXCPU, libc::SIG_DFL);
-    }
+    platform::child_default_limit_signals();
     if let Some(parent) = self.pdeathsig_parent {
       platform::kill_me_with_parent()?;
-      if unsafe { libc::getppid() } != parent {
-        unsafe { libc::_exit(137) };
+      if platform::parent_pid() != parent {
+        platform::exit_now(137);
       }
     }
     for path in &self.cgroup_procs {
-      let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-      if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-      }
       // "0" moves the writing process itself
-      let r = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-      unsafe { libc::close(fd) };
-      if r != 1 {
-        return Err(std::io::Error::last_os_error());
-      }
+      platform::write_file_signal_safe(path, b"0")?;
     }
     for &(res, soft, hard) in &self.rlimits {
       platform::set_rlimit(res, soft, hard)?;

@@ -4,10 +4,9 @@
 //! non-blocking, registered with tokio, read until EIO (all slaves closed) so
 //! that everything the child wrote before exiting is delivered.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,6 +16,7 @@ use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::limits::ChildPlan;
+use crate::platform;
 use crate::process::{ChildSetup, Prepared, Spawned};
 
 /// The terminal of a spawned PTY child.
@@ -59,7 +59,7 @@ pub(crate) fn spawn(
     .master
     .tty_name()
     .ok_or_else(|| ExecError::new(ErrorCode::EIO, "the pty has no name"))?;
-  let slave = open_slave(&name).map_err(|e| {
+  let slave = platform::open_noctty(&name).map_err(|e| {
     ExecError::new(
       ErrorCode::EIO,
       format!("cannot open {}: {e}", name.display()),
@@ -124,7 +124,7 @@ pub(crate) fn spawn(
     .master
     .as_raw_fd()
     .ok_or_else(|| ExecError::new(ErrorCode::EIO, "the pty has no file descriptor"))?;
-  let fd = dup_nonblocking(raw)
+  let fd = platform::dup_nonblocking(raw)
     .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot watch the pty: {e}")))?;
   // SAFETY: an OwnedFd keeps its descriptor open and unchanged while owned
   let io = unsafe { AsyncFd::register(fd) }
@@ -142,82 +142,27 @@ pub(crate) fn spawn(
   })
 }
 
-fn open_slave(name: &Path) -> io::Result<OwnedFd> {
-  let path = CString::new(name.as_os_str().as_bytes())
-    .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-  let fd = unsafe {
-    libc::open(
-      path.as_ptr(),
-      libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-    )
-  };
-  if fd < 0 {
-    return Err(io::Error::last_os_error());
-  }
-  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// In the child, between fork and exec (stdio is already the slave). What
 /// portable-pty does (default dispositions, empty mask, setsid, the
 /// controlling tty, no leaked descriptors), with SIGPIPE, SIGXFSZ and SIGXCPU
 /// reset too, then the limits. Async-signal-safe.
 fn child_setup(plan: Option<&ChildPlan>) -> io::Result<()> {
-  unsafe {
-    for sig in [
-      libc::SIGCHLD,
-      libc::SIGHUP,
-      libc::SIGINT,
-      libc::SIGQUIT,
-      libc::SIGTERM,
-      libc::SIGALRM,
-      libc::SIGPIPE,
-      libc::SIGXFSZ,
-      libc::SIGXCPU,
-    ] {
-      libc::signal(sig, libc::SIG_DFL);
-    }
-    let mut empty: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut empty);
-    libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-    if libc::setsid() == -1 {
-      return Err(io::Error::last_os_error());
-    }
-    if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
-      return Err(io::Error::last_os_error());
-    }
-    // descriptors the host left without FD_CLOEXEC do not reach the program
-    crate::platform::cloexec_from(3);
-  }
+  platform::child_default_signals();
+  platform::child_session_with_tty()?;
+  // descriptors the host left without FD_CLOEXEC do not reach the program
+  platform::cloexec_from(3);
   match plan {
     Some(p) => p.apply(),
     None => Ok(()),
   }
 }
 
-fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {
-  let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-  if new < 0 {
-    return Err(io::Error::last_os_error());
-  }
-  let owned = unsafe { OwnedFd::from_raw_fd(new) };
-  let flags = unsafe { libc::fcntl(new, libc::F_GETFL) };
-  if flags < 0 || unsafe { libc::fcntl(new, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-    return Err(io::Error::last_os_error());
-  }
-  Ok(owned)
-}
-
 fn raw_read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-  let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-  if n < 0 {
-    let e = io::Error::last_os_error();
+  match platform::read_fd(fd, buf) {
     // EIO: every slave is closed, which is the end of the stream
-    if e.raw_os_error() == Some(libc::EIO) {
-      return Ok(0);
-    }
-    return Err(e);
+    Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(0),
+    r => r,
   }
-  Ok(n as usize)
 }
 
 /// Read what the master has, waiting for it. `Ok(0)` at the end.
@@ -243,20 +188,7 @@ pub(crate) fn read_now(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<usize> {
 pub(crate) async fn write_all(fd: &AsyncFd<OwnedFd>, mut data: &[u8]) -> io::Result<()> {
   while !data.is_empty() {
     let mut guard = fd.writable().await?;
-    let r = guard.try_io(|inner| {
-      let n = unsafe {
-        libc::write(
-          inner.get_ref().as_raw_fd(),
-          data.as_ptr().cast(),
-          data.len(),
-        )
-      };
-      if n < 0 {
-        Err(io::Error::last_os_error())
-      } else {
-        Ok(n as usize)
-      }
-    });
+    let r = guard.try_io(|inner| platform::write_fd(inner.get_ref(), data));
     match r {
       Ok(Ok(n)) => data = &data[n..],
       Ok(Err(e)) => return Err(e),

@@ -18,6 +18,9 @@ mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::*;
 
+mod fd;
+pub use fd::*;
+
 #[cfg(target_os = "linux")]
 #[path = "procfs_linux.rs"]
 mod procfs;

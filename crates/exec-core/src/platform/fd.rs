@@ -1,0 +1,134 @@
+//! File descriptors and the steps a child takes between fork and exec: the
+//! same POSIX calls on every supported system, each wrapped once.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Open `path` read-write without making it the controlling terminal
+/// (`O_NOCTTY`), close-on-exec.
+pub fn open_noctty(path: &Path) -> io::Result<OwnedFd> {
+  let path = CString::new(path.as_os_str().as_bytes())
+    .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+  let fd = unsafe {
+    libc::open(
+      path.as_ptr(),
+      libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+    )
+  };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: a descriptor just opened, owned by nothing else
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A close-on-exec, non-blocking duplicate of `fd`.
+pub fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {
+  let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+  if new < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: a descriptor just made, owned by nothing else
+  let owned = unsafe { OwnedFd::from_raw_fd(new) };
+  let flags = unsafe { libc::fcntl(new, libc::F_GETFL) };
+  if flags < 0 || unsafe { libc::fcntl(new, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(owned)
+}
+
+/// One `read(2)` into `buf`.
+pub fn read_fd(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+  let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(n as usize)
+}
+
+/// One `write(2)` of `data`.
+pub fn write_fd(fd: &impl AsRawFd, data: &[u8]) -> io::Result<usize> {
+  let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(n as usize)
+}
+
+/// In a child between fork and exec: default dispositions for the signals a
+/// host (Node) may ignore or handle, and an empty signal mask. An ignored
+/// signal stays ignored across exec. Async-signal-safe.
+pub fn child_default_signals() {
+  unsafe {
+    for sig in [
+      libc::SIGCHLD,
+      libc::SIGHUP,
+      libc::SIGINT,
+      libc::SIGQUIT,
+      libc::SIGTERM,
+      libc::SIGALRM,
+      libc::SIGPIPE,
+      libc::SIGXFSZ,
+      libc::SIGXCPU,
+    ] {
+      libc::signal(sig, libc::SIG_DFL);
+    }
+    let mut empty: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+  }
+}
+
+/// In a child between fork and exec: a new session whose controlling
+/// terminal is the one on stdin. Async-signal-safe.
+pub fn child_session_with_tty() -> io::Result<()> {
+  unsafe {
+    if libc::setsid() == -1 {
+      return Err(io::Error::last_os_error());
+    }
+    if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+      return Err(io::Error::last_os_error());
+    }
+  }
+  Ok(())
+}
+
+/// In a child between fork and exec: SIGXFSZ and SIGXCPU back to their
+/// default (Node ignores SIGXFSZ), so that file-size and CPU limits stop the
+/// program. Async-signal-safe.
+pub fn child_default_limit_signals() {
+  unsafe {
+    libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+    libc::signal(libc::SIGXCPU, libc::SIG_DFL);
+  }
+}
+
+/// The parent's pid. Async-signal-safe.
+pub fn parent_pid() -> i32 {
+  unsafe { libc::getppid() }
+}
+
+/// End this process now, without running anything (`_exit`): for a child
+/// between fork and exec. Async-signal-safe.
+pub fn exit_now(code: i32) -> ! {
+  unsafe { libc::_exit(code) }
+}
+
+/// Write `data` to the file `path` (open, one write, close) without
+/// allocating: for a child between fork and exec. Async-signal-safe.
+pub fn write_file_signal_safe(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+  let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  let r = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+  let e = io::Error::last_os_error();
+  unsafe { libc::close(fd) };
+  if r != data.len() as isize {
+    return Err(e);
+  }
+  Ok(())
+}
