@@ -65,3 +65,13 @@ pub fn sandbox_support() -> super::SandboxSupport {
 pub fn drop_all_capabilities() -> io::Result<()> {
   Ok(())
 }
+
+/// macOS: a thread cannot restrict itself (the sandbox wraps the command in
+/// `sandbox-exec` instead: [`crate::sandbox::wrap_command`]), so the paths
+/// that restrict a thread (PTY, sessions) cannot be sandboxed.
+pub fn restrict_thread(_network: bool, _writable: &[std::path::PathBuf]) -> Result<(), String> {
+  Err(
+    "on macOS only executeAndCapture, spawnCall, spawn, runCommand and ProcessManager pipes run sandboxed (sandbox-exec)"
+      .into(),
+  )
+}

@@ -13,6 +13,11 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
 
+#[cfg(target_os = "linux")]
+mod sandbox_linux;
+#[cfg(target_os = "linux")]
+pub use sandbox_linux::restrict_thread;
+
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
@@ -71,7 +76,7 @@ pub fn signal(pid: i32, sig: i32) -> bool {
 /// on some libcs).
 pub fn nanosleep(d: std::time::Duration) {
   let ts = libc::timespec {
-    tv_sec: d.as_secs() as libc::time_t,
+    tv_sec: d.as_secs() as _,
     tv_nsec: d.subsec_nanos() as libc::c_long,
   };
   unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };

@@ -194,119 +194,11 @@ impl SandboxPolicy {
   }
 }
 
-#[cfg(target_os = "linux")]
-mod linux {
-  use super::*;
-  use landlock::{
-    path_beneath_rules, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
-  };
-  use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-  };
-  use std::collections::BTreeMap;
-
-  fn unavailable(what: impl std::fmt::Display) -> ExecError {
-    ExecError::new(ErrorCode::ESANDBOX, format!("sandbox unavailable: {what}"))
-  }
-
-  /// The seccomp filter: EPERM (never a kill) for other sockets than Unix
-  /// ones (without `network`), and always for ptrace, process_vm_* and
-  /// io_uring (which can open sockets without socket()).
-  pub fn filter(network: bool) -> Result<BpfProgram, ExecError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for nr in [
-      libc::SYS_ptrace,
-      libc::SYS_process_vm_readv,
-      libc::SYS_process_vm_writev,
-      libc::SYS_io_uring_setup,
-      libc::SYS_io_uring_enter,
-      libc::SYS_io_uring_register,
-    ] {
-      rules.insert(nr, Vec::new());
-    }
-    if !network {
-      let not_unix = |arg: u8| {
-        SeccompCondition::new(
-          arg,
-          SeccompCmpArgLen::Dword,
-          SeccompCmpOp::Ne,
-          libc::AF_UNIX as u64,
-        )
-        .and_then(|c| SeccompRule::new(vec![c]))
-        .map_err(|e| unavailable(format!("seccomp rule: {e}")))
-      };
-      rules.insert(libc::SYS_socket, vec![not_unix(0)?]);
-      rules.insert(libc::SYS_socketpair, vec![not_unix(0)?]);
-    }
-    let arch = if cfg!(target_arch = "x86_64") {
-      TargetArch::x86_64
-    } else {
-      TargetArch::aarch64
-    };
-    let f = SeccompFilter::new(
-      rules,
-      SeccompAction::Allow,
-      SeccompAction::Errno(libc::EPERM as u32),
-      arch,
-    )
-    .map_err(|e| unavailable(format!("seccomp filter: {e}")))?;
-    f.try_into()
-      .map_err(|e: seccompiler::BackendError| unavailable(format!("seccomp filter: {e}")))
-  }
-
-  /// Restrict the calling thread (and what it spawns from now on).
-  pub fn restrict_this_thread(
-    policy: &SandboxPolicy,
-    writable: &[PathBuf],
-  ) -> Result<(), ExecError> {
-    let abi = ABI::V6;
-    let mut ruleset = Ruleset::default()
-      .set_compatibility(CompatLevel::HardRequirement)
-      .handle_access(AccessFs::from_write(ABI::V1))
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?
-      .set_compatibility(CompatLevel::BestEffort)
-      .handle_access(AccessFs::from_write(abi))
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
-    if !policy.network {
-      ruleset = ruleset
-        .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-        .map_err(|e| unavailable(format!("Landlock: {e}")))?;
-    }
-    let ruleset = ruleset
-      .scope(Scope::Signal | Scope::AbstractUnixSocket)
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
-    let created = ruleset
-      .create()
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?
-      .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))
-      .map_err(|e| unavailable(format!("Landlock rule: {e}")))?;
-    let status = created
-      .restrict_self()
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-      return Err(unavailable("Landlock is not enabled in this kernel"));
-    }
-    // built once per network setting, then shared by every spawn
-    static FILTERS: [std::sync::OnceLock<Result<BpfProgram, ExecError>>; 2] =
-      [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-    let prog = FILTERS[policy.network as usize]
-      .get_or_init(|| filter(policy.network))
-      .as_ref()
-      .map_err(|e| e.clone())?;
-    seccompiler::apply_filter(prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
-    // a root host's child must not keep capabilities (it could read other
-    // processes' /proc/<pid>/environ despite Landlock)
-    crate::platform::drop_all_capabilities()
-      .map_err(|e| unavailable(format!("capabilities could not be dropped: {e}")))?;
-    Ok(())
-  }
-}
-
 /// Restrict the calling thread to `policy` for a run in `cwd`. Call it on a
-/// thread that does nothing else afterwards but spawn.
-#[cfg(target_os = "linux")]
+/// thread that does nothing else afterwards but spawn. Where a thread cannot
+/// restrict itself (macOS: the sandbox wraps the command instead, see
+/// [`wrap_command`]), `ESANDBOX`: the paths that restrict a thread (PTY,
+/// sessions) refuse a sandbox there.
 pub fn restrict_this_thread(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<(), ExecError> {
   if std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").is_some() {
     // tests: what a kernel without Landlock answers
@@ -315,21 +207,8 @@ pub fn restrict_this_thread(policy: &SandboxPolicy, writable: &[PathBuf]) -> Res
       "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
     ));
   }
-  linux::restrict_this_thread(policy, writable)
-}
-
-/// macOS: a thread cannot restrict itself (the sandbox wraps the command
-/// instead, see [`wrap_command`]); the paths that restrict a thread (PTY,
-/// sessions) refuse it.
-#[cfg(not(target_os = "linux"))]
-pub fn restrict_this_thread(
-  _policy: &SandboxPolicy,
-  _writable: &[PathBuf],
-) -> Result<(), ExecError> {
-  Err(ExecError::new(
-    ErrorCode::ESANDBOX,
-    "sandbox unavailable: on macOS only executeAndCapture, spawnCall, spawn, runCommand and ProcessManager pipes run sandboxed (sandbox-exec)",
-  ))
+  crate::platform::restrict_thread(policy.network, writable)
+    .map_err(|what| ExecError::new(ErrorCode::ESANDBOX, format!("sandbox unavailable: {what}")))
 }
 
 /// The kernel's Landlock ABI, asked once.
@@ -562,12 +441,5 @@ mod tests {
     };
     assert!(!fallback.narrows(&base));
     assert!(!base.narrows(&ro));
-  }
-
-  #[cfg(target_os = "linux")]
-  #[test]
-  fn the_filter_builds_for_both_network_settings() {
-    assert!(!linux::filter(false).unwrap().is_empty());
-    assert!(!linux::filter(true).unwrap().is_empty());
   }
 }
