@@ -585,23 +585,28 @@ impl ProcessManager {
         let grace = cfg.close_grace;
         let drain = cfg.drain;
         let retention = cfg.exited_retention;
+        let mut child = spawned.child;
         tokio::spawn(async move {
-          let mut reaper = tokio::task::spawn_blocking(move || reap(pid));
+          // reaped as a pipe child is (tokio's child wait), its status decoded the same way
           let mut limit_hit = None;
-          let joined = tokio::select! {
-            r = &mut reaper => r,
+          let status = tokio::select! {
+            st = child.wait() => st,
             e = guard.watch() => {
               limit_hit = Some(e);
               guard.kill_tree(pid as i32);
-              reaper.await
+              child.wait().await
             }
           };
-          let mut exit = joined.unwrap_or(ExitInfo {
-            exit_code: -1,
-            signal: None,
+          let (exit_code, signal) = match status {
+            Ok(st) => crate::process::supervise::decode_status(st),
+            Err(_) => (-1, None),
+          };
+          let mut exit = ExitInfo {
+            exit_code,
+            signal,
             error: None,
             sandbox: None,
-          });
+          };
           exit.sandbox = sandbox;
           exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
           guard.release();
@@ -837,40 +842,6 @@ fn expire_later(weak: Weak<Inner>, proc: Arc<Proc>, retention: Duration) {
 }
 
 /// waitpid the PTY child (portable-pty's handle loses the signal number).
-fn reap(pid: u32) -> ExitInfo {
-  use nix::sys::wait::{waitpid, WaitStatus};
-  loop {
-    match waitpid(nix::unistd::Pid::from_raw(pid as i32), None) {
-      Ok(WaitStatus::Exited(_, code)) => {
-        return ExitInfo {
-          sandbox: None,
-          exit_code: code,
-          signal: None,
-          error: None,
-        }
-      }
-      Ok(WaitStatus::Signaled(_, sig, _)) => {
-        return ExitInfo {
-          sandbox: None,
-          exit_code: 128 + sig as i32,
-          signal: Some(sig.as_str().to_owned()),
-          error: None,
-        }
-      }
-      Ok(_) => continue,
-      Err(nix::errno::Errno::EINTR) => continue,
-      Err(_) => {
-        return ExitInfo {
-          sandbox: None,
-          exit_code: -1,
-          signal: None,
-          error: None,
-        }
-      }
-    }
-  }
-}
-
 const PTY_READ_BUF: usize = 64 * 1024;
 const PTY_FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
 

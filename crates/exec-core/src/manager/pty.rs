@@ -19,8 +19,10 @@ use crate::limits::ChildPlan;
 use crate::platform;
 use crate::process::{ChildSetup, Prepared, Spawned};
 
-/// The terminal of a spawned PTY child.
+/// A spawned PTY child: its handle (reaped by `wait`, as a pipe child is)
+/// and its terminal.
 pub(crate) struct PtyParts {
+  pub child: tokio::process::Child,
   pub master: Box<dyn MasterPty + Send>,
   pub io: AsyncFd<OwnedFd>,
 }
@@ -108,14 +110,14 @@ pub(crate) fn spawn(
   // the terminal is open already: only the fork happens on the sandboxed
   // thread, and the child inherits its restrictions
   let shown = argv[0].clone();
+  let mut cmd = tokio::process::Command::from(cmd);
   let spawned = setup.spawn(prepared, move || {
     let r = cmd.spawn();
     // our copies of the slave must go, or the master never sees EOF
     drop(cmd);
     let child = r.map_err(|e| ExecError::from_spawn(&shown, &e))?;
-    // the child is reaped with waitpid by the manager; dropping the handle
-    // neither waits nor kills
-    Ok(((), child.id() as i32))
+    let pid = child.id().unwrap_or(0) as i32;
+    Ok((child, pid))
   });
   drop(slave);
   drop(pair.slave);
@@ -131,6 +133,7 @@ pub(crate) fn spawn(
     .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot watch the pty: {e}")))?;
   Ok(Spawned {
     child: PtyParts {
+      child: spawned.child,
       master: pair.master,
       io,
     },
