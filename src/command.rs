@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use exec_core::command::{
   self as core, BackgroundInfo, CheckResult, CommandOptions as CoreOptions,
-  CommandResult as CoreResult, Limits, LogStatus, RunnerConfig, StreamOutput, Truncation,
+  CommandResult as CoreResult, LogStatus, OutputLimits, RunnerConfig, StreamOutput, Truncation,
 };
 use exec_core::EnvSpec;
 use napi::bindgen_prelude::*;
@@ -512,7 +512,7 @@ struct Defaults {
   cwd: Option<PathBuf>,
   env: EnvSpec,
   timeout: Option<Duration>,
-  limits: Limits,
+  limits: OutputLimits,
   resource_limits: exec_core::limits::Limits,
   die_with_parent: bool,
   sandbox: Option<exec_core::sandbox::SandboxPolicy>,
@@ -524,7 +524,7 @@ impl Default for Defaults {
       cwd: None,
       env: EnvSpec::inherit(),
       timeout: Some(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
-      limits: Limits::default(),
+      limits: OutputLimits::default(),
       resource_limits: Default::default(),
       die_with_parent: false,
       sandbox: None,
@@ -533,7 +533,7 @@ impl Default for Defaults {
 }
 
 fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfig)> {
-  let limits = Limits {
+  let limits = OutputLimits {
     max_lines: opt_limit(obj, "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
     max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
   };
@@ -599,7 +599,7 @@ fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOpt
     Some(o) if args::prop(o, "timeout")?.is_some() => args::opt_timeout(Some(o), "timeout", 0)?,
     _ => d.timeout,
   };
-  let limits = Limits {
+  let limits = OutputLimits {
     max_lines: opt_limit(obj, "maxLines")?.unwrap_or(d.limits.max_lines),
     max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(d.limits.max_bytes),
   };
@@ -1029,7 +1029,7 @@ pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Resul
   let parsed = (|| -> ArgResult<_> {
     let text = args::string(&text, "text")?;
     let opts = args::options(options, "options")?;
-    let limits = Limits {
+    let limits = OutputLimits {
       max_lines: opt_limit(opts.as_ref(), "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
       max_bytes: opt_limit(opts.as_ref(), "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
     };

@@ -5,7 +5,7 @@
 
 use exec_core::buffer::{HeadTailBuffer, MARKER_ALLOWANCE};
 use exec_core::command::sanitize::{sanitize, sanitize_bytes};
-use exec_core::command::truncate::{truncate_tail, Limits};
+use exec_core::command::truncate::{truncate_tail, OutputLimits};
 use exec_core::utf8::Utf8Decoder;
 use libfuzzer_sys::fuzz_target;
 
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
   assert!(!clean.contains('\x1b'));
   assert_eq!(sanitize(&clean), clean);
 
-  let (kept, t) = truncate_tail(&clean, Limits { max_lines, max_bytes });
+  let (kept, t) = truncate_tail(&clean, OutputLimits { max_lines, max_bytes });
   assert!(clean.ends_with(kept));
   // within the byte limit, except the documented floor: a line cut by bytes
   // keeps at least its last character (and its newline)

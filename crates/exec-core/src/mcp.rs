@@ -23,7 +23,7 @@ use crate::buffer::HeadTailBuffer;
 use crate::command::format::{format_finished, Shown};
 use crate::command::offload::LogStatus;
 use crate::command::tool::{self, TOOL_DESCRIPTION, TOOL_NAME};
-use crate::command::{CommandOptions, CommandRunner, Limits, RunnerConfig};
+use crate::command::{CommandOptions, CommandRunner, OutputLimits, RunnerConfig};
 use crate::error::{ErrorCode, ExecError};
 use crate::language::{self, Language, Toolchain};
 use crate::process::supervise::{run, RunPolicy};
@@ -131,7 +131,7 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
     owner: config.runner.owner,
     ..Default::default()
   };
-  let limits = Limits::default();
+  let limits = OutputLimits::default();
   let cap = limits.max_bytes * 2;
   let f = match run(
     &spec,

@@ -29,7 +29,7 @@ use super::offload::{
   lock, render_pair, Capture, CaptureSink, LogStatus, Rendered, SharedCapture, Stream, LOG_PREFIX,
   LOG_SUFFIX,
 };
-use super::truncate::Limits;
+use super::truncate::OutputLimits;
 use super::{
   command_env, BackgroundRef, CommandOptions, CommandResult, StreamOutput, DEFAULT_RETENTION,
 };
@@ -103,7 +103,7 @@ struct BgProc {
   started: SystemTime,
   started_at: Instant,
   capture: SharedCapture,
-  limits: Limits,
+  limits: OutputLimits,
   cancel: CancellationToken,
   done: watch::Receiver<Option<(RunOutcome, Instant)>>,
   /// Left running by a command and adopted: its exit code cannot be known.
@@ -205,7 +205,7 @@ fn failed_outcome(pid: u32, e: tokio::task::JoinError) -> RunOutcome {
 /// Take what both streams hold since the last take, rendered.
 fn take_streams(
   capture: &SharedCapture,
-  limits: Limits,
+  limits: OutputLimits,
   carry: bool,
 ) -> (StreamOutput, StreamOutput) {
   let (o, e) = {
@@ -643,7 +643,7 @@ fn limit_error(o: &RunOutcome) -> Option<&ExecError> {
 fn finish_foreground(
   mut outcome: RunOutcome,
   capture: &SharedCapture,
-  limits: Limits,
+  limits: OutputLimits,
   duration: Duration,
   keep_log: bool,
 ) -> CommandResult {
@@ -731,7 +731,7 @@ fn adopt_left(
   left: Vec<i32>,
   mark: &str,
   capture: &SharedCapture,
-  limits: Limits,
+  limits: OutputLimits,
 ) -> Vec<(u32, String)> {
   let alive: Vec<(i32, marks::Stat)> = left
     .into_iter()

@@ -20,7 +20,7 @@ use crate::process::spec::EnvSpec;
 
 use super::format::{binary_notice, format_size, truncation_sentence};
 use super::offload::{render_pair, LogStatus, Segment};
-use super::truncate::{count_lines, Limits};
+use super::truncate::{count_lines, OutputLimits};
 use super::{command_env, StreamOutput};
 
 /// `start`'s default wait for output.
@@ -47,7 +47,7 @@ pub struct StartOptions {
   pub rows: u16,
   pub cols: u16,
   /// The output window of each answer (tail kept).
-  pub limits: Limits,
+  pub limits: OutputLimits,
   pub resource_limits: crate::limits::Limits,
   /// Opt-in OS sandbox (see [`crate::sandbox`]).
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
@@ -62,7 +62,7 @@ impl StartOptions {
       tty: true,
       rows: 24,
       cols: 200,
-      limits: Limits::default(),
+      limits: OutputLimits::default(),
       resource_limits: crate::limits::Limits::default(),
       sandbox: None,
     }
@@ -112,7 +112,7 @@ struct Session {
   tty: bool,
   pid: u32,
   after_seq: u64,
-  limits: Limits,
+  limits: OutputLimits,
   /// One caller at a time reads a session's output.
   busy: Arc<tokio::sync::Mutex<()>>,
 }
@@ -354,7 +354,7 @@ fn no_session(id: u32) -> ExecError {
 fn format_interactive(
   r: &InteractiveResult,
   raw: usize,
-  limits: Limits,
+  limits: OutputLimits,
   yield_time: Duration,
   tty: bool,
 ) -> String {

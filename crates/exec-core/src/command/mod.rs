@@ -28,7 +28,7 @@ pub use format::ProcessState;
 pub use interactive::{Interactive, InteractiveResult, StartOptions};
 pub use offload::LogStatus;
 pub use sanitize::{sanitize, sanitize_bytes};
-pub use truncate::{truncate_tail, Limits, TruncatedBy, Truncation};
+pub use truncate::{truncate_tail, OutputLimits, TruncatedBy, Truncation};
 
 /// Milliseconds before a command is moved to the background.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
@@ -62,7 +62,7 @@ pub struct CommandOptions {
   pub env: EnvSpec,
   /// Move to the background after this long (`None`: wait for the end).
   pub timeout: Option<Duration>,
-  pub limits: Limits,
+  pub limits: OutputLimits,
   /// Where the log goes (`None`: the runner's directory).
   pub output_dir: Option<PathBuf>,
   /// Start in the background at once.
@@ -84,7 +84,7 @@ impl CommandOptions {
       cwd: cwd.into(),
       env: EnvSpec::inherit(),
       timeout: Some(DEFAULT_TIMEOUT),
-      limits: Limits::default(),
+      limits: OutputLimits::default(),
       output_dir: None,
       background: false,
       resource_limits: crate::limits::Limits::default(),

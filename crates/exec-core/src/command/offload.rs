@@ -22,7 +22,7 @@ use crate::utf8::incomplete_suffix_len;
 
 use super::sanitize::sanitize_bytes;
 use super::truncate::{
-  count_lines, count_newlines, truncate_tail, Limits, TruncatedBy, Truncation,
+  count_lines, count_newlines, truncate_tail, OutputLimits, TruncatedBy, Truncation,
 };
 
 /// Prefix and suffix of log file names: `exec-native-<16 hex>.log`.
@@ -192,7 +192,7 @@ fn prepare(seg: &Segment) -> Prepared {
   }
 }
 
-fn finish_render(seg: &Segment, p: &Prepared, limits: Limits) -> (String, Truncation) {
+fn finish_render(seg: &Segment, p: &Prepared, limits: OutputLimits) -> (String, Truncation) {
   if p.binary {
     let mut t = Truncation::whole(seg.total_lines, seg.total_bytes);
     t.output_lines = 0;
@@ -213,7 +213,7 @@ fn finish_render(seg: &Segment, p: &Prepared, limits: Limits) -> (String, Trunca
 /// The window of a segment, sanitized and tail-truncated, with the counts of
 /// the whole segment.
 #[cfg(test)]
-pub(crate) fn render_segment(seg: &Segment, limits: Limits) -> (String, Truncation) {
+pub(crate) fn render_segment(seg: &Segment, limits: OutputLimits) -> (String, Truncation) {
   finish_render(seg, &prepare(seg), limits)
 }
 
@@ -236,7 +236,7 @@ pub fn render_bytes(
   out_total: u64,
   err: &[u8],
   err_total: u64,
-  limits: Limits,
+  limits: OutputLimits,
 ) -> (Rendered, Rendered) {
   let seg = |b: &[u8], total: u64| Segment {
     bytes: b.to_vec(),
@@ -257,7 +257,7 @@ pub struct Rendered {
 
 /// Both streams rendered under one budget: `limits` covers what is shown of
 /// stdout and stderr together (see [`split_budget`]).
-pub fn render_pair(out: &Segment, err: &Segment, limits: Limits) -> (Rendered, Rendered) {
+pub fn render_pair(out: &Segment, err: &Segment, limits: OutputLimits) -> (Rendered, Rendered) {
   let (po, pe) = (prepare(out), prepare(err));
   let need = |p: &Prepared| {
     if p.binary {
@@ -273,7 +273,7 @@ pub fn render_pair(out: &Segment, err: &Segment, limits: Limits) -> (Rendered, R
     let (text, truncation) = finish_render(
       seg,
       p,
-      Limits {
+      OutputLimits {
         max_lines,
         max_bytes,
       },
@@ -448,7 +448,7 @@ pub(crate) struct Capture {
 pub(crate) type SharedCapture = Arc<Mutex<Capture>>;
 
 impl Capture {
-  pub fn shared(limits: Limits, dir: PathBuf) -> SharedCapture {
+  pub fn shared(limits: OutputLimits, dir: PathBuf) -> SharedCapture {
     let window = limits.max_bytes.saturating_mul(2).max(1);
     Arc::new(Mutex::new(Capture {
       out: StreamTail::new(window),
@@ -489,8 +489,8 @@ impl OutputSink for CaptureSink {
 mod tests {
   use super::*;
 
-  fn lim(max_lines: usize, max_bytes: usize) -> Limits {
-    Limits {
+  fn lim(max_lines: usize, max_bytes: usize) -> OutputLimits {
+    OutputLimits {
       max_lines,
       max_bytes,
     }

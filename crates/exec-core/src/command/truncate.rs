@@ -4,7 +4,7 @@
 
 /// The two limits of the tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct OutputLimits {
   pub max_lines: usize,
   pub max_bytes: usize,
 }
@@ -12,9 +12,9 @@ pub struct Limits {
 pub const DEFAULT_MAX_LINES: usize = 2000;
 pub const DEFAULT_MAX_BYTES: usize = 50 * 1024;
 
-impl Default for Limits {
+impl Default for OutputLimits {
   fn default() -> Self {
-    Limits {
+    OutputLimits {
       max_lines: DEFAULT_MAX_LINES,
       max_bytes: DEFAULT_MAX_BYTES,
     }
@@ -103,7 +103,7 @@ pub fn count_lines(bytes: &[u8]) -> u64 {
 /// collecting complete lines until one more would break a limit. If the very
 /// last line alone is longer than `max_bytes`, its last `max_bytes` bytes are
 /// kept, cut on a character boundary (`last_line_partial`).
-pub fn truncate_tail(text: &str, limits: Limits) -> (&str, Truncation) {
+pub fn truncate_tail(text: &str, limits: OutputLimits) -> (&str, Truncation) {
   let b = text.as_bytes();
   let total_bytes = b.len() as u64;
   let total_lines = count_lines(b);
@@ -177,8 +177,8 @@ pub fn truncate_tail(text: &str, limits: Limits) -> (&str, Truncation) {
 mod tests {
   use super::*;
 
-  fn lim(max_lines: usize, max_bytes: usize) -> Limits {
-    Limits {
+  fn lim(max_lines: usize, max_bytes: usize) -> OutputLimits {
+    OutputLimits {
       max_lines,
       max_bytes,
     }
