@@ -454,7 +454,6 @@ impl ProcessManager {
     };
     check_cwd(&cwd)?;
     let resolved = resolve_program(program, spec.env.path_var().as_ref(), &cwd)?;
-    let cfg = &self.inner.config;
     let pty = matches!(spec.io, ProcessIo::Pty { .. });
     if pty && spec.arg0.is_some() {
       return Err(ExecError::invalid(
@@ -462,171 +461,193 @@ impl ProcessManager {
       ));
     }
     let id: Arc<str> = id.into();
-    let make = |master: Option<Box<dyn MasterPty + Send>>| {
-      Arc::new(Proc {
-        id: id.clone(),
-        pid: AtomicU32::new(0),
+    let p = Arc::new(Proc {
+      id: id.clone(),
+      pid: AtomicU32::new(0),
+      pty,
+      argv: spec.argv.clone(),
+      state: Mutex::new(state::State::new(
+        id,
         pty,
-        argv: spec.argv.clone(),
-        state: Mutex::new(state::State::new(
-          id.clone(),
-          pty,
-          cfg.retained_output_bytes,
-          events.clone(),
-        )),
-        changed: watch::channel(0).0,
-        input: tokio::sync::Mutex::new(Input::Closed),
-        master: Mutex::new(master),
-        exited: AtomicBool::new(false),
-        mark: std::sync::OnceLock::new(),
-      })
-    };
-    let weak = Arc::downgrade(&self.inner);
+        self.inner.config.retained_output_bytes,
+        events,
+      )),
+      changed: watch::channel(0).0,
+      input: tokio::sync::Mutex::new(Input::Closed),
+      master: Mutex::new(None),
+      exited: AtomicBool::new(false),
+      mark: std::sync::OnceLock::new(),
+    });
     match spec.io {
-      ProcessIo::Pipe { stdin_open } => {
-        let mut ps = ProcessSpec::new(resolved);
-        ps.args = spec.argv[1..].iter().map(OsString::from).collect();
-        ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
-        ps.cwd = Some(cwd);
-        ps.env = spec.env;
-        ps.stdin = if stdin_open {
-          StdinMode::Piped
-        } else {
-          StdinMode::Null
-        };
-        ps.limits = spec.limits;
-        ps.die_with_parent = spec.die_with_parent;
-        ps.sandbox = spec.sandbox.clone();
-        let p = make(None);
-        let out = ProcSink {
-          proc: p.clone(),
-          stream: Stream::Stdout,
-        };
-        let err = ProcSink {
-          proc: p.clone(),
-          stream: Stream::Stderr,
-        };
-        let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
-        p.pid.store(exec.pid(), Ordering::Release);
-        let _ = p.mark.set(exec.mark().to_owned());
-        if let Some(stdin) = exec.take_stdin() {
-          *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
-        }
-        p.lock().release_started(exec.pid());
-        p.bump();
-        let policy = RunPolicy {
-          timeout: None,
-          timeout_label: None,
-          kill_grace: cfg.close_grace,
-          drain: cfg.drain,
-          cleanup_group_on_exit: true,
-          owner: cfg.owner,
-        };
-        let proc = p.clone();
-        let retention = cfg.exited_retention;
-        tokio::spawn(async move {
-          let f = exec.wait(&policy, &CancellationToken::new()).await;
-          proc
-            .finish(ExitInfo {
-              exit_code: f.outcome.exit_code,
-              signal: f.outcome.signal,
-              // no timeout and no cancel here: only a limit gives an error
-              error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
-              sandbox: f.outcome.sandbox,
-            })
-            .await;
-          expire_later(weak, proc, retention);
-        });
-        Ok(p)
-      }
-      ProcessIo::Pty { rows, cols } => {
-        if rows == 0 || cols == 0 {
-          return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
-        }
-        let mut env = spec.env.build();
-        // a terminal of ours: TERM is xterm-256color unless the caller set it
-        // (not whatever the host's own terminal was)
-        if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
-          env.retain(|(k, _)| k != "TERM");
-        }
-        let setup = crate::process::ChildSetup {
-          owner: cfg.owner,
-          limits: &spec.limits,
-          // the limits are set in the child before exec, as for pipes (a PTY
-          // child is forked anyway); dieWithParent does not apply (see StartSpec)
-          die_with_parent: false,
-          sandbox: spec.sandbox.as_ref(),
-          cwd: &cwd,
-        };
-        let prepared = setup.prepare()?;
-        let spawned = pty::spawn(
-          &resolved,
-          &spec.argv,
-          env,
-          pty::size(rows, cols),
-          &setup,
-          prepared,
-        )?;
-        let pid = spawned.pid as u32;
-        let sandbox = spawned.sandbox;
-        let (mark, mut guard) = (spawned.mark, spawned.guard);
-        let spawned = spawned.child;
-        let p = make(Some(spawned.master));
-        p.pid.store(pid, Ordering::Release);
-        let _ = p.mark.set(mark.clone());
-        let io = Arc::new(spawned.io);
-        *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
-        p.lock().release_started(pid);
-        p.bump();
-        let stop = CancellationToken::new();
-        let reader = tokio::spawn(pump_pty(p.clone(), io, stop.clone()));
-        let proc = p.clone();
-        let owner = cfg.owner;
-        let grace = cfg.close_grace;
-        let drain = cfg.drain;
-        let retention = cfg.exited_retention;
-        let mut child = spawned.child;
-        tokio::spawn(async move {
-          // reaped as a pipe child is (tokio's child wait), its status decoded the same way
-          let mut limit_hit = None;
-          let status = tokio::select! {
-            st = child.wait() => st,
-            e = guard.watch() => {
-              limit_hit = Some(e);
-              guard.kill_tree(pid as i32);
-              child.wait().await
-            }
-          };
-          let (exit_code, signal) = match status {
-            Ok(st) => crate::process::supervise::decode_status(st),
-            Err(_) => (-1, None),
-          };
-          let mut exit = ExitInfo {
-            exit_code,
-            signal,
-            error: None,
-            sandbox: None,
-          };
-          exit.sandbox = sandbox;
-          exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
-          guard.release();
-          // the output is read to EIO, but no longer than `drain` after the exit
-          let stopper = tokio::spawn(async move {
-            tokio::time::sleep(drain).await;
-            stop.cancel();
-          });
-          let _ = reader.await;
-          stopper.abort();
-          // the terminal is done: its master goes now, not after the retention
-          drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
-          // what is left of the tree (the group, and marked escapees)
-          crate::process::ProcessTree::new(pid as i32, &mark).terminate_later(owner, grace);
-          proc.finish(exit).await;
-          expire_later(weak, proc, retention);
-        });
-        Ok(p)
-      }
+      ProcessIo::Pipe { stdin_open } => self.start_pipe(p, spec, resolved, cwd, stdin_open),
+      ProcessIo::Pty { rows, cols } => self.start_pty(p, spec, resolved, cwd, rows, cols),
     }
+  }
+
+  /// Start a pipe child ([`Execution`]) for `p`.
+  fn start_pipe(
+    &self,
+    p: Arc<Proc>,
+    spec: StartSpec,
+    resolved: PathBuf,
+    cwd: PathBuf,
+    stdin_open: bool,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let cfg = &self.inner.config;
+    let weak = Arc::downgrade(&self.inner);
+    let program = &spec.argv[0];
+    let mut ps = ProcessSpec::new(resolved);
+    ps.args = spec.argv[1..].iter().map(OsString::from).collect();
+    ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
+    ps.cwd = Some(cwd);
+    ps.env = spec.env;
+    ps.stdin = if stdin_open {
+      StdinMode::Piped
+    } else {
+      StdinMode::Null
+    };
+    ps.limits = spec.limits;
+    ps.die_with_parent = spec.die_with_parent;
+    ps.sandbox = spec.sandbox.clone();
+    let out = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Stdout,
+    };
+    let err = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Stderr,
+    };
+    let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
+    p.pid.store(exec.pid(), Ordering::Release);
+    let _ = p.mark.set(exec.mark().to_owned());
+    if let Some(stdin) = exec.take_stdin() {
+      *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
+    }
+    p.lock().release_started(exec.pid());
+    p.bump();
+    let policy = RunPolicy {
+      timeout: None,
+      timeout_label: None,
+      kill_grace: cfg.close_grace,
+      drain: cfg.drain,
+      cleanup_group_on_exit: true,
+      owner: cfg.owner,
+    };
+    let proc = p.clone();
+    let retention = cfg.exited_retention;
+    tokio::spawn(async move {
+      let f = exec.wait(&policy, &CancellationToken::new()).await;
+      proc
+        .finish(ExitInfo {
+          exit_code: f.outcome.exit_code,
+          signal: f.outcome.signal,
+          // no timeout and no cancel here: only a limit gives an error
+          error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
+          sandbox: f.outcome.sandbox,
+        })
+        .await;
+      expire_later(weak, proc, retention);
+    });
+    Ok(p)
+  }
+
+  /// Start a child on a new terminal of `rows` x `cols` for `p`.
+  fn start_pty(
+    &self,
+    p: Arc<Proc>,
+    spec: StartSpec,
+    resolved: PathBuf,
+    cwd: PathBuf,
+    rows: u16,
+    cols: u16,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let cfg = &self.inner.config;
+    let weak = Arc::downgrade(&self.inner);
+    if rows == 0 || cols == 0 {
+      return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
+    }
+    let mut env = spec.env.build();
+    // a terminal of ours: TERM is xterm-256color unless the caller set it
+    // (not whatever the host's own terminal was)
+    if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
+      env.retain(|(k, _)| k != "TERM");
+    }
+    let setup = crate::process::ChildSetup {
+      owner: cfg.owner,
+      limits: &spec.limits,
+      // the limits are set in the child before exec, as for pipes (a PTY
+      // child is forked anyway); dieWithParent does not apply (see StartSpec)
+      die_with_parent: false,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &cwd,
+    };
+    let prepared = setup.prepare()?;
+    let spawned = pty::spawn(
+      &resolved,
+      &spec.argv,
+      env,
+      pty::size(rows, cols),
+      &setup,
+      prepared,
+    )?;
+    let pid = spawned.pid as u32;
+    let sandbox = spawned.sandbox;
+    let (mark, mut guard) = (spawned.mark, spawned.guard);
+    let spawned = spawned.child;
+    *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(spawned.master);
+    p.pid.store(pid, Ordering::Release);
+    let _ = p.mark.set(mark.clone());
+    let io = Arc::new(spawned.io);
+    *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
+    p.lock().release_started(pid);
+    p.bump();
+    let stop = CancellationToken::new();
+    let reader = tokio::spawn(pump_pty(p.clone(), io, stop.clone()));
+    let proc = p.clone();
+    let owner = cfg.owner;
+    let grace = cfg.close_grace;
+    let drain = cfg.drain;
+    let retention = cfg.exited_retention;
+    let mut child = spawned.child;
+    tokio::spawn(async move {
+      // reaped as a pipe child is (tokio's child wait), its status decoded the same way
+      let mut limit_hit = None;
+      let status = tokio::select! {
+        st = child.wait() => st,
+        e = guard.watch() => {
+          limit_hit = Some(e);
+          guard.kill_tree(pid as i32);
+          child.wait().await
+        }
+      };
+      let (exit_code, signal) = match status {
+        Ok(st) => crate::process::supervise::decode_status(st),
+        Err(_) => (-1, None),
+      };
+      let mut exit = ExitInfo {
+        exit_code,
+        signal,
+        error: None,
+        sandbox: None,
+      };
+      exit.sandbox = sandbox;
+      exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
+      guard.release();
+      // the output is read to EIO, but no longer than `drain` after the exit
+      let stopper = tokio::spawn(async move {
+        tokio::time::sleep(drain).await;
+        stop.cancel();
+      });
+      let _ = reader.await;
+      stopper.abort();
+      // the terminal is done: its master goes now, not after the retention
+      drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
+      // what is left of the tree (the group, and marked escapees)
+      crate::process::ProcessTree::new(pid as i32, &mark).terminate_later(owner, grace);
+      proc.finish(exit).await;
+      expire_later(weak, proc, retention);
+    });
+    Ok(p)
   }
 
   /// Write to the process's stdin (or terminal).
