@@ -155,87 +155,64 @@ pub fn prepare_with(
       Err(_) => {}
     }
   }
-  let path = env.path_var();
-  let inline = !needs_file(code);
-  match lang {
-    Language::Bash => {
-      let bash = resolve_program("bash", path.as_ref(), cwd)?;
-      if inline {
-        Ok(Launch {
-          spec: ProcessSpec::new(bash).arg("-c").arg(code),
-          temp: None,
-        })
-      } else {
-        let t = temp_with(code, None, ".sh")?;
-        Ok(Launch {
-          spec: ProcessSpec::new(bash).arg(t.to_path_buf()),
-          temp: Some(t),
-        })
-      }
-    }
-    Language::Python => {
-      let py = resolve_program("python3", path.as_ref(), cwd)?;
-      if inline {
-        Ok(Launch {
-          spec: ProcessSpec::new(py).arg("-c").arg(code),
-          temp: None,
-        })
-      } else {
-        let t = temp_with(code, None, ".py")?;
-        Ok(Launch {
-          spec: ProcessSpec::new(py)
-            .arg("-c")
-            .arg(PY_BOOT)
-            .arg(t.to_path_buf()),
-          temp: Some(t),
-        })
-      }
-    }
-    Language::JavaScript => {
-      let node = find_node(env, cwd, tc)?;
-      if inline {
-        Ok(Launch {
-          spec: ProcessSpec::new(node).arg("-e").arg(code),
-          temp: None,
-        })
-      } else {
-        let t = temp_with(code, None, ".js")?;
-        Ok(Launch {
-          spec: ProcessSpec::new(node)
-            .arg("-e")
-            .arg(JS_BOOT)
-            .arg(t.to_path_buf()),
-          temp: Some(t),
-        })
-      }
-    }
-    Language::TypeScript => {
-      // the caller's own tsx first, then the one shipped with the package
-      let local = cwd.join("node_modules/.bin/tsx");
-      let mut spec = if local.is_file() {
-        ProcessSpec::new(local)
-      } else if let Some(cli) = tc.bundled_tsx.clone().filter(|p| p.is_file()) {
-        ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli)
-      } else {
-        return Err(ExecError::new(
-          ErrorCode::ENOENT,
-          "tsx not found (neither <cwd>/node_modules/.bin/tsx nor the bundled copy)",
-        ));
-      };
-      if inline {
-        spec.args.push(OsString::from("-e"));
-        spec.args.push(OsString::from(code));
-        Ok(Launch { spec, temp: None })
-      } else {
-        // a file beside the caller's code, so relative imports resolve from cwd
-        let t = temp_with(code, Some(cwd), ".ts")?;
-        spec.args.push(t.to_path_buf().into_os_string());
-        Ok(Launch {
-          spec,
-          temp: Some(t),
-        })
-      }
-    }
+  // the interpreter, the flag that runs code inline, and for a file: the
+  // bootstrap that keeps the inline semantics (None: the file is the
+  // program), the file's suffix and where it goes (None: the temp dir)
+  let (mut spec, flag, boot, suffix, dir) = match lang {
+    Language::Bash => (
+      ProcessSpec::new(resolve_program("bash", env.path_var().as_ref(), cwd)?),
+      "-c",
+      None,
+      ".sh",
+      None,
+    ),
+    Language::Python => (
+      ProcessSpec::new(resolve_program("python3", env.path_var().as_ref(), cwd)?),
+      "-c",
+      Some(PY_BOOT),
+      ".py",
+      None,
+    ),
+    Language::JavaScript => (
+      ProcessSpec::new(find_node(env, cwd, tc)?),
+      "-e",
+      Some(JS_BOOT),
+      ".js",
+      None,
+    ),
+    // the caller's own tsx first, then the one shipped with the package; a
+    // file goes beside the caller's code, so relative imports resolve from cwd
+    Language::TypeScript => (tsx_spec(env, cwd, tc)?, "-e", None, ".ts", Some(cwd)),
+  };
+  if !needs_file(code) {
+    spec.args.push(OsString::from(flag));
+    spec.args.push(OsString::from(code));
+    return Ok(Launch { spec, temp: None });
+  }
+  let t = temp_with(code, dir, suffix)?;
+  if let Some(boot) = boot {
+    spec.args.push(OsString::from(flag));
+    spec.args.push(OsString::from(boot));
+  }
+  spec.args.push(t.to_path_buf().into_os_string());
+  Ok(Launch {
+    spec,
+    temp: Some(t),
+  })
+}
+
+/// tsx for `cwd`: `<cwd>/node_modules/.bin/tsx`, else the bundled CLI on node.
+fn tsx_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessSpec, ExecError> {
+  let local = cwd.join("node_modules/.bin/tsx");
+  if local.is_file() {
+    Ok(ProcessSpec::new(local))
+  } else if let Some(cli) = tc.bundled_tsx.clone().filter(|p| p.is_file()) {
+    Ok(ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli))
+  } else {
+    Err(ExecError::new(
+      ErrorCode::ENOENT,
+      "tsx not found (neither <cwd>/node_modules/.bin/tsx nor the bundled copy)",
+    ))
   }
 }
 
