@@ -100,7 +100,7 @@ pub fn output_callback(v: Option<Unknown>, name: &str, raw: bool) -> ArgResult<O
   }
   let bad = |e: Error| type_error(format!("{name}: {e}"));
   if raw {
-    let f: Function<Buffer, Unknown> = unsafe { v.cast() }.map_err(bad)?;
+    let f: Function<crate::text::JsBytes, Unknown> = unsafe { v.cast() }.map_err(bad)?;
     let tsfn = f
       .build_threadsafe_function()
       .weak::<true>()
