@@ -79,6 +79,15 @@ if (ab) {
   })
 }
 Object.assign(contenders, {
+  // what the machine can move through a pipe: no callbacks, cat writes to /dev/null
+  'pipe limit: head | cat': async () => {
+    await new Promise((res, rej) => {
+      const c = spawn('sh', ['-c', `head -c ${bytes} /dev/zero | cat > /dev/null`], { stdio: 'ignore' })
+      c.on('error', rej)
+      c.on('close', res)
+    })
+    return { got: bytes, calls: 0, maxChunk: 0 }
+  },
   "node spawn setEncoding('utf8')": viaNode(true),
   'node spawn buffers': viaNode(false),
 })
@@ -129,7 +138,7 @@ for (let r = 0; r < rounds; r++) {
     if (iv) clearInterval(iv)
     if (reset) peak = hwm()
     if (got !== bytes) throw new Error(`${k}: got ${got} of ${bytes} bytes`)
-    res[k].push({ gbps: bytes / s / 1e9, p99: h.percentile(99) / 1e6, rss: (peak - base) / 2 ** 20, cps: calls / s, chunk: bytes / calls / 1024, maxChunk: maxChunk / 1024 })
+    res[k].push({ gbps: bytes / s / 1e9, p99: h.percentile(99) / 1e6, rss: (peak - base) / 2 ** 20, cps: calls / s, chunk: calls ? bytes / calls / 1024 : 0, maxChunk: maxChunk / 1024 })
   }
 }
 const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
