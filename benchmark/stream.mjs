@@ -8,7 +8,11 @@
 //   node --expose-gc benchmark/stream.mjs [rounds]                      ./index.js vs spawn
 //   node --expose-gc benchmark/stream.mjs --ab A.node B.node [rounds]   two builds of the addon (and spawn)
 //   options: --bytes N, --only name,name (substrings of the contender names)
-import { spawn } from 'node:child_process'
+//
+// With --ab every run is a fresh child process that loads one build: two
+// copies of the addon in one process share its signals and children (a run of
+// the old build lost 25% of its bytes with the new one loaded beside it).
+import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
@@ -26,6 +30,7 @@ const bytes = Number(opt('--bytes', 2 ** 30))
 const only = opt('--only', '')
   .split(',')
   .filter(Boolean)
+const child = argv[0] === '--child'
 const ab = argv[0] === '--ab'
 const rounds = Number((ab ? argv[3] : argv[0]) ?? 5)
 const cmd = ['head', ['-c', String(bytes), '/dev/zero']]
@@ -61,14 +66,39 @@ const viaNode = (utf8) =>
   )
 
 let contenders = {}
-if (ab) {
-  const A = require(argv[1])
-  const B = require(argv[2])
+/** A contender run in a fresh process: `node stream.mjs --child ADDON KIND` */
+const inChild = (addonPath, kind) => Object.assign(async () => {
+  const r = spawnSync(process.execPath, ['--expose-gc', new URL(import.meta.url).pathname, '--child', addonPath, kind, '--bytes', String(bytes)], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  if (r.status !== 0) throw new Error(`child ${kind} failed`)
+  return JSON.parse(r.stdout)
+}, { measuresItself: true })
+if (child) {
+  // one measured run of one contender, printed as JSON
+  const [, addonPath, kind] = argv
+  const addon = addonPath === '-' ? null : require(addonPath)
+  const runs = {
+    'spawnCall-str': () => viaSpawnCall(addon)(),
+    'spawn-str': () => viaSubprocess(addon)(),
+    'spawn-buf': () => viaSubprocess(addon, 'buffer')(),
+    'node-str': () => viaNode(true)(),
+    'node-buf': () => viaNode(false)(),
+  }
+  console.log(JSON.stringify(await measure(runs[kind])))
+  process.exit(0)
+} else if (ab) {
+  const [, A, B] = argv
   Object.assign(contenders, {
-    'A spawnCall strings': viaSpawnCall(A),
-    'B spawnCall strings': viaSpawnCall(B),
-    'A spawn() buffers': viaSubprocess(A, 'buffer'),
-    'B spawn() buffers': viaSubprocess(B, 'buffer'),
+    'A spawnCall strings': inChild(A, 'spawnCall-str'),
+    'B spawnCall strings': inChild(B, 'spawnCall-str'),
+    'A spawn() strings': inChild(A, 'spawn-str'),
+    'B spawn() strings': inChild(B, 'spawn-str'),
+    'A spawn() buffers': inChild(A, 'spawn-buf'),
+    'B spawn() buffers': inChild(B, 'spawn-buf'),
+    "node spawn setEncoding('utf8')": inChild('-', 'node-str'),
+    'node spawn buffers': inChild('-', 'node-buf'),
   })
 } else {
   const addon = require('../index.js')
@@ -79,6 +109,12 @@ if (ab) {
   })
 }
 Object.assign(contenders, {
+  ...(ab
+    ? {}
+    : {
+        "node spawn setEncoding('utf8')": viaNode(true),
+        'node spawn buffers': viaNode(false),
+      }),
   // what the machine can move through a pipe: no callbacks, cat writes to /dev/null
   'pipe limit: head | cat': async () => {
     await new Promise((res, rej) => {
@@ -88,8 +124,6 @@ Object.assign(contenders, {
     })
     return { got: bytes, calls: 0, maxChunk: 0 }
   },
-  "node spawn setEncoding('utf8')": viaNode(true),
-  'node spawn buffers': viaNode(false),
 })
 // exploration: NAME@VAR=value,VAR=value runs NAME with those variables set (read by the addon per run)
 for (const spec of (process.env.STREAM_VARIANTS ?? '').split(';').filter(Boolean)) {
@@ -117,28 +151,47 @@ function hwmReset() {
     return false
   }
 }
-const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024
+/** CPU seconds of the JS thread (its task has the process id). */
+function jsThreadCpu() {
+  const st = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8')
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+  return (Number(f[11]) + Number(f[12])) / 100
+}
+function hwm() {
+  return Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024
+}
+
+async function measure(run) {
+  globalThis.gc?.()
+  const base = process.memoryUsage.rss()
+  const reset = hwmReset()
+  let peak = base
+  const iv = reset ? null : setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 5)
+  const h = monitorEventLoopDelay({ resolution: 1 })
+  h.enable()
+  const cpu0 = process.cpuUsage()
+  const js0 = jsThreadCpu()
+  const t0 = performance.now()
+  const { got, calls, maxChunk } = await run()
+  const s = (performance.now() - t0) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  const js = jsThreadCpu() - js0
+  h.disable()
+  if (iv) clearInterval(iv)
+  if (reset) peak = hwm()
+  if (got !== bytes) throw new Error(`got ${got} of ${bytes} bytes`)
+  const perGiB = 2 ** 30 / bytes
+  return { cpu: ((cpu.user + cpu.system) / 1e6) * perGiB, js: js * perGiB, gbps: bytes / s / 1e9, p99: h.percentile(99) / 1e6, rss: (peak - base) / 2 ** 20, cps: calls / s, chunk: calls ? bytes / calls / 1024 : 0, maxChunk: maxChunk / 1024 }
+}
 
 const names = Object.keys(contenders)
 const res = Object.fromEntries(names.map((k) => [k, []]))
 for (let r = 0; r < rounds; r++) {
   for (let i = 0; i < names.length; i++) {
     const k = names[(r + i) % names.length]
-    globalThis.gc?.()
-    const base = process.memoryUsage.rss()
-    const reset = hwmReset()
-    let peak = base
-    const iv = reset ? null : setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 5)
-    const h = monitorEventLoopDelay({ resolution: 1 })
-    h.enable()
-    const t0 = performance.now()
-    const { got, calls, maxChunk } = await contenders[k]()
-    const s = (performance.now() - t0) / 1000
-    h.disable()
-    if (iv) clearInterval(iv)
-    if (reset) peak = hwm()
-    if (got !== bytes) throw new Error(`${k}: got ${got} of ${bytes} bytes`)
-    res[k].push({ gbps: bytes / s / 1e9, p99: h.percentile(99) / 1e6, rss: (peak - base) / 2 ** 20, cps: calls / s, chunk: calls ? bytes / calls / 1024 : 0, maxChunk: maxChunk / 1024 })
+    const c = contenders[k]
+    // a child run measures itself; an in-process one is measured here
+    res[k].push(c.measuresItself ? await c() : await measure(c))
   }
 }
 const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
@@ -146,8 +199,8 @@ const ref = names.find((k) => k.startsWith("node spawn setEncoding")) ?? names[n
 const refBuf = names.find((k) => k === 'node spawn buffers')
 const m = (k, f) => med(res[k].map((x) => x[f]))
 console.log(`${(bytes / 2 ** 20).toFixed(0)} MiB from head -c, medians of ${rounds} rounds (interleaved)`)
-console.log('| contender | GB/s | x node utf8 | x node buffers | loop p99 ms | peak RSS +MiB | calls/s | mean chunk KiB | max chunk KiB |')
-console.log('|:--|--:|--:|--:|--:|--:|--:|--:|--:|')
+console.log('| contender | GB/s | x node utf8 | x node buffers | loop p99 ms | peak RSS +MiB | calls/s | mean chunk KiB | max chunk KiB | host CPU s/GiB | JS thread CPU s/GiB |')
+console.log('|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|')
 for (const k of names) {
   const row = [
     k,
@@ -159,6 +212,8 @@ for (const k of names) {
     m(k, 'cps').toFixed(0),
     m(k, 'chunk').toFixed(1),
     Math.max(...res[k].map((x) => x.maxChunk)).toFixed(1),
+    m(k, 'cpu').toFixed(2),
+    m(k, 'js').toFixed(2),
   ]
   console.log(`| ${row.join(' | ')} |`)
 }
