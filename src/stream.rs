@@ -51,7 +51,6 @@ pub const CHUNK: usize = 64 * 1024;
 /// of 5): 4 chunks 1.89 GB/s, loop p99 1.49 ms; 8: 1.92 GB/s, 1.63 ms; 16:
 /// 1.84 GB/s, 2.55 ms; Node's `setEncoding('utf8')` 1.44 GB/s, 2.17 ms.
 const WINDOW: usize = 8;
-/// Chunks read but not yet handed over above which the pump stops reading.
 
 /// What the pump and the JS thread share for one stream.
 struct Shared {

@@ -237,19 +237,6 @@ impl ToNapiValue for JsText {
   }
 }
 
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn ascii_goes_as_latin1_and_the_rest_as_utf16() {
-    assert_eq!(JsText::new("abc".into()), JsText::Latin1(b"abc".to_vec()));
-    let t = JsText::new("é😀".into());
-    assert_eq!(t, JsText::Utf16(vec![0xe9, 0xd83d, 0xde00]));
-    assert_eq!(t.js_len(), 3);
-  }
-}
-
 /// Bytes for a Buffer (a streamed chunk).
 pub struct JsBytes(pub Vec<u8>);
 
@@ -284,5 +271,18 @@ impl ToNapiValue for JsBytes {
       len
     )?;
     Ok(out)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn ascii_goes_as_latin1_and_the_rest_as_utf16() {
+    assert_eq!(JsText::new("abc".into()), JsText::Latin1(b"abc".to_vec()));
+    let t = JsText::new("é😀".into());
+    assert_eq!(t, JsText::Utf16(vec![0xe9, 0xd83d, 0xde00]));
+    assert_eq!(t.js_len(), 3);
   }
 }
