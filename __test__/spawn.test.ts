@@ -117,8 +117,8 @@ describe('spawnCall', () => {
   })
 
   it('stops reading while the callback falls behind (the child waits on the pipe)', async () => {
-    // JavaScript blocks 400 ms in the first call: without backpressure the pump would read the
-    // whole 256 MiB meanwhile (head writes it in well under a second) and head would be gone
+    // JavaScript blocks 1 s in the first call: without backpressure the pump would read the
+    // whole 256 MiB meanwhile (head writes 1-3 GB/s here) and head would be gone
     let calls = 0
     let bytes = 0
     let stateAfterBlock = ''
@@ -127,7 +127,7 @@ describe('spawnCall', () => {
       onStdout: (d: string) => {
         bytes += d.length
         if (calls++ === 0) {
-          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000)
           try {
             stateAfterBlock = readFileSync(`/proc/${p.pid}/stat`, 'utf8').split(') ')[1][0]
           } catch {
