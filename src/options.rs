@@ -136,8 +136,13 @@ pub struct SpawnOptions {
   /// says how it was applied and what it likely denied. @default false
   #[napi(ts_type = "boolean | SandboxOptions")]
   pub sandbox: Option<bool>,
-  /// Least milliseconds between two calls of the same callback: output is
-  /// coalesced in between (the first chunk is delivered at once). @default 10
+  /// Output is cut into chunks of at most 64 KiB (whole characters; a
+  /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+  /// 8 calls per turn of the event loop, the next batch once JavaScript
+  /// returned from the previous one. A full chunk goes in the next batch; a
+  /// partial one waits until this many milliseconds have passed since the
+  /// last batch (the first goes at once), so a trickle of output gets at most
+  /// one call per interval and a flood gets full chunks. @default 10
   pub callback_interval_ms: Option<f64>,
   /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
   /// `'buffer'`: raw Buffers. @default 'utf8'

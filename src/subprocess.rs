@@ -66,8 +66,13 @@ pub struct SubprocessOptions {
   /// `'buffer'`: raw Buffers. @default 'utf8'
   #[napi(ts_type = "'utf8' | 'buffer'")]
   pub encoding: Option<String>,
-  /// Least milliseconds between two calls of the same callback: output is
-  /// coalesced in between (the first chunk is delivered at once). @default 10
+  /// Output is cut into chunks of at most 64 KiB (whole characters; a
+  /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+  /// 8 calls per turn of the event loop, the next batch once JavaScript
+  /// returned from the previous one. A full chunk goes in the next batch; a
+  /// partial one waits until this many milliseconds have passed since the
+  /// last batch (the first goes at once), so a trickle of output gets at most
+  /// one call per interval and a flood gets full chunks. @default 10
   pub callback_interval_ms: Option<f64>,
   /// Kills the tree like `kill()`; the result has `canceled: true`.
   #[napi(ts_type = "AbortSignal")]
@@ -101,7 +106,7 @@ pub fn output_callback(v: Option<Unknown>, name: &str, raw: bool) -> ArgResult<O
   }
   let bad = |e: Error| type_error(format!("{name}: {e}"));
   if raw {
-    let f: Function<Buffer, Unknown> = unsafe { v.cast() }.map_err(bad)?;
+    let f: Function<crate::text::JsBytes, Unknown> = unsafe { v.cast() }.map_err(bad)?;
     let tsfn = f
       .build_threadsafe_function()
       .weak::<true>()

@@ -12,7 +12,7 @@
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use napi::bindgen_prelude::*;
@@ -31,7 +31,9 @@ impl JsText {
     if s.is_ascii() {
       JsText::Latin1(s.into_bytes())
     } else {
-      JsText::Utf16(s.encode_utf16().collect())
+      let units = s.encode_utf16().collect();
+      give_back(s.into_bytes());
+      JsText::Utf16(units)
     }
   }
 
@@ -60,8 +62,14 @@ impl TypeName for JsText {
   }
 }
 
-/// Below this many units a copy is cheaper than an external string's bookkeeping.
-const EXTERNAL_MIN: usize = 64 * 1024;
+/// From this many units a string is handed to V8 as an external string, below
+/// it is copied. Streamed chunks are at most 64 KiB (`stream.rs`) and always
+/// copied: a copy lands in V8's young generation, where a cheap scavenge
+/// frees it, while an external string waits for a full collection (A/B in one
+/// run, 1 GiB streamed in 64 KiB chunks: copied 2.30 GB/s and +0 MiB peak
+/// RSS, external 1.48 GB/s and +35 MiB). Captured results over 64 KiB still
+/// go external (one big string, no copy on the JS thread).
+const EXTERNAL_MIN: usize = 64 * 1024 + 1;
 
 type Finalize = unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void);
 type CreateExternal<T> = unsafe extern "C" fn(
@@ -110,7 +118,7 @@ unsafe extern "C" fn free_latin1(_env: sys::napi_env, _data: *mut c_void, hint: 
   // V8 is done with the characters (or copied them): the buffer goes back
   let buf = *unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
   FREED.fetch_add(buf.len() as i64, Ordering::Relaxed);
-  recycle(buf);
+  give_back(buf);
 }
 
 unsafe extern "C" fn free_utf16(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
@@ -118,70 +126,39 @@ unsafe extern "C" fn free_utf16(_env: sys::napi_env, _data: *mut c_void, hint: *
   FREED.fetch_add(2 * buf.len() as i64, Ordering::Relaxed);
 }
 
-/// Big Latin-1 buffers V8 gave back while a stream runs. Freeing a 4 MiB
-/// buffer unmaps it, which the finalizer would do on the JS thread inside a
-/// garbage collection; instead the stream's pump thread takes them back, fills
-/// one again (its pages are mapped already: `perf` showed page faults as the
-/// pump's top cost) and frees the rest. With no stream running (a captured
-/// result, or after the stream) the finalizer frees as usual, and at most
-/// [`RETURNED_MAX`] buffers wait for a stream that is open but silent.
-/// A/B in one process, with and without the reuse (`node
-/// benchmark/stream.mjs --ab A.node B.node 8`, 1 GiB streamed, medians of 8):
-/// 1.34 vs 1.17 GB/s, loop p99 5.7 vs 6.0 ms, peak RSS +33 vs +67 MiB.
-static RETURNED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-/// Streams running now (see [`StreamGuard`]).
-static STREAMS: AtomicUsize = AtomicUsize::new(0);
-/// Buffers kept back at most (4 MiB each, the stream's chunk size).
-const RETURNED_MAX: usize = 8;
-/// Only buffers at least this big are worth taking back.
-const REUSE_MIN_CAPACITY: usize = 1024 * 1024;
+/// Chunk buffers (see `stream.rs`) V8 is done with, for the next chunks.
+///
+/// A stream fills a 64 KiB buffer per chunk on the runtime's thread and V8
+/// copies it (or, for a Buffer, keeps it until a garbage collection). Fresh
+/// buffers cost page faults: glibc gives a freed 64 KiB block back to the
+/// kernel when it tops the arena, so the next one faults its 16 pages in
+/// again (`perf record` of a 1 GiB stream: `clear_page_erms` under the pump's
+/// `memmove`, 12% of all samples). Buffers come back here instead, from the
+/// JS thread, and the pump fills them again while their pages are mapped.
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Buffers kept at most: two batches of a stream (see `stream.rs`), and a few.
+const POOL_MAX: usize = 40;
 
-fn recycle(mut buf: Vec<u8>) {
-  if buf.capacity() < REUSE_MIN_CAPACITY || STREAMS.load(Ordering::Acquire) == 0 {
+/// An empty buffer of `capacity` bytes for a chunk, reused when one came back.
+pub fn chunk_buffer(capacity: usize) -> Vec<u8> {
+  let reused = POOL.lock().ok().and_then(|mut p| p.pop());
+  match reused {
+    Some(b) if b.capacity() == capacity => b,
+    _ => Vec::with_capacity(capacity),
+  }
+}
+
+/// Give a chunk buffer back (only the stream's size is kept).
+pub fn give_back(mut buf: Vec<u8>) {
+  if buf.capacity() != crate::stream::CHUNK {
     return;
   }
   buf.clear();
-  if let Ok(mut back) = RETURNED.lock() {
-    if back.len() < RETURNED_MAX {
-      back.push(buf);
+  if let Ok(mut p) = POOL.lock() {
+    if p.len() < POOL_MAX {
+      p.push(buf);
     }
   }
-}
-
-/// Counts a running stream while alive.
-pub struct StreamGuard(());
-
-impl StreamGuard {
-  pub fn new() -> Self {
-    STREAMS.fetch_add(1, Ordering::AcqRel);
-    StreamGuard(())
-  }
-}
-
-impl Drop for StreamGuard {
-  fn drop(&mut self) {
-    if STREAMS.fetch_sub(1, Ordering::AcqRel) == 1 {
-      // the last stream is done: free what came back, here and not on the JS thread
-      drop(take_returned());
-    }
-  }
-}
-
-fn take_returned() -> Vec<Vec<u8>> {
-  RETURNED
-    .lock()
-    .map(|mut b| std::mem::take(&mut *b))
-    .unwrap_or_default()
-}
-
-/// An empty string for the next chunk: a buffer V8 gave back when there is
-/// one (the others are freed here, off the JS thread).
-pub fn recycled_string() -> String {
-  let mut back = take_returned();
-  let buf = back.pop().unwrap_or_default();
-  drop(back);
-  // SAFETY: the buffer is empty
-  unsafe { String::from_utf8_unchecked(buf) }
 }
 
 /// Hand `data` to V8 without a copy; gives it back when `create` is missing.
@@ -236,9 +213,13 @@ impl ToNapiValue for JsText {
     let status = match val {
       JsText::Latin1(b) => match unsafe { external(env, b, api.latin1, free_latin1) } {
         Ok(r) => return r,
-        Err(b) => unsafe {
-          sys::napi_create_string_latin1(env, b.as_ptr().cast(), b.len() as isize, &mut out)
-        },
+        Err(b) => {
+          let status = unsafe {
+            sys::napi_create_string_latin1(env, b.as_ptr().cast(), b.len() as isize, &mut out)
+          };
+          give_back(b);
+          status
+        }
       },
       JsText::Utf16(u) => match unsafe { external(env, u, api.utf16, free_utf16) } {
         Ok(r) => return r,
@@ -250,6 +231,43 @@ impl ToNapiValue for JsText {
     check_status!(
       status,
       "exec: cannot create a string of {} units (EIO)",
+      len
+    )?;
+    Ok(out)
+  }
+}
+
+/// Bytes for a Buffer (a streamed chunk).
+pub struct JsBytes(pub Vec<u8>);
+
+impl TypeName for JsBytes {
+  fn type_name() -> &'static str {
+    "Buffer"
+  }
+
+  fn value_type() -> ValueType {
+    ValueType::Object
+  }
+}
+
+impl ToNapiValue for JsBytes {
+  unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+    // Copied into a Buffer of Node's, and the chunk buffer goes back to the
+    // pool at once, its pages still mapped and in cache. Handing the Vec over
+    // as an external Buffer (no copy) kept it until a garbage collection and
+    // its finalizer a turn later: fresh pages for the pump meanwhile and, in
+    // a fresh host, +131 MiB peak RSS for 1 GiB (Node's own Buffers: +41 MiB);
+    // A/B in one run, 1 GiB: copied 1.63 GB/s and loop p99 2.3 ms, external
+    // 1.50 GB/s and 4.0 ms.
+    let len = val.0.len();
+    let mut out = ptr::null_mut();
+    let mut data = ptr::null_mut();
+    let status =
+      unsafe { sys::napi_create_buffer_copy(env, len, val.0.as_ptr().cast(), &mut data, &mut out) };
+    give_back(val.0);
+    check_status!(
+      status,
+      "exec: cannot create a Buffer of {} bytes (EIO)",
       len
     )?;
     Ok(out)
