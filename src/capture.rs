@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use exec_core::buffer::HeadTailBuffer;
 use exec_core::language::{self, Language};
-use exec_core::run::{run, ProcessSpec, RunPolicy, StdinMode};
+use exec_core::process::supervise::{run, ProcessSpec, RunPolicy, StdinMode};
 use exec_core::{CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -57,7 +57,7 @@ pub fn common_options(opts: Option<&Object>, default_timeout_ms: u64) -> ArgResu
   let sandbox = args::sandbox(opts)?;
   args::sandbox_env(opts, &sandbox, &mut env)?;
   let timeout = args::opt_timeout(opts, "timeout", default_timeout_ms)?;
-  let timeout_label = timeout.map(exec_core::run::format_duration);
+  let timeout_label = timeout.map(exec_core::process::supervise::format_duration);
   let policy = RunPolicy {
     timeout,
     timeout_label,
@@ -244,7 +244,7 @@ pub fn execute_and_capture<'env>(
     // temp file, the TypeScript strip) happens here, off the JS thread
     let prepared = (|| -> std::result::Result<_, ExecError> {
       let lang: Language = language.parse()?;
-      exec_core::spawn::check_cwd(&common.cwd)?;
+      exec_core::process::spec::check_cwd(&common.cwd)?;
       language::prepare_with(lang, &code, &common.cwd, &common.env, host::toolchain(), ts)
     })();
     let launch = match prepared {
@@ -298,9 +298,10 @@ pub fn capture_call<'env>(
   };
   let fut = async move {
     let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-      exec_core::spawn::check_cwd(&common.cwd)?;
+      exec_core::process::spec::check_cwd(&common.cwd)?;
       let path = common.env.path_var();
-      let program = exec_core::spawn::resolve_program(&command, path.as_ref(), &common.cwd)?;
+      let program =
+        exec_core::process::spec::resolve_program(&command, path.as_ref(), &common.cwd)?;
       let mut spec = ProcessSpec::new(program);
       spec.args = argv.into_iter().map(Into::into).collect();
       Ok(spec)

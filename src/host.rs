@@ -27,7 +27,7 @@ pub fn init_env(env: &Env) -> Result<()> {
   OWNER.with(|o| o.set(id));
   // environment teardown (process exit, worker termination): kill what it runs
   env.add_env_cleanup_hook(id, |id| {
-    exec_core::group::shutdown(Some(id));
+    exec_core::process::registry::shutdown(Some(id));
   })?;
   // process.exit() on the main thread does not run env cleanup hooks, but it
   // does run exit(3), and so atexit handlers
@@ -40,12 +40,12 @@ pub fn init_env(env: &Env) -> Result<()> {
   // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
   exec_core::hostguard::install();
   // PID 1, or EXEC_NATIVE_SUBREAPER=1: reap the orphans of our runs
-  exec_core::reaper::init();
+  exec_core::process::reaper::init();
   Ok(())
 }
 
 extern "C" fn kill_everything_at_exit() {
-  exec_core::group::shutdown(None);
+  exec_core::process::registry::shutdown(None);
   // the cgroups of runs with limits (emptied, removed)
   exec_core::cgroup::remove_all_signal_safe();
 }

@@ -33,5 +33,5 @@ pub fn init(_exports: Object, env: Env) -> Result<()> {
 /// or leftovers being terminated). 0 when nothing is left behind.
 #[napi]
 pub fn live_process_groups() -> u32 {
-  exec_core::group::live_count() as u32
+  exec_core::process::registry::live_count() as u32
 }

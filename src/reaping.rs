@@ -1,4 +1,4 @@
-//! Reaping the orphans of our runs (see `exec_core::reaper`): making the host
+//! Reaping the orphans of our runs (see `exec_core::process::reaper`): making the host
 //! a child subreaper, and what the reaper did.
 
 use napi::bindgen_prelude::*;
@@ -41,13 +41,14 @@ pub struct ReaperStatus {
 pub fn set_subreaper(env: Env, enabled: Unknown) -> Result<bool> {
   let enabled =
     crate::args::boolean(&enabled, "enabled").map_err(|e| crate::error::throw_type(&env, &e))?;
-  exec_core::reaper::set_subreaper(enabled).map_err(|e| crate::error::throw_coded(&env, &e))
+  exec_core::process::reaper::set_subreaper(enabled)
+    .map_err(|e| crate::error::throw_coded(&env, &e))
 }
 
 /// What the orphan reaper is doing (see `setSubreaper`).
 #[napi]
 pub fn reaper_status() -> ReaperStatus {
-  use exec_core::reaper as r;
+  use exec_core::process::reaper as r;
   ReaperStatus {
     subreaper: r::is_subreaper(),
     pid1: r::is_pid1(),

@@ -209,5 +209,5 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
 /// Returns how many groups were killed.
 #[napi]
 pub fn kill_all_process_groups() -> u32 {
-  exec_core::group::kill_all(Some(host::owner())) as u32
+  exec_core::process::registry::kill_all(Some(host::owner())) as u32
 }

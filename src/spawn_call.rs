@@ -3,8 +3,8 @@
 //! (see `subprocess.rs`, whose machinery they share).
 
 use exec_core::language::{self, Language, Launch};
-use exec_core::run::ProcessSpec;
-use exec_core::spawn::{check_cwd, resolve_program};
+use exec_core::process::spec::{check_cwd, resolve_program};
+use exec_core::process::supervise::ProcessSpec;
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

@@ -6,10 +6,10 @@
 //! callbacks. `spawnCall` and `executeStreaming` run on the same machinery
 //! ([`start`] and [`settle`]).
 
+use exec_core::process::spec::{check_cwd, resolve_program};
+use exec_core::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
 use exec_core::process::ProcessTree;
-use exec_core::run::{Execution, ProcessSpec, RunPolicy, StdinMode};
-use exec_core::spawn::{check_cwd, resolve_program};
-use exec_core::{group, CancellationToken, ErrorCode, ExecError};
+use exec_core::{process::registry, CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
@@ -278,7 +278,7 @@ fn signal_arg(v: Option<Either<String, i32>>) -> std::result::Result<Option<Sign
     Some(Either::B(n)) => Signal::try_from(n)
       .map(Some)
       .map_err(|_| bad(n.to_string())),
-    Some(Either::A(s)) => group::parse_signal(&s)
+    Some(Either::A(s)) => registry::parse_signal(&s)
       .filter(|_| !s.chars().all(|c| c.is_ascii_digit()))
       .map(Some)
       .ok_or_else(|| bad(format!("'{s}'"))),
@@ -351,7 +351,7 @@ impl Subprocess {
     }
     let pgid = pid as i32;
     let Some(sig) = sig else {
-      return Ok(group::group_alive(pgid));
+      return Ok(registry::group_alive(pgid));
     };
     // the run has not settled: its leader may have exited a moment ago, but
     // it is signalled as every kill path does (ProcessTree's one order)

@@ -8,7 +8,7 @@
 //!
 //! Without valgrind it prints the wall time per run.
 use exec_core::buffer::HeadTailBuffer;
-use exec_core::run::{run, ProcessSpec, RunPolicy};
+use exec_core::process::supervise::{run, ProcessSpec, RunPolicy};
 use exec_core::CancellationToken;
 
 fn main() {

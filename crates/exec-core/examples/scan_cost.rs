@@ -12,7 +12,7 @@ fn main() {
     .unwrap_or(0);
   let t0 = std::time::Instant::now();
   for _ in 0..n {
-    exec_core::tree::marked("1.2.3");
+    exec_core::process::marks::marked("1.2.3");
   }
   let per = t0.elapsed() / n;
   println!("{procs} processes: {per:?} per scan");

@@ -25,8 +25,5 @@ pub use process::spec::EnvSpec;
 pub use process::supervise::{
   run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode,
 };
-// the paths the binding and the examples still use (transitional: the
-// process layer's modules under their former names)
-pub use process::{marks as tree, reaper, registry as group, spec as spawn, supervise as run};
 pub use tokio_util::sync::CancellationToken;
 pub use ts_strip::TsPath;

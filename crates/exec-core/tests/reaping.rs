@@ -8,10 +8,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use exec_core::buffer::HeadTailBuffer;
-use exec_core::group;
-use exec_core::reaper;
-use exec_core::run::{run, ProcessSpec, RunPolicy};
-use exec_core::tree;
+use exec_core::process::marks;
+use exec_core::process::reaper;
+use exec_core::process::registry;
+use exec_core::process::supervise::{run, ProcessSpec, RunPolicy};
 use exec_core::CancellationToken;
 
 /// A child that exits once its parent has become `sleep` (which never reaps
@@ -80,7 +80,7 @@ async fn double_fork_orphan_is_reaped_with_cleanup_off() {
   assert_eq!(code, 0);
   let pid: i32 = out.trim().parse().unwrap();
   // its parent (the subshell) is gone: it was reparented to us
-  let st = tree::stat(pid).expect("the sleep still runs");
+  let st = marks::stat(pid).expect("the sleep still runs");
   assert_eq!(st.ppid, me(), "reparented to the subreaper");
   assert!(
     wait_no_entry(pid, 5000).await,
@@ -111,7 +111,7 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
   let mut child = Command::new("sh")
     .arg("-c")
     .arg("exit 7")
-    .env_remove(tree::MARK_VAR)
+    .env_remove(marks::MARK_VAR)
     .spawn()
     .unwrap();
   let pid = child.id() as i32;
@@ -119,7 +119,7 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
   let mut leader = Command::new("sh")
     .arg("-c")
     .arg("exit 9")
-    .env_remove(tree::MARK_VAR)
+    .env_remove(marks::MARK_VAR)
     .process_group(0)
     .spawn()
     .unwrap();
@@ -133,8 +133,8 @@ async fn a_child_without_our_mark_is_left_to_its_owner() {
   for _ in 0..3 {
     reaper::pass();
   }
-  assert_eq!(tree::stat(pid).map(|s| s.state), Some(b'Z'));
-  assert_eq!(tree::stat(leader_pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(marks::stat(pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(marks::stat(leader_pid).map(|s| s.state), Some(b'Z'));
   assert_eq!(
     child.wait().unwrap().code(),
     Some(7),
@@ -164,26 +164,26 @@ async fn a_registered_direct_child_with_our_mark_is_left_to_its_owner() {
   assert!(reaper::set_subreaper(true).unwrap());
   // like an execution's child: our mark, registered from before the spawn
   // guard is released until its owner reaped it
-  let ticket = group::begin_spawn(4242).unwrap();
+  let ticket = registry::begin_spawn(4242).unwrap();
   let mut child = Command::new("sh")
     .arg("-c")
     .arg("sleep 0.1; exit 3")
-    .env(tree::MARK_VAR, tree::new_mark(4242))
+    .env(marks::MARK_VAR, marks::new_mark(4242))
     .spawn()
     .unwrap();
   let pid = child.id() as i32;
   ticket.register(pid);
   let end = Instant::now() + Duration::from_secs(3);
-  while tree::stat(pid).map(|s| s.state) != Some(b'Z') && Instant::now() < end {
+  while marks::stat(pid).map(|s| s.state) != Some(b'Z') && Instant::now() < end {
     tokio::time::sleep(Duration::from_millis(10)).await;
   }
   for _ in 0..3 {
     reaper::pass();
     tokio::time::sleep(reaper::INTERVAL).await;
   }
-  assert_eq!(tree::stat(pid).map(|s| s.state), Some(b'Z'));
+  assert_eq!(marks::stat(pid).map(|s| s.state), Some(b'Z'));
   assert_eq!(child.wait().unwrap().code(), Some(3));
-  group::unregister(pid);
+  registry::unregister(pid);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,7 +217,7 @@ async fn a_look_is_light() {
     .map(|_| {
       Command::new("sleep")
         .arg("30")
-        .env_remove(tree::MARK_VAR)
+        .env_remove(marks::MARK_VAR)
         .spawn()
         .unwrap()
     })
