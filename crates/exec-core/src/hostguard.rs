@@ -8,18 +8,19 @@
 
 use std::sync::OnceLock;
 
+use crate::platform;
 use crate::process::marks::Needle;
 
 const SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 struct Saved {
   needle: Needle,
-  prev: [libc::sigaction; 3],
+  prev: [platform::SignalAction; 3],
 }
 
 static SAVED: OnceLock<Saved> = OnceLock::new();
 
-extern "C" fn on_signal(sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn on_signal(sig: i32) {
   let Some(saved) = SAVED.get() else { return };
   crate::process::registry::kill_all_signal_safe(&saved.needle);
   crate::cgroup::remove_all_signal_safe();
@@ -28,10 +29,7 @@ extern "C" fn on_signal(sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::
   };
   // give the signal back to whoever had it (Node's handler, or the default
   // action) exactly as it was, and deliver it again once we return
-  unsafe {
-    libc::sigaction(sig, &saved.prev[i], std::ptr::null_mut());
-    libc::raise(sig);
-  }
+  platform::restore_and_raise(sig, &saved.prev[i]);
 }
 
 /// Install the handler once per process. Idempotent.
@@ -42,24 +40,14 @@ pub fn install() {
   let Some(needle) = Needle::new(&crate::process::marks::owner_prefix(None), false) else {
     return;
   };
-  let mut prev: [libc::sigaction; 3] = unsafe { std::mem::zeroed() };
-  for (i, &sig) in SIGNALS.iter().enumerate() {
-    unsafe { libc::sigaction(sig, std::ptr::null(), &mut prev[i]) };
-  }
+  let prev = SIGNALS.map(platform::signal_action);
   if SAVED.set(Saved { needle, prev }).is_err() {
     return;
   }
   for (i, &sig) in SIGNALS.iter().enumerate() {
-    let old = &SAVED.get().unwrap().prev[i];
-    if old.sa_sigaction == libc::SIG_IGN {
+    if prev[i].is_ignore() {
       continue; // nohup'd host: keep ignoring
     }
-    unsafe {
-      let mut act: libc::sigaction = std::mem::zeroed();
-      act.sa_sigaction = on_signal as *const () as usize;
-      act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-      libc::sigemptyset(&mut act.sa_mask);
-      libc::sigaction(sig, &act, std::ptr::null_mut());
-    }
+    platform::set_signal_handler(sig, on_signal);
   }
 }

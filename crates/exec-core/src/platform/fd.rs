@@ -132,3 +132,43 @@ pub fn write_file_signal_safe(path: &std::ffi::CStr, data: &[u8]) -> io::Result<
   }
   Ok(())
 }
+
+/// A signal's disposition, as it was found.
+#[derive(Clone, Copy)]
+pub struct SignalAction(libc::sigaction);
+
+impl SignalAction {
+  /// The signal was ignored (`SIG_IGN`: a `nohup`'d process).
+  pub fn is_ignore(&self) -> bool {
+    self.0.sa_sigaction == libc::SIG_IGN
+  }
+}
+
+/// The current disposition of `sig`.
+pub fn signal_action(sig: i32) -> SignalAction {
+  // SAFETY: sigaction fills the zeroed struct
+  let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+  unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+  SignalAction(old)
+}
+
+/// Handle `sig` with `handler` (on the alternate stack if there is one,
+/// system calls restarted).
+pub fn set_signal_handler(sig: i32, handler: extern "C" fn(i32)) {
+  unsafe {
+    let mut act: libc::sigaction = std::mem::zeroed();
+    act.sa_sigaction = handler as *const () as usize;
+    act.sa_flags = libc::SA_ONSTACK | libc::SA_RESTART;
+    libc::sigemptyset(&mut act.sa_mask);
+    libc::sigaction(sig, &act, std::ptr::null_mut());
+  }
+}
+
+/// Put `action` back as the disposition of `sig` and raise `sig` again (it
+/// is delivered once the running handler returns). Async-signal-safe.
+pub fn restore_and_raise(sig: i32, action: &SignalAction) {
+  unsafe {
+    libc::sigaction(sig, &action.0, std::ptr::null_mut());
+    libc::raise(sig);
+  }
+}
