@@ -38,7 +38,7 @@ const PREFIX: &str = "exec-native-";
 /// is v2 (v1 first, then v2). With `enable`, the controller is enabled for
 /// the children of a v2 directory.
 fn base_dir(controller: &str, enable: bool) -> Option<(PathBuf, bool)> {
-  let me = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+  let me = crate::platform::self_cgroup()?;
   for line in me.lines() {
     let mut parts = line.splitn(3, ':');
     let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -332,12 +332,7 @@ fn host_alive_since(pid: i32, created: std::time::SystemTime) -> bool {
   let Some(st) = crate::process::marks::stat(pid) else {
     return false;
   };
-  let btime = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-    s.lines().find_map(|l| {
-      l.strip_prefix("btime ")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    })
-  });
+  let btime = crate::platform::boot_time();
   let hz = crate::platform::clock_ticks();
   match btime {
     Some(b) => {
@@ -427,9 +422,7 @@ pub fn remove_all_signal_safe() {
       // SAFETY: READY slots are not written until unregistered
       let dir = unsafe { &*s.path.get() };
       let len = dir.iter().position(|&b| b == 0).unwrap_or(0);
-      if unsafe { libc::rmdir(dir.as_ptr().cast()) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
-      {
+      if crate::platform::rmdir_signal_safe(&dir[..=len]).is_ok() {
         s.state.store(FREE, Ordering::Release);
         continue;
       }
@@ -453,19 +446,11 @@ fn kill_procs_raw(dir: &[u8]) {
   }
   path[..dir.len()].copy_from_slice(dir);
   path[dir.len()..dir.len() + file.len()].copy_from_slice(file);
-  let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
-  if fd < 0 {
-    return;
-  }
-  let mut buf = [0u8; 4096];
   let mut pid: i32 = 0;
   let mut digits = false;
-  loop {
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-      break;
-    }
-    for &c in &buf[..n as usize] {
+  let len = dir.len() + file.len();
+  crate::platform::read_file_signal_safe(&path[..len], &mut |chunk| {
+    for &c in chunk {
       if c.is_ascii_digit() {
         pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
         digits = true;
@@ -477,42 +462,13 @@ fn kill_procs_raw(dir: &[u8]) {
         digits = false;
       }
     }
-  }
+  });
   if digits && pid > 1 {
     crate::platform::signal(pid, libc::SIGKILL);
   }
-  unsafe { libc::close(fd) };
 }
 
 /// How many tasks (threads: what RLIMIT_NPROC counts) the current user has.
 pub fn user_task_count() -> u64 {
-  let uid = crate::platform::uid();
-  let Ok(dir) = std::fs::read_dir("/proc") else {
-    return 0;
-  };
-  let mut n = 0;
-  for e in dir.flatten() {
-    let name = e.file_name();
-    let Some(pid) = name
-      .to_str()
-      .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-    else {
-      continue;
-    };
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-      continue;
-    };
-    let field = |key: &str| {
-      status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-    };
-    // the real uid is the one the kernel counts against
-    if field("Uid:") == Some(uid as u64) {
-      n += field("Threads:").unwrap_or(1);
-    }
-  }
-  n
+  crate::platform::user_task_count(crate::platform::uid())
 }

@@ -185,7 +185,10 @@ impl Limits {
     }
     if let Some(max) = self.memory_bytes {
       let page = crate::platform::page_size();
-      let rss: u64 = members.iter().map(|m| resident_pages(m.pid) * page).sum();
+      let rss: u64 = members
+        .iter()
+        .map(|m| platform::resident_pages(m.pid) * page)
+        .sum();
       if rss > max {
         return Some(memory_error(max));
       }
@@ -524,13 +527,6 @@ pub fn cpu_error(s: u64) -> ExecError {
     ErrorCode::ELIMIT,
     format!("CPU time limit of {s}s exceeded"),
   )
-}
-
-fn resident_pages(pid: i32) -> u64 {
-  std::fs::read_to_string(format!("/proc/{pid}/statm"))
-    .ok()
-    .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-    .unwrap_or(0)
 }
 
 /// `268435456` -> `256 MiB`.

@@ -706,7 +706,7 @@ fn close_log_after(capture: &SharedCapture, pumps: Option<JoinHandle<()>>) {
 
 /// `/proc/<pid>/cmdline` as a shell would show it, at most 200 characters.
 fn command_line(pid: i32) -> String {
-  let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+  let raw = crate::platform::cmdline(pid);
   let words: Vec<String> = raw
     .split(|&b| b == 0)
     .filter(|w| !w.is_empty())

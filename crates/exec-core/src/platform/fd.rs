@@ -172,3 +172,41 @@ pub fn restore_and_raise(sig: i32, action: &SignalAction) {
     libc::raise(sig);
   }
 }
+
+/// Remove the directory `path` (NUL-terminated). Async-signal-safe. `Ok` also
+/// when it is already gone.
+pub fn rmdir_signal_safe(path: &[u8]) -> io::Result<()> {
+  if path.last() != Some(&0) {
+    return Err(io::Error::from(io::ErrorKind::InvalidInput));
+  }
+  if unsafe { libc::rmdir(path.as_ptr().cast()) } == 0 {
+    return Ok(());
+  }
+  let e = io::Error::last_os_error();
+  if e.raw_os_error() == Some(libc::ENOENT) {
+    return Ok(());
+  }
+  Err(e)
+}
+
+/// Read the file `path` (NUL-terminated) in pieces handed to `f`, without
+/// allocating. Async-signal-safe. False when it cannot be opened.
+pub fn read_file_signal_safe(path: &[u8], f: &mut dyn FnMut(&[u8])) -> bool {
+  if path.last() != Some(&0) {
+    return false;
+  }
+  let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return false;
+  }
+  let mut buf = [0u8; 4096];
+  loop {
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+      break;
+    }
+    f(&buf[..n as usize]);
+  }
+  unsafe { libc::close(fd) };
+  true
+}

@@ -212,3 +212,54 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
   });
   out
 }
+
+/// The text of `/proc/self/cgroup` (this process's place in the cgroup
+/// hierarchies).
+pub fn self_cgroup() -> Option<String> {
+  std::fs::read_to_string("/proc/self/cgroup").ok()
+}
+
+/// When the system booted, in seconds since the epoch (`btime` of `/proc/stat`).
+pub fn boot_time() -> Option<u64> {
+  std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+    s.lines().find_map(|l| {
+      l.strip_prefix("btime ")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    })
+  })
+}
+
+/// Resident pages of `pid` (`/proc/<pid>/statm`; 0 when unknown).
+pub fn resident_pages(pid: i32) -> u64 {
+  std::fs::read_to_string(format!("/proc/{pid}/statm"))
+    .ok()
+    .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+    .unwrap_or(0)
+}
+
+/// The raw `/proc/<pid>/cmdline` (arguments separated by NULs).
+pub fn cmdline(pid: i32) -> Vec<u8> {
+  std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()
+}
+
+/// How many tasks (threads: what RLIMIT_NPROC counts) the real user `uid` has.
+pub fn user_task_count(uid: u32) -> u64 {
+  let mut n = 0;
+  for_each_pid(&mut |pid| {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+      return;
+    };
+    let field = |key: &str| {
+      status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+    };
+    // the real uid is the one the kernel counts against
+    if field("Uid:") == Some(uid as u64) {
+      n += field("Threads:").unwrap_or(1);
+    }
+  });
+  n
+}

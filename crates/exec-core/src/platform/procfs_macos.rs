@@ -64,3 +64,28 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
   pids.retain(|&p| p > 0);
   pids
 }
+
+/// No cgroups on macOS.
+pub fn self_cgroup() -> Option<String> {
+  None
+}
+
+/// Not known without `/proc` (nothing that needs it runs on macOS).
+pub fn boot_time() -> Option<u64> {
+  None
+}
+
+/// Not known without `/proc`: 0 (the memory watchdog sees nothing).
+pub fn resident_pages(_pid: i32) -> u64 {
+  0
+}
+
+/// Not known without `/proc`: empty.
+pub fn cmdline(_pid: i32) -> Vec<u8> {
+  Vec::new()
+}
+
+/// Not known without `/proc`: 0.
+pub fn user_task_count(_uid: u32) -> u64 {
+  0
+}
