@@ -166,6 +166,39 @@ pub fn set_rlimit(res: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
   Ok(())
 }
 
+/// One `read(2)` of `fd` into the spare capacity of `buf` (the bytes are
+/// appended, nothing is zeroed first). `Ok(0)` is end of file; an empty
+/// non-blocking pipe is `WouldBlock`.
+pub fn read_into(fd: i32, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+  let spare = buf.spare_capacity_mut();
+  let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
+  if n < 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  let n = n as usize;
+  // SAFETY: read() initialised the first n bytes of the spare capacity
+  unsafe { buf.set_len(buf.len() + n) };
+  Ok(n)
+}
+
+/// Put `fd` in non-blocking mode (`O_NONBLOCK`), keeping its other flags.
+pub fn set_nonblocking(fd: i32) -> std::io::Result<()> {
+  let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+  if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(())
+}
+
+/// How many bytes pipe `fd` holds (`FIONREAD`).
+pub fn pipe_pending(fd: i32) -> std::io::Result<usize> {
+  let mut n: libc::c_int = 0;
+  if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } < 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(n.max(0) as usize)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -188,5 +221,37 @@ mod tests {
     let n = max_open_files_ceiling().expect("fs.nr_open / kern.maxfilesperproc");
     let (_, hard) = get_rlimit(libc::RLIMIT_NOFILE);
     assert!(hard == u64::MAX || hard <= n, "hard {hard} ceiling {n}");
+  }
+}
+
+#[cfg(test)]
+mod pipe_tests {
+  use super::*;
+  use std::os::fd::AsRawFd;
+
+  #[test]
+  fn pending_and_discarded_bytes_are_exact() {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(nix::unistd::write(&w, &data).unwrap(), data.len());
+    assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 10_000);
+    set_nonblocking(r.as_raw_fd()).unwrap();
+    if ZERO_COPY_DISCARD {
+      assert_eq!(discard_from_pipe(r.as_raw_fd(), 4_000).unwrap(), 4_000);
+      assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 6_000);
+    }
+    let from = if ZERO_COPY_DISCARD { 4_000 } else { 0 };
+    let mut buf = Vec::with_capacity(20_000);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 10_000 - from);
+    assert_eq!(buf, &data[from..]);
+    // empty and non-blocking: nothing waits
+    let e = read_into(r.as_raw_fd(), &mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    if ZERO_COPY_DISCARD {
+      let e = discard_from_pipe(r.as_raw_fd(), 100).unwrap_err();
+      assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+    drop(w);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 0);
   }
 }
