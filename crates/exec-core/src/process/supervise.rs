@@ -825,9 +825,16 @@ where
   // skimming is decided once, when the head is full
   let mut may_skim = sink.keeps_head_tail() && platform::ZERO_COPY_DISCARD;
   let mut skim: Option<usize> = None;
-  // bytes were left in the pipe on purpose and no wake-up came since
+  // bytes were left in the pipe on purpose (`parked`); the recheck timer is
+  // armed once and re-armed only when it fires (not one timer per wake-up):
+  // it reads the pipe if no wake-up came during a whole period
   let mut parked = false;
   let mut stalls = 0u8;
+  let recheck = tokio::time::sleep(PARKED_RECHECK);
+  tokio::pin!(recheck);
+  let mut armed = false;
+  let mut wakes = 0u64;
+  let mut wakes_at_arm = 0u64;
   loop {
     if may_skim {
       if let Some(keep) = sink.tail_window() {
@@ -854,6 +861,12 @@ where
             // comes, the writers close, or the run ends
             g.clear_ready();
             parked = true;
+            wakes += 1;
+            if !armed {
+              armed = true;
+              wakes_at_arm = wakes;
+              recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
+            }
             continue;
           }
           // the writers are gone: the rest is read, to EOF
@@ -882,7 +895,17 @@ where
           Ok(Err(_)) => break,
         }
       },
-      _ = tokio::time::sleep(PARKED_RECHECK), if parked => {
+      _ = &mut recheck, if armed => {
+        if parked && wakes != wakes_at_arm {
+          // the writer is moving: look again a period later
+          wakes_at_arm = wakes;
+          recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
+          continue;
+        }
+        armed = false;
+        if !parked {
+          continue;
+        }
         // no wake-up while bytes wait in the pipe: a writer that paused (the
         // bytes are read, as without skimming), or a writer blocked on a
         // pipe whose slots are full of small buffers before it holds `keep`
