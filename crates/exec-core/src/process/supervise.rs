@@ -1473,6 +1473,9 @@ mod capture_tests {
       .await
       .unwrap();
       assert_eq!(a.outcome.stdout_bytes, b.outcome.stdout_bytes, "cap {cap}");
+      // a sink that does not declare head+tail was handed every byte
+      assert_eq!(b.stdout.0.total(), b.outcome.stdout_bytes, "cap {cap}");
+      assert_eq!(b.outcome.stdout_bytes, seq(1, 1_500_000).len() as u64);
       assert_eq!(a.stdout.0.render(), b.stdout.0.render(), "cap {cap}");
       assert_eq!(
         String::from_utf8(a.stdout.0.render().bytes).unwrap(),
