@@ -86,6 +86,29 @@ impl HeadTailBuffer {
     self.tail.extend(data);
   }
 
+  /// Once the head is full, only the last `tail_cap` bytes of what follows
+  /// can still be kept: `Some(tail_cap)`. `None` while the head fills.
+  pub fn tail_window(&self) -> Option<usize> {
+    (self.head.len() == self.head_cap).then_some(self.tail_cap)
+  }
+
+  /// Count `n` bytes of the stream that were dropped unseen. The caller
+  /// guarantees what [`Self::tail_window`] asks: the head is full and at
+  /// least `tail_cap` more bytes follow them (they will be pushed), so
+  /// neither these bytes nor what the tail holds now can be in the final tail.
+  pub fn skip(&mut self, n: u64) {
+    if n == 0 {
+      return;
+    }
+    debug_assert_eq!(
+      self.head.len(),
+      self.head_cap,
+      "skip before the head is full"
+    );
+    self.total += n;
+    self.tail.clear();
+  }
+
   /// Everything held, head then tail, without marker (contiguous only when not truncated).
   pub fn raw_parts(&self) -> (&[u8], Vec<u8>) {
     let (a, b) = self.tail.as_slices();
@@ -187,6 +210,24 @@ mod tests {
     assert!(s.starts_with("xxxy\n"));
     assert!(s.ends_with("yyzz"));
     assert_eq!(r.omitted, 105 - 8);
+  }
+
+  #[test]
+  fn skipped_bytes_are_counted_and_clear_the_tail() {
+    let mut b = HeadTailBuffer::new(8);
+    b.push(b"ab");
+    assert_eq!(b.tail_window(), None);
+    b.push(b"cdXY");
+    assert_eq!(b.tail_window(), Some(4));
+    b.skip(100);
+    b.push(b"1234");
+    let r = b.render();
+    assert_eq!(b.total(), 110);
+    assert_eq!(r.omitted, 110 - 8);
+    assert_eq!(
+      String::from_utf8(r.bytes).unwrap(),
+      "abcd\n[Output truncated] 102 bytes omitted\n1234"
+    );
   }
 
   #[test]

@@ -33,20 +33,61 @@ pub fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {
   }
   // SAFETY: a descriptor just made, owned by nothing else
   let owned = unsafe { OwnedFd::from_raw_fd(new) };
-  let flags = unsafe { libc::fcntl(new, libc::F_GETFL) };
-  if flags < 0 || unsafe { libc::fcntl(new, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-    return Err(io::Error::last_os_error());
-  }
+  set_nonblocking(new)?;
   Ok(owned)
 }
 
-/// One `read(2)` into `buf`.
-pub fn read_fd(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
-  let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+/// Put `fd` in non-blocking mode (`O_NONBLOCK`), keeping its other flags.
+pub fn set_nonblocking(fd: i32) -> io::Result<()> {
+  let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+  if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(())
+}
+
+/// How many bytes pipe `fd` holds (`FIONREAD`).
+pub fn pipe_pending(fd: i32) -> io::Result<usize> {
+  let mut n: libc::c_int = 0;
+  if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(n.max(0) as usize)
+}
+
+/// One `read(2)` of `fd` into `buf`.
+pub fn read_raw(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
+  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
   if n < 0 {
     return Err(io::Error::last_os_error());
   }
   Ok(n as usize)
+}
+
+/// [`read_raw`] of a descriptor owned elsewhere.
+pub fn read_fd(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+  read_raw(fd.as_raw_fd(), buf)
+}
+
+/// What the non-blocking `fd` holds now: the count, or None at end of file,
+/// on `EAGAIN` or on an error.
+pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {
+  read_raw(fd, buf).ok().filter(|&n| n > 0)
+}
+
+/// One `read(2)` of `fd` into the spare capacity of `buf` (the bytes are
+/// appended, nothing is zeroed first). `Ok(0)` is end of file; an empty
+/// non-blocking pipe is `WouldBlock`.
+pub fn read_into(fd: i32, buf: &mut Vec<u8>) -> io::Result<usize> {
+  let spare = buf.spare_capacity_mut();
+  let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  let n = n as usize;
+  // SAFETY: read() initialised the first n bytes of the spare capacity
+  unsafe { buf.set_len(buf.len() + n) };
+  Ok(n)
 }
 
 /// One `write(2)` of `data`.

@@ -39,11 +39,50 @@ pub fn cloexec_from(first: i32) {
 }
 
 /// Best effort: make a pipe hold `bytes` (`F_SETPIPE_SZ`), so a heavy writer
-/// wakes the reader less often.
-pub fn grow_pipe(fd: i32, bytes: i32) {
-  unsafe {
-    libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes);
+/// wakes the reader less often. Returns the pipe's size afterwards (the
+/// kernel rounds up; above `/proc/sys/fs/pipe-max-size` only a privileged
+/// process gets more, the others keep the size they had).
+pub fn grow_pipe(fd: i32, bytes: i32) -> Option<usize> {
+  let r = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes) };
+  if r > 0 {
+    return Some(r as usize);
   }
+  let r = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+  (r > 0).then_some(r as usize)
+}
+
+/// Whether [`discard_from_pipe`] drops bytes in the kernel.
+pub const ZERO_COPY_DISCARD: bool = true;
+
+/// Drop up to `max` bytes from the front of pipe `fd` without copying them to
+/// user space (`splice` to an `O_WRONLY` `/dev/null`, non-blocking: an empty
+/// pipe is `WouldBlock`). Returns how many were dropped.
+pub fn discard_from_pipe(fd: i32, max: usize) -> io::Result<usize> {
+  use std::os::fd::AsRawFd;
+  static NULL: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+  let null = NULL
+    .get_or_init(|| {
+      std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .ok()
+    })
+    .as_ref()
+    .ok_or_else(|| io::Error::from(io::ErrorKind::Unsupported))?;
+  let n = unsafe {
+    libc::splice(
+      fd,
+      std::ptr::null_mut(),
+      null.as_raw_fd(),
+      std::ptr::null_mut(),
+      max,
+      libc::SPLICE_F_NONBLOCK,
+    )
+  };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(n as usize)
 }
 
 /// The most open files the kernel lets any process have (`fs.nr_open`): a

@@ -25,8 +25,20 @@ pub fn cloexec_from(first: i32) {
   }
 }
 
-/// macOS pipes size themselves (up to 64 KiB): a no-op.
-pub fn grow_pipe(_fd: i32, _bytes: i32) {}
+/// macOS pipes size themselves (up to 64 KiB): a no-op, the size is not
+/// known (`None`), so nothing is left in the pipe on purpose.
+pub fn grow_pipe(_fd: i32, _bytes: i32) -> Option<usize> {
+  None
+}
+
+/// Whether [`discard_from_pipe`] drops bytes in the kernel: macOS has no
+/// `splice`, so output is always read.
+pub const ZERO_COPY_DISCARD: bool = false;
+
+/// macOS has no `splice`: always `Unsupported` (the caller reads instead).
+pub fn discard_from_pipe(_fd: i32, _max: usize) -> io::Result<usize> {
+  Err(io::ErrorKind::Unsupported.into())
+}
 
 /// `kern.maxfilesperproc`: a hard RLIMIT_NOFILE above it cannot be set.
 pub fn max_open_files_ceiling() -> Option<u64> {

@@ -82,13 +82,6 @@ pub fn nanosleep(d: std::time::Duration) {
   unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
 
-/// Read what the non-blocking `fd` holds into `buf`: the count, or None at
-/// end of file, on `EAGAIN` or on an error.
-pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {
-  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-  (n > 0).then_some(n as usize)
-}
-
 /// This process's real user id.
 pub fn uid() -> u32 {
   unsafe { libc::getuid() }
@@ -188,5 +181,37 @@ mod tests {
     let n = max_open_files_ceiling().expect("fs.nr_open / kern.maxfilesperproc");
     let (_, hard) = get_rlimit(libc::RLIMIT_NOFILE);
     assert!(hard == u64::MAX || hard <= n, "hard {hard} ceiling {n}");
+  }
+}
+
+#[cfg(test)]
+mod pipe_tests {
+  use super::*;
+  use std::os::fd::AsRawFd;
+
+  #[test]
+  fn pending_and_discarded_bytes_are_exact() {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(nix::unistd::write(&w, &data).unwrap(), data.len());
+    assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 10_000);
+    set_nonblocking(r.as_raw_fd()).unwrap();
+    if ZERO_COPY_DISCARD {
+      assert_eq!(discard_from_pipe(r.as_raw_fd(), 4_000).unwrap(), 4_000);
+      assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 6_000);
+    }
+    let from = if ZERO_COPY_DISCARD { 4_000 } else { 0 };
+    let mut buf = Vec::with_capacity(20_000);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 10_000 - from);
+    assert_eq!(buf, &data[from..]);
+    // empty and non-blocking: nothing waits
+    let e = read_into(r.as_raw_fd(), &mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    if ZERO_COPY_DISCARD {
+      let e = discard_from_pipe(r.as_raw_fd(), 100).unwrap_err();
+      assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+    drop(w);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 0);
   }
 }

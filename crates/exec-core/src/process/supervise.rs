@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::unix::AsyncFd;
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::limits::{LimitGuard, Limits};
+use crate::platform;
 use crate::process::marks;
 use crate::process::registry;
 use crate::process::spec::EnvSpec;
@@ -124,6 +126,21 @@ pub trait OutputSink: Send + 'static {
   fn finish(&mut self) -> impl Future<Output = ()> + Send {
     async {}
   }
+  /// Whether this sink keeps only a head and a tail of what it is given (a
+  /// bounded capture). Only such a sink lets the pump drop output it cannot
+  /// keep without reading it (see [`OutputSink::tail_window`]); a sink that
+  /// needs every byte (streaming, a log) keeps the default.
+  fn keeps_head_tail(&self) -> bool {
+    false
+  }
+  /// With [`OutputSink::keeps_head_tail`]: `Some(n)` once only the last `n`
+  /// bytes of what follows can still be kept (the head is full).
+  fn tail_window(&self) -> Option<usize> {
+    None
+  }
+  /// With [`OutputSink::keeps_head_tail`]: `n` bytes the pump dropped unread,
+  /// each followed by at least the `tail_window` bytes that will be written.
+  fn skipped(&mut self, _n: u64) {}
 }
 
 /// A sink that drops everything (only counts, through the pump).
@@ -135,6 +152,15 @@ impl OutputSink for Discard {
 impl OutputSink for crate::buffer::HeadTailBuffer {
   fn write(&mut self, data: &[u8]) {
     self.push(data);
+  }
+  fn keeps_head_tail(&self) -> bool {
+    true
+  }
+  fn tail_window(&self) -> Option<usize> {
+    crate::buffer::HeadTailBuffer::tail_window(self)
+  }
+  fn skipped(&mut self, n: u64) {
+    self.skip(n);
   }
 }
 
@@ -340,8 +366,33 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let pdeath_anchor = spawned.anchor;
 
     let stop = CancellationToken::new();
-    let out = child.stdout.take().expect("stdout is piped");
-    let err = child.stderr.take().expect("stderr is piped");
+    let out = child
+      .stdout
+      .take()
+      .expect("stdout is piped")
+      .into_owned_fd();
+    let err = child
+      .stderr
+      .take()
+      .expect("stderr is piped")
+      .into_owned_fd();
+    let (out, err) = match (watch_pipe(out), watch_pipe(err)) {
+      (Ok(out), Ok(err)) => (out, err),
+      (Err(e), _) | (_, Err(e)) => {
+        // nothing could read its output: the run does not go on without it
+        let tree = ProcessTree::new(pid as i32, &mark);
+        tree.signal(Signal::SIGKILL, true);
+        let _ = child.start_kill();
+        tree.terminate_later(owner, Duration::ZERO);
+        return Err(ExecError::new(
+          ErrorCode::EIO,
+          format!(
+            "cannot watch the output pipes of {}: {e}",
+            spec.program.display()
+          ),
+        ));
+      }
+    };
     let catchup = [Arc::new(Catchup::default()), Arc::new(Catchup::default())];
     let out_task = tokio::spawn(pump(out, stdout, stop.clone(), catchup[0].clone()));
     let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
@@ -676,6 +727,15 @@ pub fn format_duration(d: Duration) -> String {
 const READ_BUF: usize = 128 * 1024;
 /// Pipe size asked for once a stream proves heavy (a read filled the pipe).
 const HEAVY_PIPE_SIZE: i32 = 1024 * 1024;
+/// A pipe a skimming pump leaves the tail in is asked for twice the tail,
+/// at most this much (only a privileged host gets more than
+/// `/proc/sys/fs/pipe-max-size`, 1 MiB by default).
+const MAX_SKIM_PIPE: usize = 16 * 1024 * 1024;
+/// Skimming needs the pipe to hold the tail and this much more, so the
+/// writer goes on while the tail waits in the pipe.
+const SKIM_ROOM: usize = 64 * 1024;
+/// Bytes left in a pipe with no wake-up for this long are read.
+const PARKED_RECHECK: Duration = Duration::from_millis(10);
 /// At most this much is read after the drain ran out.
 const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
 
@@ -726,57 +786,151 @@ impl Catchup {
   }
 }
 
-async fn pump<R, S>(
-  mut reader: R,
+/// The read end of a child's output pipe: non-blocking, watched by the runtime.
+type PipeIn = AsyncFd<OwnedFd>;
+
+fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
+  let fd = fd?;
+  // tokio hands the descriptor over in blocking mode
+  platform::set_nonblocking(fd.as_raw_fd())?;
+  // SAFETY: an OwnedFd keeps its descriptor open and unchanged while owned
+  unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+    .map_err(|e| e.into())
+}
+
+/// Read a stream into its sink until EOF, or until `stop` (then what the pipe
+/// holds is drained, bounded).
+///
+/// Skimming: once a sink that keeps only a head and a tail has its head full
+/// (`tail_window() == Some(keep)`), only the last `keep` bytes of the rest can
+/// matter. The pipe is enlarged past `keep`, the last `keep` bytes stay in it,
+/// and whatever it holds beyond them is spliced to /dev/null, counted but
+/// never copied to user space. At EOF, at the drain and at a catch-up the
+/// bytes left in the pipe are read into the sink as usual.
+async fn pump<S>(
+  io: PipeIn,
   mut sink: S,
   stop: CancellationToken,
   catchup: Arc<Catchup>,
 ) -> (S, u64)
 where
-  R: AsyncRead + AsRawFd + Unpin + Send,
   S: OutputSink,
 {
-  // not zeroed: `read_buf` fills the spare capacity (callgrind: zeroing two
+  let fd = io.get_ref().as_raw_fd();
+  // not zeroed: `read_into` fills the spare capacity (callgrind: zeroing two
   // 128 KiB buffers was 60% of the host's instructions per `/bin/true` run)
   let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
   let mut total = 0u64;
   let mut grown = false;
+  // skimming is decided once, when the head is full
+  let mut may_skim = sink.keeps_head_tail() && platform::ZERO_COPY_DISCARD;
+  let mut skim: Option<usize> = None;
+  // bytes were left in the pipe on purpose (`parked`); the recheck timer is
+  // armed once and re-armed only when it fires (not one timer per wake-up):
+  // it reads the pipe if no wake-up came during a whole period
+  let mut parked = false;
+  let mut stalls = 0u8;
+  let recheck = tokio::time::sleep(PARKED_RECHECK);
+  tokio::pin!(recheck);
+  let mut armed = false;
+  let mut wakes = 0u64;
+  let mut wakes_at_arm = 0u64;
   loop {
+    if may_skim {
+      if let Some(keep) = sink.tail_window() {
+        may_skim = false;
+        grown = true;
+        if grow_pipe_for_tail(fd, keep).is_some_and(|size| size >= keep + SKIM_ROOM) {
+          skim = Some(keep);
+        }
+      }
+    }
     let tick = sink.next_tick();
-    buf.clear();
     tokio::select! {
       biased;
-      r = reader.read_buf(&mut buf) => match r {
-        Ok(0) => break,
-        Ok(n) => {
-          total += n as u64;
-          sink.write(&buf[..n]);
-          if !grown && n >= 65536 {
-            grown = true;
-            grow_pipe(reader.as_raw_fd());
+      r = io.readable() => {
+        let Ok(mut g) = r else { break };
+        parked = false;
+        if let Some(keep) = skim {
+          match skim_pipe(fd, keep, &mut sink) {
+            Ok(n) => total += n,
+            Err(_) => skim = None,
           }
-          tokio::select! {
-            _ = sink.ready() => {}
-            _ = stop.cancelled() => {
-              total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
-              break;
+          if skim.is_some() && !g.ready().is_read_closed() {
+            // the pipe holds the tail so far: it waits there until more
+            // comes, the writers close, or the run ends
+            g.clear_ready();
+            parked = true;
+            wakes += 1;
+            if !armed {
+              armed = true;
+              wakes_at_arm = wakes;
+              recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
+            }
+            continue;
+          }
+          // the writers are gone: the rest is read, to EOF
+        }
+        buf.clear();
+        match g.try_io(|_| platform::read_into(fd, &mut buf)) {
+          // would block: the readiness was cleared
+          Err(_) => continue,
+          Ok(Ok(0)) => break,
+          Ok(Ok(n)) => {
+            total += n as u64;
+            sink.write(&buf[..n]);
+            if !grown && n >= 65536 {
+              grown = true;
+              grow_pipe(fd);
+            }
+            tokio::select! {
+              _ = sink.ready() => {}
+              _ = stop.cancelled() => {
+                total += final_drain(fd, &mut buf, &mut sink, skim);
+                break;
+              }
             }
           }
+          Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+          Ok(Err(_)) => break,
         }
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-        Err(_) => break,
       },
+      _ = &mut recheck, if armed => {
+        if parked && wakes != wakes_at_arm {
+          // the writer is moving: look again a period later
+          wakes_at_arm = wakes;
+          recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
+          continue;
+        }
+        armed = false;
+        if !parked {
+          continue;
+        }
+        // no wake-up while bytes wait in the pipe: a writer that paused (the
+        // bytes are read, as without skimming), or a writer blocked on a
+        // pipe whose slots are full of small buffers before it holds `keep`
+        // bytes (spliced writes), or a kernel that wakes an edge-triggered
+        // reader only on an empty pipe (5.5 to 5.13). The second time, this
+        // stream is read as any other.
+        parked = false;
+        stalls += 1;
+        if stalls >= 2 {
+          skim = None;
+        }
+        total += final_drain(fd, &mut buf, &mut sink, None);
+      }
       _ = sleep_until_opt(tick), if tick.is_some() => sink.tick(),
       _ = catchup.asked.notified() => {
         // (the generation is read before the drain: a request made during it
         // is answered only by the next round)
         let g = catchup.asked_gen.load(Ordering::SeqCst);
-        total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
+        total += final_drain(fd, &mut buf, &mut sink, skim);
+        parked = false;
         catchup.answered_gen.store(g, Ordering::SeqCst);
         catchup.answered.notify_waiters();
       }
       _ = stop.cancelled() => {
-        total += final_drain(reader.as_raw_fd(), &mut buf, &mut sink);
+        total += final_drain(fd, &mut buf, &mut sink, skim);
         break;
       }
     }
@@ -787,26 +941,62 @@ where
 
 fn grow_pipe(fd: i32) {
   // best effort: a larger pipe means fewer wake-ups for a heavy writer
-  crate::platform::grow_pipe(fd, HEAVY_PIPE_SIZE);
+  platform::grow_pipe(fd, HEAVY_PIPE_SIZE);
 }
 
-/// Read what is in the pipe right now (non-blocking), bounded.
-fn final_drain<S: OutputSink>(fd: i32, buf: &mut Vec<u8>, sink: &mut S) -> u64 {
+/// Enlarge a pipe to hold a tail of `keep` bytes with room to spare (twice
+/// `keep`, at least [`HEAVY_PIPE_SIZE`]); an unprivileged host that may not
+/// go that far gets the heavy size. Returns the pipe's size.
+fn grow_pipe_for_tail(fd: i32, keep: usize) -> Option<usize> {
+  let want = keep
+    .saturating_mul(2)
+    .clamp(HEAVY_PIPE_SIZE as usize, MAX_SKIM_PIPE);
+  match platform::grow_pipe(fd, want as i32) {
+    Some(size) if size >= want => Some(size),
+    _ => platform::grow_pipe(fd, HEAVY_PIPE_SIZE),
+  }
+}
+
+/// Drop, in the kernel, what pipe `fd` holds beyond its last `keep` bytes;
+/// the sink counts them. Returns how many were dropped.
+fn skim_pipe<S: OutputSink>(fd: i32, keep: usize, sink: &mut S) -> std::io::Result<u64> {
+  let held = platform::pipe_pending(fd)?;
+  if held <= keep {
+    return Ok(0);
+  }
+  let n = match platform::discard_from_pipe(fd, held - keep) {
+    Ok(n) => n as u64,
+    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+    Err(e) => return Err(e),
+  };
+  sink.skipped(n);
+  Ok(n)
+}
+
+/// Read what is in the pipe right now (non-blocking), bounded; a skimming
+/// pump (`skim`: the tail it keeps) first drops what cannot be in the tail.
+fn final_drain<S: OutputSink>(
+  fd: i32,
+  buf: &mut Vec<u8>,
+  sink: &mut S,
+  skim: Option<usize>,
+) -> u64 {
+  let mut dropped = 0;
+  if let Some(keep) = skim {
+    dropped = skim_pipe(fd, keep, sink).unwrap_or(0);
+  }
   let mut got = 0usize;
   while got < FINAL_DRAIN_MAX {
     buf.clear();
-    let room = buf.capacity();
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), room) };
-    if n <= 0 {
-      break;
+    match platform::read_into(fd, buf) {
+      Ok(0) | Err(_) => break,
+      Ok(n) => {
+        sink.write(&buf[..n]);
+        got += n;
+      }
     }
-    let n = n as usize;
-    // SAFETY: read() initialised the first n bytes (n <= capacity)
-    unsafe { buf.set_len(n) };
-    sink.write(&buf[..n]);
-    got += n;
   }
-  got as u64
+  dropped + got as u64
 }
 
 #[cfg(test)]
@@ -1161,5 +1351,223 @@ mod bomb_test {
       "exec: process limit of 50 exceeded (ELIMIT)"
     );
     assert!(o.duration < Duration::from_secs(10), "{:?}", o.duration);
+  }
+}
+
+#[cfg(test)]
+mod capture_tests {
+  //! The capture of big output: what a head+tail sink keeps, whether the
+  //! pump skims (drops in the kernel) or reads every byte, must be the same,
+  //! with the exact omitted count.
+  use super::*;
+  use crate::buffer::HeadTailBuffer;
+
+  /// A head+tail buffer that counts what the pump skimmed.
+  struct Counting(HeadTailBuffer, u64);
+  impl OutputSink for Counting {
+    fn write(&mut self, data: &[u8]) {
+      self.0.push(data);
+    }
+    fn keeps_head_tail(&self) -> bool {
+      true
+    }
+    fn tail_window(&self) -> Option<usize> {
+      self.0.tail_window()
+    }
+    fn skipped(&mut self, n: u64) {
+      self.1 += n;
+      self.0.skip(n);
+    }
+  }
+
+  /// The same buffer behind a sink that does not declare head+tail: every
+  /// byte is read, as for streaming.
+  struct ReadAll(HeadTailBuffer);
+  impl OutputSink for ReadAll {
+    fn write(&mut self, data: &[u8]) {
+      self.0.push(data);
+    }
+  }
+
+  /// What `seq from to` prints.
+  fn seq(from: u64, to: u64) -> Vec<u8> {
+    let mut v = Vec::new();
+    for i in from..=to {
+      v.extend_from_slice(format!("{i}\n").as_bytes());
+    }
+    v
+  }
+
+  /// What a buffer of `cap` keeps of `all`.
+  fn expected(all: &[u8], cap: usize) -> String {
+    let h = cap / 2;
+    let t = cap - h;
+    let omitted = all.len() - cap;
+    format!(
+      "{}\n[Output truncated] {omitted} bytes omitted\n{}",
+      String::from_utf8_lossy(&all[..h]),
+      String::from_utf8_lossy(&all[all.len() - t..])
+    )
+  }
+
+  fn bash(script: &str) -> ProcessSpec {
+    ProcessSpec::new("/bin/bash").arg("-c").arg(script)
+  }
+
+  async fn both(
+    spec: &ProcessSpec,
+    policy: &RunPolicy,
+    cap: usize,
+  ) -> Finished<Counting, Counting> {
+    run(
+      spec,
+      policy,
+      Counting(HeadTailBuffer::new(cap), 0),
+      Counting(HeadTailBuffer::new(cap), 0),
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+  }
+
+  #[tokio::test]
+  async fn skimmed_output_keeps_exact_head_tail_and_count_on_both_streams() {
+    // 14.9 MB each, far more than the pipe holds
+    let all = seq(1, 2_000_000);
+    let f = both(
+      &bash("seq 1 2000000; seq 1 2000000 >&2"),
+      &RunPolicy::default(),
+      1 << 20,
+    )
+    .await;
+    assert_eq!(f.outcome.exit_code, 0);
+    assert_eq!(f.outcome.stdout_bytes, all.len() as u64);
+    assert_eq!(f.outcome.stderr_bytes, all.len() as u64);
+    for (name, s) in [("stdout", &f.stdout), ("stderr", &f.stderr)] {
+      let r = s.0.render();
+      assert_eq!(r.omitted, (all.len() - (1 << 20)) as u64, "{name}");
+      assert_eq!(
+        String::from_utf8(r.bytes).unwrap(),
+        expected(&all, 1 << 20),
+        "{name}"
+      );
+      if platform::ZERO_COPY_DISCARD {
+        // most of it never reached user space
+        assert!(s.1 > all.len() as u64 / 2, "{name}: skimmed {}", s.1);
+      }
+    }
+  }
+
+  #[tokio::test]
+  async fn skimming_and_reading_every_byte_keep_the_same() {
+    for cap in [1000usize, 64 << 10, 3 << 20] {
+      let spec = bash("seq 1 1500000");
+      let a = both(&spec, &RunPolicy::default(), cap).await;
+      let b = run(
+        &spec,
+        &RunPolicy::default(),
+        ReadAll(HeadTailBuffer::new(cap)),
+        Discard,
+        &CancellationToken::new(),
+      )
+      .await
+      .unwrap();
+      assert_eq!(a.outcome.stdout_bytes, b.outcome.stdout_bytes, "cap {cap}");
+      // a sink that does not declare head+tail was handed every byte
+      assert_eq!(b.stdout.0.total(), b.outcome.stdout_bytes, "cap {cap}");
+      assert_eq!(b.outcome.stdout_bytes, seq(1, 1_500_000).len() as u64);
+      assert_eq!(a.stdout.0.render(), b.stdout.0.render(), "cap {cap}");
+      assert_eq!(
+        String::from_utf8(a.stdout.0.render().bytes).unwrap(),
+        expected(&seq(1, 1_500_000), cap),
+        "cap {cap}"
+      );
+    }
+  }
+
+  #[tokio::test]
+  async fn a_writer_that_pauses_with_the_tail_in_the_pipe_loses_nothing() {
+    // the pauses leave bytes in the pipe with no wake-up: read at the recheck
+    let f = both(
+      &bash("seq 1 300000; sleep 0.2; seq 300001 600000; sleep 0.2; seq 600001 700000"),
+      &RunPolicy::default(),
+      1 << 20,
+    )
+    .await;
+    let all = seq(1, 700_000);
+    assert_eq!(f.outcome.stdout_bytes, all.len() as u64);
+    assert_eq!(
+      String::from_utf8(f.stdout.0.render().bytes).unwrap(),
+      expected(&all, 1 << 20)
+    );
+  }
+
+  #[tokio::test]
+  async fn a_grandchild_holding_the_pipe_neither_hangs_nor_loses_the_tail() {
+    // the tail waits in the pipe; the shell exits; the pipe stays open
+    let f = both(
+      &bash("seq 1 400000; setsid sleep 5 & exit 0"),
+      &RunPolicy::default(),
+      1 << 20,
+    )
+    .await;
+    let all = seq(1, 400_000);
+    assert!(
+      f.outcome.duration < Duration::from_secs(2),
+      "{:?}",
+      f.outcome.duration
+    );
+    assert_eq!(f.outcome.stdout_bytes, all.len() as u64);
+    assert_eq!(
+      String::from_utf8(f.stdout.0.render().bytes).unwrap(),
+      expected(&all, 1 << 20)
+    );
+  }
+
+  #[tokio::test]
+  async fn a_timeout_mid_stream_keeps_an_exact_count_and_a_contiguous_tail() {
+    let policy = RunPolicy {
+      timeout: Some(Duration::from_millis(400)),
+      kill_grace: Duration::from_millis(100),
+      ..Default::default()
+    };
+    let cap = 1 << 20;
+    let f = both(&bash("seq 1 1000000000"), &policy, cap).await;
+    assert!(f.outcome.timed_out);
+    let total = f.outcome.stdout_bytes;
+    assert_eq!(f.stdout.0.total(), total);
+    assert!(total > 4 * cap as u64, "only {total} bytes in 400 ms");
+    let r = f.stdout.0.render();
+    let text = String::from_utf8(r.bytes).unwrap();
+    let (head, tail) = text
+      .split_once(&HeadTailBuffer::marker(r.omitted))
+      .expect("marker");
+    assert_eq!(head.as_bytes(), &seq(1, 200_000)[..cap / 2]);
+    assert_eq!(tail.len(), cap - cap / 2);
+    // the tail is what seq printed last: its last complete number ends at
+    // the byte offset the count says
+    let lines: Vec<&str> = tail.split('\n').collect();
+    let last_full: u64 = lines[lines.len() - 2].parse().unwrap();
+    let partial = lines[lines.len() - 1];
+    let offset_after = |n: u64| -> u64 {
+      // bytes `seq 1 n` prints
+      let mut len = 0;
+      let mut lo = 1u64;
+      let mut digits = 1u64;
+      while lo <= n {
+        let hi = (lo * 10 - 1).min(n);
+        len += (hi - lo + 1) * (digits + 1);
+        lo *= 10;
+        digits += 1;
+      }
+      len
+    };
+    assert_eq!(offset_after(last_full) + partial.len() as u64, total);
+    for w in lines[1..lines.len() - 1].windows(2) {
+      assert_eq!(
+        w[0].parse::<u64>().unwrap() + 1,
+        w[1].parse::<u64>().unwrap()
+      );
+    }
   }
 }
