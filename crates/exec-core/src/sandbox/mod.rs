@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 mod report;
 pub mod seatbelt;
+pub mod threads;
 pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
 
 use crate::error::{ErrorCode, ExecError};
@@ -200,15 +201,22 @@ impl SandboxPolicy {
 /// [`wrap_command`]), `ESANDBOX`: the paths that restrict a thread (PTY,
 /// sessions) refuse a sandbox there.
 pub fn restrict_this_thread(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<(), ExecError> {
-  if std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").is_some() {
-    // tests: what a kernel without Landlock answers
-    return Err(ExecError::new(
-      ErrorCode::ESANDBOX,
-      "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
-    ));
+  if let Some(e) = simulated_unavailable() {
+    return Err(e);
   }
   crate::platform::restrict_thread(policy.network, writable)
     .map_err(|what| ExecError::new(ErrorCode::ESANDBOX, format!("sandbox unavailable: {what}")))
+}
+
+/// Tests: `EXEC_NATIVE_TEST_NO_LANDLOCK` makes the sandbox answer as a
+/// kernel without Landlock does.
+fn simulated_unavailable() -> Option<ExecError> {
+  std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").map(|_| {
+    ExecError::new(
+      ErrorCode::ESANDBOX,
+      "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
+    )
+  })
 }
 
 /// The kernel's Landlock ABI, asked once.
@@ -237,24 +245,17 @@ fn new_report(policy: &SandboxPolicy, cwd: &Path, writable: Vec<PathBuf>) -> San
   }
 }
 
-/// Restrict this thread and run `spawn`; with `onUnavailable` other than
-/// `'error'`, an unavailable sandbox is skipped (the reason is returned).
+/// Restrict this thread and run `spawn` (see [`after_restriction`]).
 fn restricted<T>(
   policy: &SandboxPolicy,
   writable: &[PathBuf],
   spawn: impl FnOnce() -> Result<T, ExecError>,
 ) -> Result<(T, Option<String>), ExecError> {
-  match restrict_this_thread(policy, writable) {
-    Ok(()) => spawn().map(|t| (t, None)),
-    Err(e) if e.code == ErrorCode::ESANDBOX && policy.on_unavailable != OnUnavailable::Error => {
-      let why = e
-        .what
-        .trim_start_matches("sandbox unavailable: ")
-        .to_owned();
-      spawn().map(|t| (t, Some(why)))
-    }
-    Err(e) => Err(e),
-  }
+  after_restriction(
+    restrict_this_thread(policy, writable),
+    policy.on_unavailable,
+    spawn,
+  )
 }
 
 fn finish_report(mut report: SandboxReport, skipped: Option<String>) -> SandboxReport {
@@ -265,30 +266,58 @@ fn finish_report(mut report: SandboxReport, skipped: Option<String>) -> SandboxR
   report
 }
 
-/// Run `spawn` on a short-lived thread restricted to `policy` (see the
-/// module doc); `extra` are files the child itself writes before its exec
-/// (its cgroups). With `onUnavailable` `'warn'` or `'run-unsandboxed'`, a
-/// sandbox that cannot be applied is skipped and `spawn` runs unrestricted;
-/// the report says which happened.
-pub fn spawn_in<T: Send>(
+/// Run `spawn` on a thread restricted to `policy` (see the module doc): one
+/// kept for this policy and these roots, or a new one (see [`threads`]);
+/// `extra` are files the child itself writes before its exec (its cgroups).
+/// With `onUnavailable` `'warn'` or `'run-unsandboxed'`, a sandbox that
+/// cannot be applied is skipped and `spawn` runs unrestricted; the report
+/// says which happened.
+pub fn spawn_in<T: Send + 'static>(
   policy: &SandboxPolicy,
   cwd: &Path,
   extra: &[PathBuf],
-  spawn: impl FnOnce() -> Result<T, ExecError> + Send,
+  spawn: impl FnOnce() -> Result<T, ExecError> + Send + 'static,
 ) -> Result<(T, SandboxReport), ExecError> {
   let mut writable = policy.writable_paths(cwd)?;
   writable.extend(extra.iter().cloned());
-  let handle = tokio::runtime::Handle::try_current().ok();
-  let spawned = std::thread::scope(|s| {
-    s.spawn(|| {
-      let _rt = handle.as_ref().map(|h| h.enter());
-      restricted(policy, &writable, spawn)
-    })
-    .join()
-    .unwrap_or_else(|_| Err(panicked()))
-  });
-  let (t, skipped) = spawned?;
+  let fallback = policy.on_unavailable;
+  let (t, skipped) = if let Some(e) = simulated_unavailable() {
+    // tests: no kept thread may answer for a kernel without Landlock
+    after_restriction(Err(e), fallback, spawn)?
+  } else {
+    let handle = tokio::runtime::Handle::try_current().ok();
+    let (policy_, writable_) = (policy.clone(), writable.clone());
+    threads::run(
+      threads::Key::new(policy.network, &writable),
+      move || restrict_this_thread(&policy_, &writable_),
+      move |restricted| {
+        let _rt = handle.as_ref().map(|h| h.enter());
+        after_restriction(restricted, fallback, spawn)
+      },
+    )??
+  };
   Ok((t, finish_report(new_report(policy, cwd, writable), skipped)))
+}
+
+/// `spawn` after the restriction of this thread was tried: with
+/// `onUnavailable` other than `'error'`, an unavailable sandbox is skipped
+/// (the reason is returned).
+fn after_restriction<T>(
+  restricted: Result<(), ExecError>,
+  fallback: OnUnavailable,
+  spawn: impl FnOnce() -> Result<T, ExecError>,
+) -> Result<(T, Option<String>), ExecError> {
+  match restricted {
+    Ok(()) => spawn().map(|t| (t, None)),
+    Err(e) if e.code == ErrorCode::ESANDBOX && fallback != OnUnavailable::Error => {
+      let why = e
+        .what
+        .trim_start_matches("sandbox unavailable: ")
+        .to_owned();
+      spawn().map(|t| (t, Some(why)))
+    }
+    Err(e) => Err(e),
+  }
 }
 
 /// Like [`spawn_in`], but the spawning thread stays (parked) until the
