@@ -1,10 +1,11 @@
 //! The opt-in sandbox for model-written code (Linux: Landlock + seccomp).
 //!
-//! A short-lived thread restricts itself and then spawns: Landlock domains,
+//! A spawning thread restricts itself and then spawns: Landlock domains,
 //! seccomp filters and `no_new_privs` belong to the calling thread, the child
 //! inherits them, the host's other threads stay free, and the posix_spawn fast
 //! path is kept (no fork of the host's memory). The fork path of `limits`
-//! forks from that same thread, so its child inherits them too.
+//! forks from that same thread, so its child inherits them too. A restricted
+//! thread is kept for the next spawns of the same policy ([`threads`]).
 //!
 //! What it guarantees: writes only under the writable roots (and `/dev/null`,
 //! `/dev/zero`, `/dev/full`, `/dev/tty`); no TCP bind/connect and no socket
