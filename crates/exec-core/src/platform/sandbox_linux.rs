@@ -17,11 +17,6 @@ use seccompiler::{
 };
 use std::collections::BTreeMap;
 
-/// What could not be applied (the caller makes it an `ESANDBOX` error).
-fn unavailable(what: impl std::fmt::Display) -> String {
-  what.to_string()
-}
-
 /// The seccomp filter: EPERM (never a kill) for other sockets than Unix
 /// ones (without `network`), and always for ptrace, process_vm_* and
 /// io_uring (which can open sockets without socket()).
@@ -46,7 +41,7 @@ pub fn filter(network: bool) -> Result<BpfProgram, String> {
         libc::AF_UNIX as u64,
       )
       .and_then(|c| SeccompRule::new(vec![c]))
-      .map_err(|e| unavailable(format!("seccomp rule: {e}")))
+      .map_err(|e| format!("seccomp rule: {e}"))
     };
     rules.insert(libc::SYS_socket, vec![not_unix(0)?]);
     rules.insert(libc::SYS_socketpair, vec![not_unix(0)?]);
@@ -62,39 +57,40 @@ pub fn filter(network: bool) -> Result<BpfProgram, String> {
     SeccompAction::Errno(libc::EPERM as u32),
     arch,
   )
-  .map_err(|e| unavailable(format!("seccomp filter: {e}")))?;
+  .map_err(|e| format!("seccomp filter: {e}"))?;
   f.try_into()
-    .map_err(|e: seccompiler::BackendError| unavailable(format!("seccomp filter: {e}")))
+    .map_err(|e: seccompiler::BackendError| format!("seccomp filter: {e}"))
 }
 
-/// Restrict the calling thread (and what it spawns from now on).
+/// Restrict the calling thread (and what it spawns from now on). `Err` says
+/// what could not be applied (the caller makes it an `ESANDBOX` error).
 pub fn restrict_thread(network: bool, writable: &[PathBuf]) -> Result<(), String> {
   let abi = ABI::V6;
   let mut ruleset = Ruleset::default()
     .set_compatibility(CompatLevel::HardRequirement)
     .handle_access(AccessFs::from_write(ABI::V1))
-    .map_err(|e| unavailable(format!("Landlock: {e}")))?
+    .map_err(|e| format!("Landlock: {e}"))?
     .set_compatibility(CompatLevel::BestEffort)
     .handle_access(AccessFs::from_write(abi))
-    .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    .map_err(|e| format!("Landlock: {e}"))?;
   if !network {
     ruleset = ruleset
       .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-      .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+      .map_err(|e| format!("Landlock: {e}"))?;
   }
   let ruleset = ruleset
     .scope(Scope::Signal | Scope::AbstractUnixSocket)
-    .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    .map_err(|e| format!("Landlock: {e}"))?;
   let created = ruleset
     .create()
-    .map_err(|e| unavailable(format!("Landlock: {e}")))?
+    .map_err(|e| format!("Landlock: {e}"))?
     .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))
-    .map_err(|e| unavailable(format!("Landlock rule: {e}")))?;
+    .map_err(|e| format!("Landlock rule: {e}"))?;
   let status = created
     .restrict_self()
-    .map_err(|e| unavailable(format!("Landlock: {e}")))?;
+    .map_err(|e| format!("Landlock: {e}"))?;
   if status.ruleset == RulesetStatus::NotEnforced {
-    return Err(unavailable("Landlock is not enabled in this kernel"));
+    return Err("Landlock is not enabled in this kernel".into());
   }
   // built once per network setting, then shared by every spawn
   static FILTERS: [std::sync::OnceLock<Result<BpfProgram, String>>; 2] =
@@ -103,11 +99,10 @@ pub fn restrict_thread(network: bool, writable: &[PathBuf]) -> Result<(), String
     .get_or_init(|| filter(network))
     .as_ref()
     .map_err(|e| e.clone())?;
-  seccompiler::apply_filter(prog).map_err(|e| unavailable(format!("seccomp: {e}")))?;
+  seccompiler::apply_filter(prog).map_err(|e| format!("seccomp: {e}"))?;
   // a root host's child must not keep capabilities (it could read other
   // processes' /proc/<pid>/environ despite Landlock)
-  super::drop_all_capabilities()
-    .map_err(|e| unavailable(format!("capabilities could not be dropped: {e}")))?;
+  super::drop_all_capabilities().map_err(|e| format!("capabilities could not be dropped: {e}"))?;
   Ok(())
 }
 

@@ -303,12 +303,18 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
+    // the sandbox's writable cwd (the host's own is looked up only for it,
+    // once)
+    let cwd = match spec.sandbox {
+      Some(_) => spec_cwd(spec)?,
+      None => spec.cwd.clone().unwrap_or_default(),
+    };
     // macOS: the command runs behind sandbox-exec (Linux: None)
     let wrapped;
     let mut sandbox = None;
     let spec = match &spec.sandbox {
       Some(policy) => {
-        match crate::sandbox::wrap_command(policy, &spec_cwd(spec)?, &spec.program, &spec.args)? {
+        match crate::sandbox::wrap_command(policy, &cwd, &spec.program, &spec.args)? {
           Some((program, args, report)) => {
             sandbox = Some(report);
             wrapped = ProcessSpec {
@@ -323,11 +329,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         }
       }
       None => spec,
-    };
-    // the sandbox's writable cwd (the host's own is looked up only for it)
-    let cwd = match spec.sandbox {
-      Some(_) => spec_cwd(spec)?,
-      None => spec.cwd.clone().unwrap_or_default(),
     };
     let setup = crate::process::ChildSetup {
       owner,
