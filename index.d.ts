@@ -105,7 +105,7 @@ export declare class ProcessManager {
    * Resize the terminal of a PTY process (it gets SIGWINCH). A pipe process
    * gets `EINVAL`.
    */
-  resize(processId: string, size: { rows: number; cols: number }): void
+  resize(processId: string, size: TerminalSize): void
   /** Terminate the whole process group and resolve with the exit. */
   terminate(processId: string, options?: TerminateOptions | null): Promise<ProcessExit>
   /**
@@ -374,20 +374,55 @@ export interface CapturedExecutionResult {
 export declare function checkBackground(pid: number): BackgroundCheck
 
 /**
- * Options of `runCommand` / `CommandRunner.run`. Unset values come from the
- * runner's options, then from the defaults below.
+ * Options of `runCommand` / `CommandRunner.run`. Unset values come from
+ * the runner's options, then from the defaults below; `env` adds to the
+ * runner's, the env lists and `limits` replace the runner's, `sandbox`
+ * may only narrow it. The non-interactive defaults `PAGER=cat`,
+ * `GIT_PAGER=cat`, `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1`
+ * always pass and can be overridden in `env`. `dieWithParent` kills only
+ * `bash` itself.
  */
 export interface CommandOptions {
-  /** Working directory of this call (checked before spawning). @default the runner's cwd, else process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /**
-   * Variables set over the environment (`undefined` removes one). The
-   * non-interactive defaults `PAGER=cat`, `GIT_PAGER=cat`,
-   * `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1` can be overridden here.
-   */
-  env?: Record<string, string>
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string | undefined>
   /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /**
    * Milliseconds before the command moves to the background (it is not
    * killed); 0 or Infinity: wait for the end. @default 120000
@@ -401,37 +436,6 @@ export interface CommandOptions {
   outputDir?: string
   /** Start in the background at once and return its pid. @default false */
   background?: boolean
-  /**
-   * Opt-in resource limits of the command's whole process tree (also in
-   * the background); a tree over a limit is stopped and the result (or the
-   * check) has `errorCode: 'ELIMIT'` and says which limit in `text`. Replaces the runner's.
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the command
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
-   * non-interactive defaults always pass. Replaces the runner's.
-   */
-  envAllowlist?: Array<string>
-  /**
-   * Host variables matching one of these patterns are dropped
-   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes. Replaces the runner's.
-   */
-  envDenylist?: Array<string>
-  /**
-   * Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
-   * only `bash` itself). @default false
-   */
-  dieWithParent?: boolean
-  /**
-   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * says how it was applied and what it likely denied. @default false
-   */
-  sandbox?: boolean | SandboxOptions
   /**
    * When `bash` exits, terminate what it left running (`cmd &`, `setsid
    * nohup ...`) instead of adopting it as background jobs of the runner
@@ -495,13 +499,53 @@ export interface CommandResult {
   sandboxDenied?: boolean
 }
 
-/** Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings. */
+/**
+ * Options of `new CommandRunner()`: defaults for every `run`, and the
+ * session's own settings. Its `sandbox` holds for every `run`, tool call
+ * and `start()`; a call may only narrow it (read-only, fewer roots, no
+ * network), never widen or turn it off (EINVAL).
+ */
 export interface CommandRunnerOptions {
-  /** @default process.cwd() at each call */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  env?: Record<string, string>
-  /** @default true */
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string | undefined>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /** @default 120000 */
   timeout?: number
   /** @default 2000 */
@@ -517,35 +561,6 @@ export interface CommandRunnerOptions {
   retention?: number
   /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
   forceKillAfterDelay?: number
-  /**
-   * Opt-in resource limits of the command's whole process tree (also in
-   * the background); a tree over a limit is stopped and the result (or the
-   * check) has `errorCode: 'ELIMIT'` and says which limit in `text`.
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the command
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
-   * non-interactive defaults always pass.
-   */
-  envAllowlist?: Array<string>
-  /**
-   * Host variables matching one of these patterns are dropped
-   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes.
-   */
-  envDenylist?: Array<string>
-  /**
-   * Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
-   * only `bash` itself). @default false
-   */
-  dieWithParent?: boolean
-  /**
-   * The runner's sandbox for every `run` and tool call (see
-   * `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
-   * roots, no network), never widen or turn it off (EINVAL); `start()`
-   * (interactive) runs under it too. @default false
-   */
-  sandbox?: boolean | SandboxOptions
 }
 
 /**
@@ -566,14 +581,48 @@ export declare function commandTool(): { name: 'bash'; description: string; para
  */
 export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: ExecuteOptions): Promise<CapturedExecutionResult>
 
-/** Options of `executeAndCapture`. */
+/** Options of `executeAndCapture` and `captureCall`. */
 export interface ExecuteOptions {
   /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
-  env?: Record<string, string>
+  env?: Record<string, string | undefined>
   /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /** Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000 */
   timeout?: number
   /** Milliseconds between SIGTERM and SIGKILL. @default 500 */
@@ -584,36 +633,6 @@ export interface ExecuteOptions {
   input?: string | Buffer | Uint8Array
   /** Cancels the run: the group is killed, the result has `canceled: true`. */
   signal?: AbortSignal
-  /**
-   * Opt-in resource limits; a child over a limit is stopped and the result
-   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the child
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-   */
-  envAllowlist?: Array<string>
-  /**
-   * Host variables matching one of these patterns are dropped
-   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-   */
-  envDenylist?: Array<string>
-  /**
-   * Also kill the child when the host dies by SIGKILL (Linux
-   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-   * path; macOS has no such signal: there it does nothing). @default false
-   */
-  dieWithParent?: boolean
-  /**
-   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * says how it was applied and what it likely denied. @default false
-   */
-  sandbox?: boolean | SandboxOptions
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
   /**
@@ -658,6 +677,14 @@ export interface InteractiveResult {
   errorCode?: string
 }
 
+/** `io` of a `ProcessStartSpec`, read before its `type` is known. */
+export interface IoFields {
+  type?: 'pipe' | 'pty'
+  stdin?: 'open' | 'closed'
+  rows?: number
+  cols?: number
+}
+
 /**
  * SIGKILL every process group started from this Node environment that is
  * still running. `exec-native serve` calls it from `process.on('exit')`:
@@ -677,6 +704,12 @@ export declare function listBackground(): Array<BackgroundProcessInfo>
  * or leftovers being terminated). 0 when nothing is left behind.
  */
 export declare function liveProcessGroups(): number
+
+/** Options of `serveMcp`. */
+export interface McpOptions {
+  /** The directory commands and code run in. @default process.cwd() */
+  cwd?: string
+}
 
 /**
  * An event of a process. `seq` grows by one per event of that process and is
@@ -812,37 +845,23 @@ export interface ProcessStarted {
   pid: number
 }
 
-/** What to start. */
+/**
+ * What to start. `dieWithParent` holds for pipes (a PTY process gets
+ * SIGHUP from the kernel when the host's side of the terminal closes);
+ * `limits` and `sandbox` for pipes and PTYs; a tree over a limit is
+ * stopped and its `exited` event and `wait`/`terminate` result carry
+ * `errorCode: 'ELIMIT'`.
+ */
 export interface ProcessStartSpec {
-  /**
-   * The handle to use in later calls (not the OS pid). Generated when absent;
-   * a duplicate is rejected with `EEXIST`.
-   */
-  processId?: string
-  /** Program (looked up in PATH, no shell) and its arguments. */
-  argv: Array<string>
   /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
-  env?: Record<string, string>
+  env?: Record<string, string | undefined>
   /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
-  /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
-  arg0?: string
   /**
-   * Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
-   * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
-   */
-  io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
-  /**
-   * Opt-in resource limits of the process's whole tree; a tree over a limit
-   * is stopped and its `exited` event and `wait`/`terminate` result carry
-   * `errorCode: 'ELIMIT'`. Set in the child before exec (pipes and PTYs).
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the process
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
@@ -851,16 +870,43 @@ export interface ProcessStartSpec {
    */
   envDenylist?: Array<string>
   /**
-   * Also kill the process when the host dies by SIGKILL (Linux
-   * PR_SET_PDEATHSIG, pipes only; a PTY process gets SIGHUP from the kernel
-   * when the host's side of the terminal closes). @default false
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * Opt-in OS sandbox of the process tree (pipes and PTY), as
-   * `ExecuteOptions.sandbox`. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
+  /**
+   * The handle to use in later calls (not the OS pid). Generated when absent;
+   * a duplicate is rejected with `EEXIST`.
+   */
+  processId?: string
+  /** Program (looked up in PATH, no shell) and its arguments. Required. */
+  argv?: string[]
+  /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
+  arg0?: string
+  /**
+   * Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
+   * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
+   */
+  io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
 }
 
 /** An exception raised by a Python cell. */
@@ -923,14 +969,52 @@ export interface PythonExecuteResult {
   errorCode?: string
 }
 
-/** Options of `PythonSession.start`. */
+/**
+ * Options of `PythonSession.start`. `dieWithParent` kills only the
+ * interpreter itself; `limits`, `sandbox` hold for every cell (CPU time
+ * counts across cells, per process) and again after a restart.
+ */
 export interface PythonSessionOptions {
-  /** Working directory of the interpreter, checked before starting. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
-  env?: Record<string, string>
+  env?: Record<string, string | undefined>
   /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /** The interpreter: a name looked up in PATH, or a path. @default 'python3' */
   python?: string
   /**
@@ -945,32 +1029,6 @@ export interface PythonSessionOptions {
   forceKillAfterDelay?: number
   /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
   startupTimeout?: number
-  /**
-   * Opt-in resource limits of the interpreter's whole process tree; a tree over
-   * a limit is stopped and the running `execute` resolves with `status:
-   * 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across cells, per process).
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the interpreter
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-   */
-  envAllowlist?: Array<string>
-  /**
-   * Host variables matching one of these patterns are dropped
-   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-   */
-  envDenylist?: Array<string>
-  /**
-   * Also kill the interpreter when the host dies by SIGKILL (Linux
-   * PR_SET_PDEATHSIG; only the interpreter itself). @default false
-   */
-  dieWithParent?: boolean
-  /**
-   * Opt-in OS sandbox of the interpreter and every cell it runs (as
-   * `ExecuteOptions.sandbox`; restarts apply it again). @default false
-   */
-  sandbox?: boolean | SandboxOptions
 }
 
 /** Options of `read`. */
@@ -1011,6 +1069,10 @@ export interface ReaperStatus {
   reaped: number
 }
 
+/**
+ * Resource limits of an execution and all its descendants. Each is a
+ * number of at least 1 (a fraction is cut).
+ */
 export interface ResourceLimits {
   /**
    * Memory of the whole tree, in bytes (a memory cgroup where the host may
@@ -1048,10 +1110,7 @@ export interface ResourceLimits {
  */
 export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
 
-/**
- * Resource limits of an execution and all its descendants.
- * The sandbox of a run (see `sandbox` in the options).
- */
+/** The sandbox of a run (see `sandbox` in the options). */
 export interface SandboxOptions {
   /**
    * `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
@@ -1162,7 +1221,7 @@ export declare function serve(options?: ServeOptions | null): Promise<void>
  * resolves when stdin closes, after the connection's processes were killed.
  * `exec-native mcp` calls it.
  */
-export declare function serveMcp(options?: { cwd?: string }): Promise<void>
+export declare function serveMcp(options?: McpOptions): Promise<void>
 
 /** Options of `serve`. */
 export interface ServeOptions {
@@ -1179,7 +1238,7 @@ export interface ServeOptions {
   allowRemote?: boolean
   /** Per connection, as in `ProcessManagerConfig`. @default 1048576 */
   retainedOutputBytes?: number
-  /** Per connection. @default 64 */
+  /** Per connection (at least 1). @default 64 */
   maxProcesses?: number
   /** @default 30000 */
   exitedRetentionMs?: number
@@ -1201,14 +1260,14 @@ export interface ServeOptions {
    * handshake with any other `Origin` header is refused (403). @default []
    */
   allowOrigin?: Array<string>
-  /** WebSocket connections at once; more are refused (503). @default 64 */
+  /** WebSocket connections at once (at least 1); more are refused (503). @default 64 */
   maxConnections?: number
   /**
-   * Milliseconds between pings; a peer silent for two intervals is dropped
-   * and its processes terminated. @default 30000
+   * Milliseconds between pings (at least 1); a peer silent for two
+   * intervals is dropped and its processes terminated. @default 30000
    */
   pingIntervalMs?: number
-  /** Milliseconds a connection has to complete its handshake. @default 10000 */
+  /** Milliseconds a connection has to complete its handshake (at least 1). @default 10000 */
   handshakeTimeoutMs?: number
 }
 
@@ -1288,14 +1347,52 @@ export interface ShellExecuteResult {
   errorCode?: string
 }
 
-/** Options of `ShellSession.start`. */
+/**
+ * Options of `ShellSession.start`. `dieWithParent` kills only the shell
+ * itself; `limits`, `sandbox` hold for every command (CPU time counts
+ * across commands, per process) and again after a restart.
+ */
 export interface ShellSessionOptions {
-  /** Initial working directory of the shell. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
-  env?: Record<string, string>
-  /** @default true */
+  env?: Record<string, string | undefined>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /** bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash' */
   shell?: string
   /** Run in the shell after every start (the first, restarts). Its output is discarded. */
@@ -1307,32 +1404,6 @@ export interface ShellSessionOptions {
   forceKillAfterDelay?: number
   /** Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
   startupTimeout?: number
-  /**
-   * Opt-in resource limits of the shell's whole process tree; a tree over
-   * a limit is stopped and the running `execute` resolves with `status:
-   * 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across commands, per process).
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the shell
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-   */
-  envAllowlist?: Array<string>
-  /**
-   * Host variables matching one of these patterns are dropped
-   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-   */
-  envDenylist?: Array<string>
-  /**
-   * Also kill the shell when the host dies by SIGKILL (Linux
-   * PR_SET_PDEATHSIG; only the shell itself). @default false
-   */
-  dieWithParent?: boolean
-  /**
-   * Opt-in OS sandbox of the interpreter and every cell it runs (as
-   * `ExecuteOptions.sandbox`; restarts apply it again). @default false
-   */
-  sandbox?: boolean | SandboxOptions
 }
 
 /**
@@ -1356,27 +1427,17 @@ export declare function spawn(command: string, args?: string[] | null, options?:
  */
 export declare function spawnCall(command: string, args: string[], options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
-/** Options of `spawnCall`. */
+/** Options of `spawnCall` and `executeStreaming`. */
 export interface SpawnOptions {
-  /** @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  env?: Record<string, string>
-  /** @default true */
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string | undefined>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
-  /** Milliseconds; 0 or Infinity: none. @default 30000 */
-  timeout?: number
-  /** @default 500 */
-  forceKillAfterDelay?: number
-  input?: string | Buffer | Uint8Array
-  signal?: AbortSignal
   /**
-   * Opt-in resource limits; a child over a limit is stopped and the result
-   * has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
-   */
-  limits?: ResourceLimits
-  /**
-   * Only host variables matching one of these patterns reach the child
-   * (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
@@ -1385,20 +1446,37 @@ export interface SpawnOptions {
    */
   envDenylist?: Array<string>
   /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
    * Also kill the child when the host dies by SIGKILL (Linux
-   * PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-   * path; macOS has no such signal: there it does nothing). @default false
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
    * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
+  /** Milliseconds; 0 or Infinity: none. @default 30000 */
+  timeout?: number
+  /** Milliseconds between SIGTERM and SIGKILL. @default 500 */
+  forceKillAfterDelay?: number
+  /** Written to stdin, then EOF. */
+  input?: string | Buffer | Uint8Array
+  /** Cancels the run: the tree is killed, the result has `canceled: true`. */
+  signal?: AbortSignal
   /**
    * Output is cut into chunks of at most 64 KiB (whole characters; a
    * Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
@@ -1414,13 +1492,7 @@ export interface SpawnOptions {
    * `'buffer'`: raw Buffers. @default 'utf8'
    */
   encoding?: 'utf8' | 'buffer'
-  /**
-   * How `'typescript'` code runs: `'auto'` strips the types in-process and
-   * runs plain node when the code and the project allow it (no enums,
-   * namespaces, decorators, ES module syntax; no tsconfig `paths` or own
-   * tsx), else tsx, with the same output; `'strip'` always strips (errors with
-   * `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
-   */
+  /** How `'typescript'` code runs (see `ExecuteOptions.typescript`). @default 'auto' */
   typescript?: 'auto' | 'strip' | 'tsx'
 }
 
@@ -1446,8 +1518,51 @@ export interface SpawnResult {
   sandbox?: SandboxResult
 }
 
-/** Options of `CommandRunner.start` (an interactive command). */
+/**
+ * Options of `CommandRunner.start` (an interactive command); the others
+ * as in `CommandOptions`, over the runner's.
+ */
 export interface StartCommandOptions {
+  /** Working directory, checked before spawning. @default process.cwd() */
+  cwd?: string
+  /** Variables set over the host environment (`undefined` removes one). */
+  env?: Record<string, string | undefined>
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
+  extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /**
    * Milliseconds to collect output before answering; the answer comes
    * sooner when the command ends or waits for input. @default 10000
@@ -1458,24 +1573,14 @@ export interface StartCommandOptions {
    * Ctrl-C work) or pipes with stdin open (`false`). @default true
    */
   tty?: boolean
-  /** Terminal size. @default 24 */
+  /** Terminal size (1 to 10000). @default 24 */
   rows?: number
   /** @default 200 */
   cols?: number
-  /** Working directory. @default the runner's cwd, else process.cwd() */
-  cwd?: string
-  /** As in `CommandOptions`. */
-  env?: Record<string, string>
-  /** @default true */
-  extendEnv?: boolean
   /** Lines shown of each answer's output (the last ones). @default the runner's (2000) */
   maxLines?: number
   /** Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
   maxBytes?: number
-  /** Resource limits of the command's tree. @default the runner's */
-  limits?: ResourceLimits
-  /** As in `CommandOptions`: may only narrow the runner's. @default the runner's */
-  sandbox?: boolean | SandboxOptions
 }
 
 /** Truncation of both streams. */
@@ -1489,9 +1594,43 @@ export interface SubprocessOptions {
   /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
-  env?: Record<string, string>
+  env?: Record<string, string | undefined>
   /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
+  /**
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   */
+  envAllowlist?: Array<string>
+  /**
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   */
+  envDenylist?: Array<string>
+  /**
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
+   */
+  limits?: ResourceLimits
+  /**
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
+   */
+  dieWithParent?: boolean
+  /**
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
+   */
+  sandbox?: boolean | SandboxOptions
   /**
    * Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
    * 0 or Infinity: none, as with Node's `spawn`. @default 0
@@ -1534,23 +1673,14 @@ export interface SubprocessOptions {
   callbackIntervalMs?: number
   /** Kills the tree like `kill()`; the result has `canceled: true`. */
   signal?: AbortSignal
-  /** Opt-in resource limits (see `ResourceLimits`). */
-  limits?: ResourceLimits
-  /** Only host variables matching one of these patterns reach the child. */
-  envAllowlist?: Array<string>
-  /** Host variables matching one of these patterns are dropped. */
-  envDenylist?: Array<string>
-  /** Also kill the child when the host dies by SIGKILL (Linux). @default false */
-  dieWithParent?: boolean
-  /**
-   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-   * that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-   * Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-   * `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-   * applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * says how it was applied and what it likely denied. @default false
-   */
-  sandbox?: boolean | SandboxOptions
+}
+
+/** The size of `resize`. */
+export interface TerminalSize {
+  /** Required. */
+  rows?: number
+  /** Required. */
+  cols?: number
 }
 
 /** Options of `terminate`. */

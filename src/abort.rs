@@ -5,8 +5,7 @@
 use exec_core::CancellationToken;
 use napi::bindgen_prelude::*;
 
-use crate::args::{prop, take_exception, ArgResult};
-use crate::error::type_error;
+use crate::read::{take_exception, ArgResult, At, JsSignal};
 
 /// `signal.addEventListener` / `removeEventListener`.
 type ListenerMethod<'a> = Function<'a, FnArgs<(String, Function<'a, (), ()>)>, Unknown<'a>>;
@@ -34,22 +33,21 @@ impl AbortBinding {
   }
 }
 
-/// Wire `options.signal` to `token`. An already aborted signal cancels at once.
+/// Wire `signal` (at `at` in the arguments) to `token`. An already aborted
+/// signal cancels at once.
 pub fn bind(
   env: &Env,
-  options: Option<&Object>,
+  signal: Option<JsSignal>,
+  at: &At,
   token: &CancellationToken,
 ) -> ArgResult<Option<AbortBinding>> {
-  let Some(options) = options else {
-    return Ok(None);
-  };
-  let Some(v) = prop(options, "signal")? else {
+  let Some(JsSignal(v)) = signal else {
     return Ok(None);
   };
   let raw = env.raw();
   let bad = || match take_exception(raw) {
-    Some(why) => type_error(format!("options.signal could not be used: {why}")),
-    None => type_error("options.signal must be an AbortSignal"),
+    Some(why) => at.error(format_args!("could not be used: {why}")),
+    None => at.error("must be an AbortSignal"),
   };
   let signal: Object = unsafe { v.cast() }.map_err(|_| bad())?;
   let aborted: Unknown = signal.get_named_property("aborted").map_err(|_| bad())?;
@@ -69,14 +67,12 @@ pub fn bind(
       t.cancel();
       Ok(())
     })
-    .map_err(|e| type_error(e.to_string()))?;
+    .map_err(|e| at.error(e))?;
   add
     .apply(signal, FnArgs::from(("abort".to_owned(), listener)))
     .map_err(|_| bad())?;
   Ok(Some(AbortBinding {
-    signal: signal.create_ref().map_err(|e| type_error(e.to_string()))?,
-    listener: listener
-      .create_ref()
-      .map_err(|e| type_error(e.to_string()))?,
+    signal: signal.create_ref().map_err(|e| at.error(e))?,
+    listener: listener.create_ref().map_err(|e| at.error(e))?,
   }))
 }

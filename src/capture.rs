@@ -11,18 +11,14 @@ use exec_core::{CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::abort;
-use crate::args::{self, ArgResult};
-use crate::error::reject_type_error;
+use crate::abort::{self, AbortBinding};
+use crate::call;
 use crate::host;
-use crate::options::CapturedExecutionResult;
+use crate::options::{CapturedExecutionResult, ExecuteOptions, ProcessSetup};
+use crate::read::{self, ArgResult, At, Input, Ms, Timeout};
 use crate::text::JsText;
 
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-pub const DEFAULT_KILL_GRACE_MS: u64 = 500;
-pub const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
-
-/// Everything read from the arguments, checked.
+/// What every run of a program takes, checked, with the core's defaults.
 pub struct CommonOptions {
   pub cwd: PathBuf,
   pub env: exec_core::EnvSpec,
@@ -34,6 +30,39 @@ pub struct CommonOptions {
 }
 
 impl CommonOptions {
+  /// `timeout` absent: `default_timeout` (`RunPolicy`'s for the calls that
+  /// capture, none for `spawn`, as with Node's).
+  pub fn new(
+    setup: ProcessSetup,
+    timeout: Option<Timeout>,
+    default_timeout: Option<Duration>,
+    grace: Option<Ms>,
+    input: Option<Input>,
+  ) -> ArgResult<Self> {
+    let timeout = timeout.map_or(default_timeout, |t| t.0);
+    let mut policy = RunPolicy {
+      timeout,
+      timeout_label: timeout.map(exec_core::process::supervise::format_duration),
+      owner: host::owner(),
+      ..RunPolicy::default()
+    };
+    if let Some(g) = grace {
+      policy.kill_grace = g.0;
+    }
+    Ok(CommonOptions {
+      cwd: match setup.cwd {
+        Some(c) => c,
+        None => read::host_cwd()?,
+      },
+      env: setup.env,
+      policy,
+      input: input.map(|i| i.0),
+      limits: setup.limits,
+      die_with_parent: setup.die_with_parent,
+      sandbox: setup.sandbox,
+    })
+  }
+
   /// Put what the options say about the process itself into `spec`.
   pub fn apply_to(self, spec: &mut ProcessSpec) -> RunPolicy {
     spec.cwd = Some(self.cwd);
@@ -46,35 +75,41 @@ impl CommonOptions {
   }
 }
 
-/// Read the options every run takes; `default_timeout_ms` (0: none) applies
-/// when `timeout` is absent.
-pub fn common_options(opts: Option<&Object>, default_timeout_ms: u64) -> ArgResult<CommonOptions> {
-  let cwd = match args::opt_string_in(opts, "cwd")? {
-    Some(c) => PathBuf::from(c),
-    None => args::host_cwd()?,
+/// The options of `executeAndCapture` and `captureCall`, read.
+struct CaptureArgs {
+  common: CommonOptions,
+  cap: usize,
+  raw: bool,
+  ts: exec_core::TsPath,
+  cancel: CancellationToken,
+}
+
+fn capture_args(
+  env: &Env,
+  options: Option<Unknown>,
+) -> ArgResult<(CaptureArgs, Option<AbortBinding>)> {
+  let at = At::arg("options");
+  let mut o: ExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
+  let setup = ProcessSetup::try_from(o.process())?;
+  let common = CommonOptions::new(
+    setup,
+    o.timeout,
+    RunPolicy::default().timeout,
+    o.force_kill_after_delay,
+    o.input.take(),
+  )?;
+  let cancel = CancellationToken::new();
+  let binding = abort::bind(env, o.signal, &at.key("signal"), &cancel)?;
+  let args = CaptureArgs {
+    common,
+    cap: o
+      .max_output_bytes
+      .map_or(HeadTailBuffer::DEFAULT_CAP, |s| s.0),
+    raw: o.encoding.unwrap_or_default().raw,
+    ts: o.typescript.map_or(exec_core::TsPath::Auto, |t| t.0),
+    cancel,
   };
-  let mut env = args::env_with_lists(opts)?;
-  let sandbox = args::sandbox(opts)?;
-  args::sandbox_env(opts, &sandbox, &mut env)?;
-  let timeout = args::opt_timeout(opts, "timeout", default_timeout_ms)?;
-  let timeout_label = timeout.map(exec_core::process::supervise::format_duration);
-  let policy = RunPolicy {
-    timeout,
-    timeout_label,
-    kill_grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_KILL_GRACE_MS)?,
-    drain: Duration::from_millis(100),
-    cleanup_group_on_exit: true,
-    owner: host::owner(),
-  };
-  Ok(CommonOptions {
-    cwd,
-    env,
-    policy,
-    input: args::opt_input(opts)?,
-    limits: args::limits(opts)?,
-    die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
-    sandbox,
-  })
+  Ok((args, binding))
 }
 
 /// What the future hands back to the JS thread.
@@ -139,6 +174,10 @@ impl Captured {
         Either::A(JsText::new(lossy(err))),
       )
     };
+    let (error, error_code) = (
+      call::error_message(&self.error),
+      call::error_code(&self.error),
+    );
     CapturedExecutionResult {
       stdout,
       stderr,
@@ -151,8 +190,8 @@ impl Captured {
       stdout_bytes: self.stdout_bytes as f64,
       stderr_bytes: self.stderr_bytes as f64,
       truncated: self.truncated,
-      error_code: self.error.as_ref().map(|e| e.code.as_str().to_owned()),
-      error: self.error.map(|e| e.message()),
+      error,
+      error_code,
       pid: self.pid,
       sandbox: self.sandbox.map(Into::into),
     }
@@ -222,48 +261,44 @@ pub fn execute_and_capture<'env>(
   language: Unknown<'env>,
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
-  let parsed = (|| -> ArgResult<_> {
-    let code = args::string(&code, "code")?;
-    let language = args::string(&language, "language")?;
-    let opts = args::options(options, "options")?;
-    let common = common_options(opts.as_ref(), DEFAULT_TIMEOUT_MS)?;
-    let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
-    let raw = crate::subprocess::raw_encoding(opts.as_ref())?;
-    let ts = crate::typescript::ts_path(opts.as_ref())?;
-    let cancel = CancellationToken::new();
-    let binding = abort::bind(env, opts.as_ref(), &cancel)?;
-    Ok((code, language, common, cap, raw, ts, cancel, binding))
+  let args = (|| -> ArgResult<_> {
+    let code: String = read::required(code, &At::arg("code"))?;
+    let language: String = read::required(language, &At::arg("language"))?;
+    let (a, binding) = capture_args(env, options)?;
+    Ok(((code, language, a), binding))
   })();
-  let (code, language, common, cap, raw, ts, cancel, binding) = match parsed {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-
-  let fut = async move {
-    // errors before execution resolve with success: false; preparing (a
-    // temp file, the TypeScript strip) happens here, off the JS thread
-    let prepared = (|| -> std::result::Result<_, ExecError> {
-      let lang: Language = language.parse()?;
-      exec_core::process::spec::check_cwd(&common.cwd)?;
-      language::prepare_with(lang, &code, &common.cwd, &common.env, host::toolchain(), ts)
-    })();
-    let launch = match prepared {
-      Err(e) => return Ok(Captured::failed(e).into_js(raw)),
-      Ok(l) => l,
-    };
-    let mut spec = launch.spec;
-    let policy = common.apply_to(&mut spec);
-    let captured = capture(spec, policy, cap, cancel).await;
-    drop(launch.temp);
-    // decoded here, off the JS thread
-    Ok(captured.into_js(raw))
-  };
-  env.spawn_future_with_callback(fut, move |env, result: CapturedExecutionResult| {
-    if let Some(b) = binding {
-      b.detach(env);
-    }
-    Ok(result)
-  })
+  call::abortable(
+    env,
+    args,
+    |(code, language, a)| async move {
+      // errors before execution resolve with success: false; preparing (a
+      // temp file, the TypeScript strip) happens here, off the JS thread
+      let common = a.common;
+      let prepared = (|| -> std::result::Result<_, ExecError> {
+        let lang: Language = language.parse()?;
+        exec_core::process::spec::check_cwd(&common.cwd)?;
+        language::prepare_with(
+          lang,
+          &code,
+          &common.cwd,
+          &common.env,
+          host::toolchain(),
+          a.ts,
+        )
+      })();
+      let launch = match prepared {
+        Err(e) => return Captured::failed(e).into_js(a.raw),
+        Ok(l) => l,
+      };
+      let mut spec = launch.spec;
+      let policy = common.apply_to(&mut spec);
+      let captured = capture(spec, policy, a.cap, a.cancel).await;
+      drop(launch.temp);
+      // decoded here, off the JS thread
+      captured.into_js(a.raw)
+    },
+    |_, result| Ok(result),
+  )
 }
 
 /// Run `command` (looked up in PATH, no shell) with `args` and resolve with
@@ -281,42 +316,33 @@ pub fn capture_call<'env>(
   argv: Option<Unknown<'env>>,
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
-  let parsed = (|| -> ArgResult<_> {
-    let command = args::string(&command, "command")?;
-    let argv = args::opt_string_array(argv, "args")?;
-    let opts = args::options(options, "options")?;
-    let common = common_options(opts.as_ref(), DEFAULT_TIMEOUT_MS)?;
-    let cap = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
-    let raw = crate::subprocess::raw_encoding(opts.as_ref())?;
-    let cancel = CancellationToken::new();
-    let binding = abort::bind(env, opts.as_ref(), &cancel)?;
-    Ok((command, argv, common, cap, raw, cancel, binding))
+  let args = (|| -> ArgResult<_> {
+    let command: String = read::required(command, &At::arg("command"))?;
+    let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;
+    let (a, binding) = capture_args(env, options)?;
+    Ok(((command, argv.unwrap_or_default(), a), binding))
   })();
-  let (command, argv, common, cap, raw, cancel, binding) = match parsed {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let fut = async move {
-    let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-      exec_core::process::spec::check_cwd(&common.cwd)?;
-      let path = common.env.path_var();
-      let program =
-        exec_core::process::spec::resolve_program(&command, path.as_ref(), &common.cwd)?;
-      let mut spec = ProcessSpec::new(program);
-      spec.args = argv.into_iter().map(Into::into).collect();
-      Ok(spec)
-    })();
-    let mut spec = match prepared {
-      Err(e) => return Ok(Captured::failed(e).into_js(raw)),
-      Ok(s) => s,
-    };
-    let policy = common.apply_to(&mut spec);
-    Ok(capture(spec, policy, cap, cancel).await.into_js(raw))
-  };
-  env.spawn_future_with_callback(fut, move |env, result: CapturedExecutionResult| {
-    if let Some(b) = binding {
-      b.detach(env);
-    }
-    Ok(result)
-  })
+  call::abortable(
+    env,
+    args,
+    |(command, argv, a)| async move {
+      let common = a.common;
+      let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
+        exec_core::process::spec::check_cwd(&common.cwd)?;
+        let path = common.env.path_var();
+        let program =
+          exec_core::process::spec::resolve_program(&command, path.as_ref(), &common.cwd)?;
+        let mut spec = ProcessSpec::new(program);
+        spec.args = argv.into_iter().map(Into::into).collect();
+        Ok(spec)
+      })();
+      let mut spec = match prepared {
+        Err(e) => return Captured::failed(e).into_js(a.raw),
+        Ok(s) => s,
+      };
+      let policy = common.apply_to(&mut spec);
+      capture(spec, policy, a.cap, a.cancel).await.into_js(a.raw)
+    },
+    |_, result| Ok(result),
+  )
 }

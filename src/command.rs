@@ -5,113 +5,103 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use exec_core::command::{
-  self as core, BackgroundInfo, CheckResult, CommandOptions as CoreOptions,
-  CommandResult as CoreResult, LogStatus, OutputLimits, RunnerConfig, StreamOutput, Truncation,
+  self as core, BackgroundInfo, CallOptions, CheckResult, CommandDefaults,
+  CommandOptions as CoreOptions, CommandResult as CoreResult, LogStatus, OutputLimits,
+  RunnerConfig, StreamOutput, Truncation,
 };
-use exec_core::EnvSpec;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::args::{self, ArgResult};
-use crate::error::{coded_error, reject_type_error, throw_coded, throw_type, type_error};
+use crate::call;
+use crate::error::throw_coded;
 use crate::host;
-use crate::options::nullable;
+use crate::options::{nullable, ProcessFields};
+use crate::read::{self, ArgResult, At, FromJs, Id, Ms, Positive, Timeout};
 
 // ---------------------------------------------------------------- options
 
-/// Options of `runCommand` / `CommandRunner.run`. Unset values come from the
-/// runner's options, then from the defaults below.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)]
-pub struct CommandOptions {
-  /// Working directory of this call (checked before spawning). @default the runner's cwd, else process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the environment (`undefined` removes one). The
-  /// non-interactive defaults `PAGER=cat`, `GIT_PAGER=cat`,
-  /// `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1` can be overridden here.
-  pub env: Option<HashMap<String, String>>,
-  /// Start from the host environment (`true`) or from `env` alone. @default true
-  pub extend_env: Option<bool>,
-  /// Milliseconds before the command moves to the background (it is not
-  /// killed); 0 or Infinity: wait for the end. @default 120000
-  pub timeout: Option<f64>,
-  /// Lines of each stream shown (the last ones). @default 2000
-  pub max_lines: Option<f64>,
-  /// Bytes of each stream shown (the last ones). @default 51200
-  pub max_bytes: Option<f64>,
-  /// Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir()
-  pub output_dir: Option<String>,
-  /// Start in the background at once and return its pid. @default false
-  pub background: Option<bool>,
-  /// Opt-in resource limits of the command's whole process tree (also in
-  /// the background); a tree over a limit is stopped and the result (or the
-  /// check) has `errorCode: 'ELIMIT'` and says which limit in `text`. Replaces the runner's.
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the command
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
-  /// non-interactive defaults always pass. Replaces the runner's.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes. Replaces the runner's.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
-  /// only `bash` itself). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-  /// says how it was applied and what it likely denied. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
-  /// When `bash` exits, terminate what it left running (`cmd &`, `setsid
-  /// nohup ...`) instead of adopting it as background jobs of the runner
-  /// (listed in `text` and in `adopted`). @default false
-  pub cleanup: Option<bool>,
+js_options! {
+  /// Options of `runCommand` / `CommandRunner.run`. Unset values come from
+  /// the runner's options, then from the defaults below; `env` adds to the
+  /// runner's, the env lists and `limits` replace the runner's, `sandbox`
+  /// may only narrow it. The non-interactive defaults `PAGER=cat`,
+  /// `GIT_PAGER=cat`, `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1`
+  /// always pass and can be overridden in `env`. `dieWithParent` kills only
+  /// `bash` itself.
+  pub struct CommandOptions {
+    ..process,
+    /// Milliseconds before the command moves to the background (it is not
+    /// killed); 0 or Infinity: wait for the end. @default 120000
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// Lines of each stream shown (the last ones). @default 2000
+    #[napi(ts_type = "number")]
+    pub max_lines: Option<Positive>,
+    /// Bytes of each stream shown (the last ones). @default 51200
+    #[napi(ts_type = "number")]
+    pub max_bytes: Option<Positive>,
+    /// Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir()
+    pub output_dir: Option<String>,
+    /// Start in the background at once and return its pid. @default false
+    pub background: Option<bool>,
+    /// When `bash` exits, terminate what it left running (`cmd &`, `setsid
+    /// nohup ...`) instead of adopting it as background jobs of the runner
+    /// (listed in `text` and in `adopted`). @default false
+    pub cleanup: Option<bool>,
+  }
 }
 
-/// Options of `CommandRunner.start` (an interactive command).
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)]
-pub struct StartCommandOptions {
-  /// Milliseconds to collect output before answering; the answer comes
-  /// sooner when the command ends or waits for input. @default 10000
-  pub yield_ms: Option<f64>,
-  /// A pseudo-terminal (`true`: the program sees a terminal, prompts and
-  /// Ctrl-C work) or pipes with stdin open (`false`). @default true
-  pub tty: Option<bool>,
-  /// Terminal size. @default 24
-  pub rows: Option<u32>,
-  /// @default 200
-  pub cols: Option<u32>,
-  /// Working directory. @default the runner's cwd, else process.cwd()
-  pub cwd: Option<String>,
-  /// As in `CommandOptions`.
-  pub env: Option<HashMap<String, String>>,
-  /// @default true
-  pub extend_env: Option<bool>,
-  /// Lines shown of each answer's output (the last ones). @default the runner's (2000)
-  pub max_lines: Option<f64>,
-  /// Bytes shown of each answer's output (the last ones). @default the runner's (51200)
-  pub max_bytes: Option<f64>,
-  /// Resource limits of the command's tree. @default the runner's
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// As in `CommandOptions`: may only narrow the runner's. @default the runner's
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Options of `CommandRunner.start` (an interactive command); the others
+  /// as in `CommandOptions`, over the runner's.
+  pub struct StartCommandOptions {
+    ..process,
+    /// Milliseconds to collect output before answering; the answer comes
+    /// sooner when the command ends or waits for input. @default 10000
+    #[napi(ts_type = "number")]
+    pub yield_ms: Option<Ms>,
+    /// A pseudo-terminal (`true`: the program sees a terminal, prompts and
+    /// Ctrl-C work) or pipes with stdin open (`false`). @default true
+    pub tty: Option<bool>,
+    /// Terminal size (1 to 10000). @default 24
+    #[napi(ts_type = "number")]
+    pub rows: Option<TermSize>,
+    /// @default 200
+    #[napi(ts_type = "number")]
+    pub cols: Option<TermSize>,
+    /// Lines shown of each answer's output (the last ones). @default the runner's (2000)
+    #[napi(ts_type = "number")]
+    pub max_lines: Option<Positive>,
+    /// Bytes shown of each answer's output (the last ones). @default the runner's (51200)
+    #[napi(ts_type = "number")]
+    pub max_bytes: Option<Positive>,
+  }
 }
 
-/// Options of `CommandRunner.write`.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)]
-pub struct WriteCommandOptions {
-  /// Milliseconds to collect output after the write; sooner when the
-  /// command ends or waits for input again. @default 250
-  pub yield_ms: Option<f64>,
+js_options! {
+  /// Options of `CommandRunner.write`.
+  pub struct WriteCommandOptions {
+    /// Milliseconds to collect output after the write; sooner when the
+    /// command ends or waits for input again. @default 250
+    #[napi(ts_type = "number")]
+    pub yield_ms: Option<Ms>,
+  }
+}
+
+/// A terminal's rows or columns: 1 to 10000.
+pub struct TermSize(u16);
+
+impl<'env> FromJs<'env> for TermSize {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let n = f64::from_js(v, at)?;
+    if !(1.0..=10000.0).contains(&n) {
+      return Err(at.error(format_args!("must be from 1 to 10000, got {n}")));
+    }
+    Ok(TermSize(n as u16))
+  }
 }
 
 /// The answer of `start` and `write`: the output since the last answer.
@@ -157,63 +147,49 @@ fn interactive_to_js(r: core::InteractiveResult) -> InteractiveResult {
     dropped: r.dropped,
     text: r.text,
     is_error: r.is_error,
-    error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
-    error: r.error.map(|e| e.message()),
+    error: call::error_message(&r.error),
+    error_code: call::error_code(&r.error),
   }
 }
 
-/// Options of `new CommandRunner()`: defaults for every `run`, and the session's own settings.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)]
-pub struct CommandRunnerOptions {
-  /// @default process.cwd() at each call
-  pub cwd: Option<String>,
-  pub env: Option<HashMap<String, String>>,
-  /// @default true
-  pub extend_env: Option<bool>,
-  /// @default 120000
-  pub timeout: Option<f64>,
-  /// @default 2000
-  pub max_lines: Option<f64>,
-  /// @default 51200
-  pub max_bytes: Option<f64>,
-  /// @default os.tmpdir()
-  pub output_dir: Option<String>,
-  /// Milliseconds after which `exec-native-*.log` files in the output
-  /// directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
-  pub retention: Option<f64>,
-  /// Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500
-  pub force_kill_after_delay: Option<f64>,
-  /// Opt-in resource limits of the command's whole process tree (also in
-  /// the background); a tree over a limit is stopped and the result (or the
-  /// check) has `errorCode: 'ELIMIT'` and says which limit in `text`.
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the command
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` and the
-  /// non-interactive defaults always pass.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` always passes.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill `bash` when the host dies by SIGKILL (Linux PR_SET_PDEATHSIG;
-  /// only `bash` itself). @default false
-  pub die_with_parent: Option<bool>,
-  /// The runner's sandbox for every `run` and tool call (see
-  /// `ExecuteOptions.sandbox`); a call may only narrow it (read-only, fewer
-  /// roots, no network), never widen or turn it off (EINVAL); `start()`
-  /// (interactive) runs under it too. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Options of `new CommandRunner()`: defaults for every `run`, and the
+  /// session's own settings. Its `sandbox` holds for every `run`, tool call
+  /// and `start()`; a call may only narrow it (read-only, fewer roots, no
+  /// network), never widen or turn it off (EINVAL).
+  pub struct CommandRunnerOptions {
+    ..process,
+    /// @default 120000
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// @default 2000
+    #[napi(ts_type = "number")]
+    pub max_lines: Option<Positive>,
+    /// @default 51200
+    #[napi(ts_type = "number")]
+    pub max_bytes: Option<Positive>,
+    /// @default os.tmpdir()
+    pub output_dir: Option<String>,
+    /// Milliseconds after which `exec-native-*.log` files in the output
+    /// directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
+    #[napi(ts_type = "number")]
+    pub retention: Option<Timeout>,
+    /// Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+  }
 }
 
-/// Limits of `truncateTail`.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)]
-pub struct TruncateOptions {
-  /// @default 2000
-  pub max_lines: Option<f64>,
-  /// @default 51200
-  pub max_bytes: Option<f64>,
+js_options! {
+  /// Limits of `truncateTail`.
+  pub struct TruncateOptions {
+    /// @default 2000
+    #[napi(ts_type = "number")]
+    pub max_lines: Option<Positive>,
+    /// @default 51200
+    #[napi(ts_type = "number")]
+    pub max_bytes: Option<Positive>,
+  }
 }
 
 // ---------------------------------------------------------------- results
@@ -432,8 +408,8 @@ fn result_to_js(r: CoreResult) -> CommandResult {
     is_error: r.is_error,
     execution_time: r.duration.as_secs_f64() * 1000.0,
     pid: r.pid,
-    error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
-    error: r.error.map(|e| e.message()),
+    error: call::error_message(&r.error),
+    error_code: call::error_code(&r.error),
     adopted: r
       .adopted
       .into_iter()
@@ -458,8 +434,8 @@ fn check_to_js(c: CheckResult) -> BackgroundCheck {
     stderr: c.stderr.text,
     text: c.text,
     is_error: c.is_error,
-    error_code: c.error.as_ref().map(|e| e.code.as_str().to_owned()),
-    error: c.error.map(|e| e.message()),
+    error: call::error_message(&c.error),
+    error_code: call::error_code(&c.error),
     awaiting_input: c.awaiting_input,
   }
 }
@@ -483,183 +459,57 @@ fn info_to_js(i: BackgroundInfo) -> BackgroundProcessInfo {
 
 // ---------------------------------------------------------------- arguments
 
-const DEFAULT_TIMEOUT_MS: u64 = 120_000;
-const DEFAULT_RETENTION_MS: u64 = 24 * 3600 * 1000;
-const DEFAULT_KILL_GRACE_MS: u64 = 500;
-
-/// A limit: a positive integer.
-fn opt_limit(obj: Option<&Object>, key: &str) -> ArgResult<Option<usize>> {
-  let Some(o) = obj else { return Ok(None) };
-  let Some(n) = args::opt_non_negative(o, key, false)? else {
-    return Ok(None);
-  };
-  if n < 1.0 || n.fract() != 0.0 {
-    return Err(type_error(format!(
-      "options.{key} must be a positive integer, got {n}"
-    )));
-  }
-  Ok(Some(n as usize))
-}
-
-fn has_env(obj: Option<&Object>) -> ArgResult<bool> {
-  let Some(o) = obj else { return Ok(false) };
-  Ok(args::prop(o, "env")?.is_some() || args::prop(o, "extendEnv")?.is_some())
-}
-
-/// Settings of a runner that each run starts from.
-#[derive(Clone)]
-struct Defaults {
-  cwd: Option<PathBuf>,
-  env: EnvSpec,
-  timeout: Option<Duration>,
-  limits: OutputLimits,
-  resource_limits: exec_core::limits::Limits,
-  die_with_parent: bool,
-  sandbox: Option<exec_core::sandbox::SandboxPolicy>,
-}
-
-impl Default for Defaults {
-  fn default() -> Self {
-    Defaults {
-      cwd: None,
-      env: EnvSpec::inherit(),
-      timeout: Some(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
-      limits: OutputLimits::default(),
-      resource_limits: Default::default(),
-      die_with_parent: false,
-      sandbox: None,
-    }
+/// What every options object of a command gives (the process fields, the
+/// output window, the timeout), as the core takes it.
+fn call_options(p: ProcessFields) -> CallOptions {
+  CallOptions {
+    cwd: p.cwd.map(PathBuf::from),
+    env: p.env.map(|e| e.0),
+    extend_env: p.extend_env,
+    env_allowlist: p.env_allowlist,
+    env_denylist: p.env_denylist,
+    resource_limits: p.limits.map(Into::into),
+    die_with_parent: p.die_with_parent,
+    sandbox: p.sandbox.map(|s| s.0),
+    ..Default::default()
   }
 }
 
-fn read_runner_options(obj: Option<&Object>) -> ArgResult<(Defaults, RunnerConfig)> {
-  let limits = OutputLimits {
-    max_lines: opt_limit(obj, "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
-    max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
+/// The options of one `run` (at `options`) over the runner's.
+fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgResult<CoreOptions> {
+  let mut o: CommandOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+  let given = call_options(o.process());
+  let call = CallOptions {
+    timeout: o.timeout.map(|t| t.0),
+    max_lines: o.max_lines.map(|n| n.0),
+    max_bytes: o.max_bytes.map(|n| n.0),
+    output_dir: o.output_dir.map(PathBuf::from),
+    background: o.background,
+    cleanup: o.cleanup,
+    ..given
   };
-  let sandbox = args::sandbox(obj)?;
-  let mut env = args::env_with_lists(obj)?;
-  args::sandbox_env(obj, &sandbox, &mut env)?;
-  let defaults = Defaults {
-    sandbox,
-    cwd: args::opt_string_in(obj, "cwd")?.map(PathBuf::from),
-    env,
-    timeout: args::opt_timeout(obj, "timeout", DEFAULT_TIMEOUT_MS)?,
-    limits,
-    resource_limits: args::limits(obj)?,
-    die_with_parent: args::opt_bool_in(obj, "dieWithParent")?.unwrap_or(false),
-  };
-  let retention = args::opt_timeout(obj, "retention", DEFAULT_RETENTION_MS)?;
+  d.merge(call, read::host_cwd)
+}
+
+/// The options of `new CommandRunner()`.
+fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaults, RunnerConfig)> {
+  let mut o: CommandRunnerOptions =
+    read::optional(options, &At::arg("options"))?.unwrap_or_default();
+  let d = RunnerConfig::default();
   let config = RunnerConfig {
     owner: host::owner(),
-    output_dir: args::opt_string_in(obj, "outputDir")?
-      .map(PathBuf::from)
-      .unwrap_or_else(std::env::temp_dir),
-    retention,
-    kill_grace: args::opt_ms(obj, "forceKillAfterDelay", DEFAULT_KILL_GRACE_MS)?,
+    output_dir: o.output_dir.take().map_or(d.output_dir, PathBuf::from),
+    retention: o.retention.map_or(d.retention, |t| t.0),
+    kill_grace: o.force_kill_after_delay.map_or(d.kill_grace, |m| m.0),
   };
+  let given = call_options(o.process());
+  let defaults = CommandDefaults::new(CallOptions {
+    timeout: o.timeout.map(|t| t.0),
+    max_lines: o.max_lines.map(|n| n.0),
+    max_bytes: o.max_bytes.map(|n| n.0),
+    ..given
+  })?;
   Ok((defaults, config))
-}
-
-fn read_command_options(obj: Option<&Object>, d: &Defaults) -> ArgResult<CoreOptions> {
-  let cwd = match args::opt_string_in(obj, "cwd")? {
-    Some(c) => PathBuf::from(c),
-    None => match &d.cwd {
-      Some(c) => c.clone(),
-      None => args::host_cwd()?,
-    },
-  };
-  let mut env = if has_env(obj)? {
-    let call = args::env_spec(obj)?;
-    let mut env = d.env.clone();
-    env.vars.extend(call.vars);
-    env.remove.extend(call.remove);
-    env.extend = env.extend && call.extend;
-    env
-  } else {
-    d.env.clone()
-  };
-  // the call's lists replace the runner's
-  if let Some(o) = obj {
-    let mut lists = EnvSpec::inherit();
-    args::env_lists(Some(o), &mut lists)?;
-    if args::prop(o, "envAllowlist")?.is_some() {
-      env.allow = lists.allow;
-    }
-    if args::prop(o, "envDenylist")?.is_some() {
-      env.deny = lists.deny;
-    }
-  }
-  let resource_limits = match obj {
-    Some(o) if args::prop(o, "limits")?.is_some() => args::limits(Some(o))?,
-    _ => d.resource_limits.clone(),
-  };
-  let die_with_parent = args::opt_bool_in(obj, "dieWithParent")?.unwrap_or(d.die_with_parent);
-  let timeout = match obj {
-    Some(o) if args::prop(o, "timeout")?.is_some() => args::opt_timeout(Some(o), "timeout", 0)?,
-    _ => d.timeout,
-  };
-  let limits = OutputLimits {
-    max_lines: opt_limit(obj, "maxLines")?.unwrap_or(d.limits.max_lines),
-    max_bytes: opt_limit(obj, "maxBytes")?.unwrap_or(d.limits.max_bytes),
-  };
-  let output_dir = args::opt_string_in(obj, "outputDir")?.map(PathBuf::from);
-  let background = args::opt_bool_in(obj, "background")?.unwrap_or(false);
-  let cleanup = args::opt_bool_in(obj, "cleanup")?.unwrap_or(false);
-  // the call's sandbox may only narrow the runner's
-  let call_sandbox = args::sandbox(obj)?;
-  let has_call_sandbox = match obj {
-    Some(o) => args::prop(o, "sandbox")?.is_some(),
-    None => false,
-  };
-  let sandbox = match (&d.sandbox, call_sandbox) {
-    (None, call) => call,
-    (Some(base), None) if has_call_sandbox => {
-      return Err(type_error(format!(
-        "options.sandbox cannot turn off the runner's sandbox ({:?})",
-        base.mode
-      )))
-    }
-    (Some(base), None) => Some(base.clone()),
-    (Some(base), Some(call)) => {
-      if !call.narrows(base) {
-        return Err(type_error(
-          "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
-        ));
-      }
-      Some(call)
-    }
-  };
-  if has_call_sandbox && d.sandbox.is_none() {
-    args::sandbox_env(obj, &sandbox, &mut env)?;
-  }
-  Ok(CoreOptions {
-    sandbox,
-    cleanup,
-    cwd,
-    env,
-    timeout,
-    limits,
-    output_dir,
-    background,
-    resource_limits,
-    die_with_parent,
-  })
-}
-
-fn read_pid(v: &Unknown) -> ArgResult<u32> {
-  read_id(v, "pid")
-}
-
-/// A positive integer argument (a pid, a session id).
-fn read_id(v: &Unknown, name: &str) -> ArgResult<u32> {
-  let n = args::number(v, name)?;
-  if !(1.0..=(i32::MAX as f64)).contains(&n) || n.fract() != 0.0 {
-    return Err(type_error(format!(
-      "{name} must be a positive integer, got {n}"
-    )));
-  }
-  Ok(n as u32)
 }
 
 // ---------------------------------------------------------------- calls
@@ -667,28 +517,20 @@ fn read_id(v: &Unknown, name: &str) -> ArgResult<u32> {
 fn run_with<'env>(
   env: &'env Env,
   runner: core::CommandRunner,
-  defaults: &Defaults,
+  defaults: &CommandDefaults,
   command: Unknown<'env>,
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, CommandResult>> {
-  let parsed = (|| -> ArgResult<_> {
-    let command = args::string(&command, "command")?;
-    let opts = args::options(options, "options")?;
-    let o = read_command_options(opts.as_ref(), defaults)?;
-    Ok((command, o))
+  let args = (|| -> ArgResult<_> {
+    let command: String = read::required(command, &At::arg("command"))?;
+    Ok((command, read_command_options(options, defaults)?))
   })();
-  let (command, opts) = match parsed {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-  env.spawn_future_with_callback(
-    async move { Ok(runner.run(&command, opts).await) },
-    |_, r| Ok(result_to_js(r)),
-  )
+  let fut = args.map(|(command, opts)| async move { runner.run(&command, opts).await });
+  call::promise(env, fut, |_, r| Ok(result_to_js(r)))
 }
 
 fn check_with(env: &Env, runner: &core::CommandRunner, pid: Unknown) -> Result<BackgroundCheck> {
-  let pid = read_pid(&pid).map_err(|e| throw_type(env, &e))?;
+  let pid = call::sync_args(env, read_id(pid, "pid"))?;
   runner
     .check(pid)
     .map(check_to_js)
@@ -700,17 +542,13 @@ fn kill_with<'env>(
   runner: core::CommandRunner,
   pid: Unknown<'env>,
 ) -> Result<PromiseRaw<'env, BackgroundCheck>> {
-  let pid = match read_pid(&pid) {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-  env.spawn_future_with_callback(
-    async move { Ok(runner.kill(pid).await) },
-    |env, r| match r {
-      Ok(c) => Ok(check_to_js(c)),
-      Err(e) => Err(coded_error(env, e)),
-    },
-  )
+  let fut = read_id(pid, "pid").map(|pid| async move { runner.kill(pid).await });
+  call::fallible(env, fut, |_, c| Ok(check_to_js(c)))
+}
+
+/// A positive integer argument (a pid, a session id).
+fn read_id(v: Unknown, name: &str) -> ArgResult<u32> {
+  read::required::<Id>(v, &At::arg(name)).map(|id| id.0)
 }
 
 /// A session of the command tool: runs commands, and owns the ones that went
@@ -719,7 +557,7 @@ fn kill_with<'env>(
 #[napi]
 pub struct CommandRunner {
   runner: core::CommandRunner,
-  defaults: Defaults,
+  defaults: CommandDefaults,
 }
 
 #[napi]
@@ -727,11 +565,7 @@ impl CommandRunner {
   /// Throws a TypeError (code `EINVAL`) for options of the wrong type.
   #[napi(constructor, ts_args_type = "options?: CommandRunnerOptions")]
   pub fn new(env: Env, options: Option<Unknown>) -> Result<Self> {
-    let parsed = (|| -> ArgResult<_> {
-      let opts = args::options(options, "options")?;
-      read_runner_options(opts.as_ref())
-    })();
-    let (defaults, config) = parsed.map_err(|e| throw_type(&env, &e))?;
+    let (defaults, config) = call::sync_args(&env, read_runner_options(options))?;
     Ok(CommandRunner {
       runner: core::CommandRunner::new(config),
       defaults,
@@ -787,29 +621,23 @@ impl CommandRunner {
     env: &'env Env,
     args: Unknown<'env>,
   ) -> Result<PromiseRaw<'env, ToolCallResult>> {
-    let parsed = (|| -> ArgResult<_> {
-      let obj = args::options(Some(args), "args")?
-        .ok_or_else(|| type_error("args must be an object, got null"))?;
-      let json: serde_json::Value = env
-        .from_js_value(obj)
-        .map_err(|e| type_error(format!("args: {e}")))?;
-      let base = read_command_options(None, &self.defaults)?;
+    let args = (|| -> ArgResult<_> {
+      let at = At::arg("args");
+      let obj: Object = read::required(args, &at)?;
+      let json: serde_json::Value = env.from_js_value(obj).map_err(|e| at.error(e))?;
+      let base = self
+        .defaults
+        .merge(CallOptions::default(), read::host_cwd)?;
       Ok((json, base))
     })();
-    let (json, base) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
     let runner = self.runner.clone();
-    env.spawn_future_with_callback(
-      async move { Ok(core::tool::call(&runner, &json, base).await) },
-      |_, r| {
-        Ok(ToolCallResult {
-          text: r.text,
-          is_error: r.is_error,
-        })
-      },
-    )
+    let fut = args.map(|(json, base)| async move { core::tool::call(&runner, &json, base).await });
+    call::promise(env, fut, |_, r| {
+      Ok(ToolCallResult {
+        text: r.text,
+        is_error: r.is_error,
+      })
+    })
   }
 
   /// Start an interactive command (codex's unified exec): `bash -c
@@ -828,42 +656,33 @@ impl CommandRunner {
     command: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, InteractiveResult>> {
-    let parsed = (|| -> ArgResult<_> {
-      let command = args::string(&command, "command")?;
-      let obj = args::options(options, "options")?;
-      let base = read_command_options(obj.as_ref(), &self.defaults)?;
-      let mut o = core::StartOptions::new(base.cwd);
-      o.sandbox = base.sandbox;
-      o.env = base.env;
-      o.limits = base.limits;
-      o.resource_limits = base.resource_limits;
-      if let Some(ms) = args::opt_number_in(obj.as_ref(), "yieldMs")? {
-        o.yield_time = Duration::from_micros((ms * 1000.0) as u64);
+    let args = (|| -> ArgResult<_> {
+      let command: String = read::required(command, &At::arg("command"))?;
+      let mut o: StartCommandOptions =
+        read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let given = call_options(o.process());
+      let call = CallOptions {
+        max_lines: o.max_lines.map(|n| n.0),
+        max_bytes: o.max_bytes.map(|n| n.0),
+        ..given
+      };
+      let base = self.defaults.merge(call, read::host_cwd)?;
+      let mut s = core::StartOptions::new(base.cwd);
+      s.sandbox = base.sandbox;
+      s.env = base.env;
+      s.limits = base.limits;
+      s.resource_limits = base.resource_limits;
+      if let Some(y) = o.yield_ms {
+        s.yield_time = y.0;
       }
-      if let Some(t) = args::opt_bool_in(obj.as_ref(), "tty")? {
-        o.tty = t;
-      }
-      for (key, slot) in [("rows", &mut o.rows), ("cols", &mut o.cols)] {
-        if let Some(n) = args::opt_number_in(obj.as_ref(), key)? {
-          if !(1.0..=10000.0).contains(&n) {
-            return Err(type_error(format!(
-              "options.{key} must be from 1 to 10000, got {n}"
-            )));
-          }
-          *slot = n as u16;
-        }
-      }
-      Ok((command, o))
+      s.tty = o.tty.unwrap_or(s.tty);
+      s.rows = o.rows.map_or(s.rows, |n| n.0);
+      s.cols = o.cols.map_or(s.cols, |n| n.0);
+      Ok((command, s))
     })();
-    let (command, opts) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
     let runner = self.runner.clone();
-    env.spawn_future_with_callback(
-      async move { Ok(runner.start(&command, opts).await) },
-      |_, r| Ok(interactive_to_js(r)),
-    )
+    let fut = args.map(|(command, opts)| async move { runner.start(&command, opts).await });
+    call::promise(env, fut, |_, r| Ok(interactive_to_js(r)))
   }
 
   /// Send `chars` to an interactive command (keystrokes: `\r` is Enter,
@@ -881,24 +700,21 @@ impl CommandRunner {
     chars: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, InteractiveResult>> {
-    let parsed = (|| -> ArgResult<_> {
-      let id = read_id(&session_id, "sessionId")?;
-      let chars = args::string(&chars, "chars")?;
-      let obj = args::options(options, "options")?;
-      let yield_time = args::opt_number_in(obj.as_ref(), "yieldMs")?
-        .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
-        .unwrap_or(core::interactive::DEFAULT_WRITE_YIELD);
+    let args = (|| -> ArgResult<_> {
+      let id = read_id(session_id, "sessionId")?;
+      let chars: String = read::required(chars, &At::arg("chars"))?;
+      let o: WriteCommandOptions =
+        read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let yield_time = o
+        .yield_ms
+        .map_or(core::interactive::DEFAULT_WRITE_YIELD, |m| m.0);
       Ok((id, chars, yield_time))
     })();
-    let (id, chars, yield_time) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
     let runner = self.runner.clone();
-    env.spawn_future_with_callback(
-      async move { Ok(runner.write(id, chars.as_bytes(), yield_time).await) },
-      |_, r| Ok(interactive_to_js(r)),
-    )
+    let fut = args.map(|(id, chars, yield_time)| async move {
+      runner.write(id, chars.as_bytes(), yield_time).await
+    });
+    call::promise(env, fut, |_, r| Ok(interactive_to_js(r)))
   }
 
   /// Terminate an interactive command's whole tree (SIGTERM, then SIGKILL)
@@ -912,14 +728,10 @@ impl CommandRunner {
     env: &'env Env,
     session_id: Unknown<'env>,
   ) -> Result<PromiseRaw<'env, InteractiveResult>> {
-    let id = match read_id(&session_id, "sessionId") {
-      Ok(id) => id,
-      Err(e) => return reject_type_error(env, e),
-    };
     let runner = self.runner.clone();
-    env.spawn_future_with_callback(async move { Ok(runner.kill_session(id).await) }, |_, r| {
-      Ok(interactive_to_js(r))
-    })
+    let fut =
+      read_id(session_id, "sessionId").map(|id| async move { runner.kill_session(id).await });
+    call::promise(env, fut, |_, r| Ok(interactive_to_js(r)))
   }
 
   /// The ids of the interactive commands still running.
@@ -939,7 +751,11 @@ impl CommandRunner {
   #[napi(ts_return_type = "Promise<number>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, u32>> {
     let runner = self.runner.clone();
-    env.spawn_future_with_callback(async move { Ok(runner.close().await as u32) }, |_, n| Ok(n))
+    call::promise(
+      env,
+      Ok(async move { runner.close().await as u32 }),
+      |_, n| Ok(n),
+    )
   }
 }
 
@@ -979,7 +795,7 @@ pub fn run_command<'env>(
   run_with(
     env,
     default_runner(),
-    &Defaults::default(),
+    &CommandDefaults::default(),
     command,
     options,
   )
@@ -1017,7 +833,7 @@ pub fn list_background() -> Vec<BackgroundProcessInfo> {
 /// characters other than tab, newline and carriage return, turn `\r\n` into `\n`.
 #[napi(ts_args_type = "text: string")]
 pub fn sanitize(env: Env, text: Unknown) -> Result<String> {
-  let text = args::string(&text, "text").map_err(|e| throw_type(&env, &e))?;
+  let text: String = call::sync_args(&env, read::required(text, &At::arg("text")))?;
   Ok(core::sanitize(&text))
 }
 
@@ -1027,15 +843,16 @@ pub fn sanitize(env: Env, text: Unknown) -> Result<String> {
 #[napi(ts_args_type = "text: string, options?: TruncateOptions")]
 pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Result<TruncateResult> {
   let parsed = (|| -> ArgResult<_> {
-    let text = args::string(&text, "text")?;
-    let opts = args::options(options, "options")?;
+    let text: String = read::required(text, &At::arg("text"))?;
+    let o: TruncateOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+    let d = OutputLimits::default();
     let limits = OutputLimits {
-      max_lines: opt_limit(opts.as_ref(), "maxLines")?.unwrap_or(core::truncate::DEFAULT_MAX_LINES),
-      max_bytes: opt_limit(opts.as_ref(), "maxBytes")?.unwrap_or(core::truncate::DEFAULT_MAX_BYTES),
+      max_lines: o.max_lines.map_or(d.max_lines, |n| n.0),
+      max_bytes: o.max_bytes.map_or(d.max_bytes, |n| n.0),
     };
     Ok((text, limits))
   })();
-  let (text, limits) = parsed.map_err(|e| throw_type(&env, &e))?;
+  let (text, limits) = call::sync_args(&env, parsed)?;
   let (content, t) = core::truncate_tail(&text, limits);
   let info = truncation_info(&t, false);
   Ok(TruncateResult {
@@ -1060,42 +877,39 @@ pub fn command_tool() -> serde_json::Value {
   core::tool::tool_definition()
 }
 
+js_options! {
+  /// Options of `serveMcp`.
+  pub struct McpOptions {
+    /// The directory commands and code run in. @default process.cwd()
+    pub cwd: Option<String>,
+  }
+}
+
 /// Serve the MCP server (tools `bash` and `execute_code`) over stdin/stdout;
 /// resolves when stdin closes, after the connection's processes were killed.
 /// `exec-native mcp` calls it.
 #[napi(
-  ts_args_type = "options?: { cwd?: string }",
+  ts_args_type = "options?: McpOptions",
   ts_return_type = "Promise<void>"
 )]
 pub fn serve_mcp<'env>(
   env: &'env Env,
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, ()>> {
-  let parsed = (|| -> ArgResult<_> {
-    let opts = args::options(options, "options")?;
-    let cwd = match args::opt_string_in(opts.as_ref(), "cwd")? {
-      Some(c) => PathBuf::from(c),
-      None => args::host_cwd()?,
-    };
-    Ok(cwd)
+  let config = (|| -> ArgResult<_> {
+    let o: McpOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+    Ok(exec_core::mcp::McpConfig {
+      cwd: match o.cwd {
+        Some(c) => PathBuf::from(c),
+        None => read::host_cwd()?,
+      },
+      runner: RunnerConfig {
+        owner: host::owner(),
+        ..Default::default()
+      },
+      toolchain: host::toolchain().clone(),
+    })
   })();
-  let cwd = match parsed {
-    Ok(c) => c,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let config = exec_core::mcp::McpConfig {
-    cwd,
-    runner: RunnerConfig {
-      owner: host::owner(),
-      ..Default::default()
-    },
-    toolchain: host::toolchain().clone(),
-  };
-  env.spawn_future_with_callback(
-    async move { Ok(exec_core::mcp::serve_stdio(config).await) },
-    |env, r| match r {
-      Ok(()) => Ok(()),
-      Err(e) => Err(coded_error(env, e)),
-    },
-  )
+  let fut = config.map(exec_core::mcp::serve_stdio);
+  call::fallible(env, fut, |_, ()| Ok(()))
 }

@@ -3,8 +3,11 @@
 #![deny(clippy::all)]
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
+#[macro_use]
+mod read;
+
 mod abort;
-mod args;
+mod call;
 mod capture;
 mod command;
 mod error;
@@ -19,7 +22,6 @@ mod spawn_call;
 mod stream;
 mod subprocess;
 mod text;
-mod typescript;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

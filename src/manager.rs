@@ -1,8 +1,6 @@
 //! `ProcessManager`: long-lived processes (pipes or a PTY) driven step by step
 //! from JavaScript. Converts types only; the work is in `exec_core::manager`.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use exec_core::manager::{
@@ -10,73 +8,152 @@ use exec_core::manager::{
 };
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::ValueType;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::args::{self, ArgResult};
-use crate::error::{coded_error, reject_type_error, throw_coded, throw_type, type_error};
-use crate::host;
-use crate::options::nullable;
+use exec_core::server::protocol::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 
-/// Limits of a `ProcessManager`. They hold for every process it starts, so
-/// memory stays predictable whatever the callers ask.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct ProcessManagerConfig {
-  /// Bytes of output kept per process: per stream buffer (head + tail) and for
-  /// the interleaved log that `read` serves. @default 1048576
-  pub retained_output_bytes: Option<f64>,
-  /// Processes that may run at once (at least 1); `start` fails with `EBUSY`
-  /// past it. @default 64
-  pub max_processes: Option<f64>,
-  /// Milliseconds an exited process stays readable (`snapshot`, `read`,
-  /// `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
-  pub exited_retention_ms: Option<f64>,
+use crate::call;
+use crate::error::throw_coded;
+use crate::host;
+use crate::options::{nullable, ProcessSetup};
+use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Size};
+
+const DEFAULT_TERMINATE_TIMEOUT: Duration = Duration::from_millis(DEFAULT_TERMINATE_TIMEOUT_MS);
+
+/// A setting of a `ProcessManager` (or of `serve`), checked by the core's
+/// `ManagerConfig::set` under its JavaScript name.
+pub struct Setting(pub f64);
+
+impl<'env> FromJs<'env> for Setting {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    f64::from_js(v, at).map(Setting)
+  }
 }
 
-/// What to start.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct ProcessStartSpec {
-  /// The handle to use in later calls (not the OS pid). Generated when absent;
-  /// a duplicate is rejected with `EEXIST`.
-  pub process_id: Option<String>,
-  /// Program (looked up in PATH, no shell) and its arguments.
-  pub argv: Vec<String>,
-  /// Working directory, checked before spawning. @default process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the host environment (`undefined` removes one).
-  pub env: Option<HashMap<String, String>>,
-  /// Start from the host environment (`true`) or from `env` alone. @default true
-  pub extend_env: Option<bool>,
-  /// `argv[0]` as the program sees it (pipes only). @default argv[0]
-  pub arg0: Option<String>,
-  /// Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
-  /// `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
-  #[napi(
-    ts_type = "{ type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }"
-  )]
-  pub io: Option<Unknown<'static>>,
-  /// Opt-in resource limits of the process's whole tree; a tree over a limit
-  /// is stopped and its `exited` event and `wait`/`terminate` result carry
-  /// `errorCode: 'ELIMIT'`. Set in the child before exec (pipes and PTYs).
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the process
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the process when the host dies by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG, pipes only; a PTY process gets SIGHUP from the kernel
-  /// when the host's side of the terminal closes). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox of the process tree (pipes and PTY), as
-  /// `ExecuteOptions.sandbox`. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Limits of a `ProcessManager`. They hold for every process it starts, so
+  /// memory stays predictable whatever the callers ask.
+  pub struct ProcessManagerConfig {
+    /// Bytes of output kept per process: per stream buffer (head + tail) and for
+    /// the interleaved log that `read` serves. @default 1048576
+    #[napi(ts_type = "number")]
+    pub retained_output_bytes: Option<Setting>,
+    /// Processes that may run at once (at least 1); `start` fails with `EBUSY`
+    /// past it. @default 64
+    #[napi(ts_type = "number")]
+    pub max_processes: Option<Setting>,
+    /// Milliseconds an exited process stays readable (`snapshot`, `read`,
+    /// `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
+    #[napi(ts_type = "number")]
+    pub exited_retention_ms: Option<Setting>,
+  }
+}
+
+/// A manager's settings (`ProcessManager`, `serve`) at `at`, over the core's defaults.
+pub fn manager_config(
+  at: &At,
+  retained_output_bytes: Option<Setting>,
+  max_processes: Option<Setting>,
+  exited_retention_ms: Option<Setting>,
+) -> ArgResult<ManagerConfig> {
+  let mut c = ManagerConfig {
+    owner: host::owner(),
+    ..Default::default()
+  };
+  let given = [retained_output_bytes, max_processes, exited_retention_ms];
+  for (name, n) in ManagerConfig::NAMES.iter().zip(given) {
+    if let Some(Setting(n)) = n {
+      c.set(name, n).map_err(|e| at.key(name).error(e))?;
+    }
+  }
+  Ok(c)
+}
+
+js_options! {
+  /// What to start. `dieWithParent` holds for pipes (a PTY process gets
+  /// SIGHUP from the kernel when the host's side of the terminal closes);
+  /// `limits` and `sandbox` for pipes and PTYs; a tree over a limit is
+  /// stopped and its `exited` event and `wait`/`terminate` result carry
+  /// `errorCode: 'ELIMIT'`.
+  pub struct ProcessStartSpec {
+    ..process,
+    /// The handle to use in later calls (not the OS pid). Generated when absent;
+    /// a duplicate is rejected with `EEXIST`.
+    pub process_id: Option<String>,
+    /// Program (looked up in PATH, no shell) and its arguments. Required.
+    #[napi(ts_type = "string[]")]
+    pub argv: Option<Vec<String>>,
+    /// `argv[0]` as the program sees it (pipes only). @default argv[0]
+    pub arg0: Option<String>,
+    /// Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
+    /// `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
+    #[napi(
+      ts_type = "{ type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }"
+    )]
+    pub io: Option<IoOption>,
+  }
+}
+
+js_options! {
+  /// The fields of `ProcessStartSpec.io` (which apply depends on `type`).
+  pub struct IoFields {
+    #[napi(ts_type = "'pipe' | 'pty'")]
+    pub r#type: Option<String>,
+    #[napi(ts_type = "'open' | 'closed'")]
+    pub stdin: Option<String>,
+    #[napi(ts_type = "number")]
+    pub rows: Option<TermSide>,
+    #[napi(ts_type = "number")]
+    pub cols: Option<TermSide>,
+  }
+}
+
+/// A terminal's rows or columns: an integer from 1 to 65535.
+#[derive(Clone, Copy)]
+pub struct TermSide(u16);
+
+impl<'env> FromJs<'env> for TermSide {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let n = f64::from_js(v, at)?;
+    if !(1.0..=65535.0).contains(&n) || n.fract() != 0.0 {
+      return Err(at.error(format_args!("must be an integer from 1 to 65535, got {n}")));
+    }
+    Ok(TermSide(n as u16))
+  }
+}
+
+/// `io: { type: 'pipe', stdin } | { type: 'pty', rows, cols }`.
+pub struct IoOption(ProcessIo);
+
+impl<'env> FromJs<'env> for IoOption {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let io = IoFields::from_js(v, at)?;
+    let need = |side: Option<TermSide>, key: &str| {
+      side
+        .map(|s| s.0)
+        .ok_or_else(|| at.key(key).error("is required for a pty"))
+    };
+    match io.r#type.as_deref().unwrap_or("pipe") {
+      "pipe" => match io.stdin.as_deref().unwrap_or("closed") {
+        "open" => Ok(IoOption(ProcessIo::Pipe { stdin_open: true })),
+        "closed" => Ok(IoOption(ProcessIo::Pipe { stdin_open: false })),
+        other => Err(
+          at.key("stdin")
+            .error(format_args!("must be 'open' or 'closed', got '{other}'")),
+        ),
+      },
+      "pty" => Ok(IoOption(ProcessIo::Pty {
+        rows: need(io.rows, "rows")?,
+        cols: need(io.cols, "cols")?,
+      })),
+      other => Err(
+        at.key("type")
+          .error(format_args!("must be 'pipe' or 'pty', got '{other}'")),
+      ),
+    }
+  }
 }
 
 /// The answer of `start`.
@@ -141,38 +218,55 @@ pub struct ProcessExit {
   pub sandbox: Option<crate::options::SandboxResult>,
 }
 
-/// Options of `terminate`.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct TerminateOptions {
-  /// `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
-  /// `'force'`: SIGKILL at once. @default 'graceful'
-  #[napi(ts_type = "'graceful' | 'force'")]
-  pub mode: Option<String>,
-  /// @default 2000
-  pub timeout_ms: Option<f64>,
+js_options! {
+  /// Options of `terminate`.
+  pub struct TerminateOptions {
+    /// `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
+    /// `'force'`: SIGKILL at once. @default 'graceful'
+    #[napi(ts_type = "'graceful' | 'force'")]
+    pub mode: Option<String>,
+    /// @default 2000
+    #[napi(ts_type = "number")]
+    pub timeout_ms: Option<Ms>,
+  }
 }
 
-/// Options of `wait`.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct WaitOptions {
-  /// Give up after this many ms and resolve with `running: true`; absent: wait
-  /// for the exit.
-  pub timeout_ms: Option<f64>,
+js_options! {
+  /// Options of `wait`.
+  pub struct WaitOptions {
+    /// Give up after this many ms and resolve with `running: true`; absent: wait
+    /// for the exit.
+    #[napi(ts_type = "number")]
+    pub timeout_ms: Option<Ms>,
+  }
 }
 
-/// Options of `read`.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct ReadOptions {
-  /// Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0
-  pub after_seq: Option<f64>,
-  /// Stop adding chunks past this many bytes (the first chunk is always
-  /// whole). @default 1048576
-  pub max_bytes: Option<f64>,
-  /// Long poll: wait up to this many ms for output (or the exit). @default 0
-  pub wait_ms: Option<f64>,
+js_options! {
+  /// Options of `read`.
+  pub struct ReadOptions {
+    /// Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0
+    #[napi(ts_type = "number")]
+    pub after_seq: Option<Size>,
+    /// Stop adding chunks past this many bytes (the first chunk is always
+    /// whole). @default 1048576
+    #[napi(ts_type = "number")]
+    pub max_bytes: Option<Size>,
+    /// Long poll: wait up to this many ms for output (or the exit). @default 0
+    #[napi(ts_type = "number")]
+    pub wait_ms: Option<Ms>,
+  }
+}
+
+js_options! {
+  /// The size of `resize`.
+  pub struct TerminalSize {
+    /// Required.
+    #[napi(ts_type = "number")]
+    pub rows: Option<TermSide>,
+    /// Required.
+    #[napi(ts_type = "number")]
+    pub cols: Option<TermSide>,
+  }
 }
 
 /// One chunk of the interleaved output log.
@@ -240,23 +334,7 @@ pub struct ProcessListEntry {
 /// Strong on purpose: like a child_process with listeners, a process whose
 /// events someone listens to keeps Node alive until its `closed` (or
 /// `failed`) event; then the function is released.
-type EventCallback =
-  ThreadsafeFunction<ProcessEvent, Unknown<'static>, ProcessEvent, Status, false, false, 0>;
-
-/// Run `fut` and resolve with `map(value)`, or reject with an Error whose
-/// `code` is the exec-native code.
-fn settle<'env, T, V, F, M>(env: &'env Env, fut: F, map: M) -> Result<PromiseRaw<'env, V>>
-where
-  T: Send + 'static,
-  V: ToNapiValue,
-  F: std::future::Future<Output = std::result::Result<T, ExecError>> + Send + 'static,
-  M: FnOnce(T) -> V + 'static,
-{
-  env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, r| match r {
-    Ok(v) => Ok(map(v)),
-    Err(e) => Err(coded_error(env, e)),
-  })
-}
+type EventCallback = call::JsCallback<ProcessEvent, false>;
 
 fn exit_parts(exit: Option<ExitInfo>) -> (Either<i32, Null>, Either<String, Null>) {
   match exit {
@@ -321,27 +399,6 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
   out
 }
 
-fn event_callback(v: Option<Unknown>) -> ArgResult<Option<EventCallback>> {
-  let Some(v) = v else { return Ok(None) };
-  if args::is_nullish(&v) {
-    return Ok(None);
-  }
-  if v.get_type().ok() != Some(ValueType::Function) {
-    return Err(type_error("onEvent must be a function"));
-  }
-  let f: Function<ProcessEvent, Unknown> =
-    unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
-  let tsfn = f
-    .build_threadsafe_function()
-    .weak::<false>()
-    .callee_handled::<false>()
-    .build()
-    .map_err(|e| type_error(e.to_string()))?;
-  // SAFETY of the lifetime: the function is referenced by the threadsafe function
-  let tsfn: EventCallback = unsafe { std::mem::transmute(tsfn) };
-  Ok(Some(tsfn))
-}
-
 /// Deliver events to JavaScript one at a time: the next call waits for the
 /// previous one to return, so a slow callback slows the process (its pipe
 /// fills) instead of queueing unbounded output.
@@ -373,98 +430,35 @@ fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
   tx
 }
 
-fn u16_prop(obj: &Object, key: &str) -> ArgResult<u16> {
-  let v =
-    args::prop(obj, key)?.ok_or_else(|| type_error(format!("io.{key} is required for a pty")))?;
-  let n = args::number(&v, &format!("io.{key}"))?;
-  if !(1.0..=65535.0).contains(&n) || n.fract() != 0.0 {
-    return Err(type_error(format!(
-      "io.{key} must be an integer from 1 to 65535, got {n}"
-    )));
-  }
-  Ok(n as u16)
-}
-
-fn parse_io(obj: &Object) -> ArgResult<ProcessIo> {
-  let Some(io) = args::options(args::prop(obj, "io")?, "io")? else {
-    return Ok(ProcessIo::Pipe { stdin_open: false });
-  };
-  let kind = match args::prop(&io, "type")? {
-    Some(v) => args::string(&v, "io.type")?,
-    None => "pipe".to_owned(),
-  };
-  match kind.as_str() {
-    "pipe" => {
-      let stdin = match args::prop(&io, "stdin")? {
-        Some(v) => args::string(&v, "io.stdin")?,
-        None => "closed".to_owned(),
-      };
-      match stdin.as_str() {
-        "open" => Ok(ProcessIo::Pipe { stdin_open: true }),
-        "closed" => Ok(ProcessIo::Pipe { stdin_open: false }),
-        other => Err(type_error(format!(
-          "io.stdin must be 'open' or 'closed', got '{other}'"
-        ))),
-      }
-    }
-    "pty" => Ok(ProcessIo::Pty {
-      rows: u16_prop(&io, "rows")?,
-      cols: u16_prop(&io, "cols")?,
-    }),
-    other => Err(type_error(format!(
-      "io.type must be 'pipe' or 'pty', got '{other}'"
-    ))),
-  }
-}
-
-fn parse_spec(spec: Unknown) -> ArgResult<StartSpec> {
-  // the shared readers name the object `options`; here it is `spec`
-  read_spec(spec).map_err(|e| ExecError {
-    what: e.what.replace("options.", "spec."),
-    ..e
-  })
-}
-
+/// `spec` of `start`, into the core's.
 fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
-  let obj = args::options(Some(spec), "spec")?.ok_or_else(|| type_error("spec is required"))?;
-  let argv_v = args::prop(&obj, "argv")?.ok_or_else(|| type_error("spec.argv is required"))?;
-  let argv = args::string_array(&argv_v, "spec.argv")?;
+  let at = At::arg("spec");
+  let mut o: ProcessStartSpec = read::required(spec, &at)?;
+  let argv = o
+    .argv
+    .take()
+    .ok_or_else(|| at.key("argv").error("is required"))?;
   if argv.is_empty() {
-    return Err(type_error("spec.argv must not be empty"));
+    return Err(at.key("argv").error("must not be empty"));
   }
-  let sandbox = args::sandbox(Some(&obj))?;
-  let mut env = args::env_with_lists(Some(&obj))?;
-  args::sandbox_env(Some(&obj), &sandbox, &mut env)?;
+  let p = ProcessSetup::try_from(o.process())?;
   Ok(StartSpec {
-    sandbox,
-    process_id: args::opt_string(&obj, "processId")?,
+    process_id: o.process_id,
     argv,
-    cwd: args::opt_string(&obj, "cwd")?.map(PathBuf::from),
-    env,
-    arg0: args::opt_string(&obj, "arg0")?,
-    io: parse_io(&obj)?,
-    limits: args::limits(Some(&obj))?,
-    die_with_parent: args::opt_bool(&obj, "dieWithParent")?.unwrap_or(false),
+    cwd: p.cwd,
+    env: p.env,
+    arg0: o.arg0,
+    io: o
+      .io
+      .map_or(ProcessIo::Pipe { stdin_open: false }, |io| io.0),
+    limits: p.limits,
+    die_with_parent: p.die_with_parent,
+    sandbox: p.sandbox,
   })
 }
 
-fn bytes(v: &Unknown, name: &str) -> ArgResult<Vec<u8>> {
-  match v.get_type().unwrap_or(ValueType::Unknown) {
-    ValueType::String => Ok(args::string(v, name)?.into_bytes()),
-    ValueType::Object if v.is_buffer().unwrap_or(false) => {
-      let b = unsafe { v.cast::<BufferSlice>() }.map_err(|e| type_error(e.to_string()))?;
-      Ok(b.to_vec())
-    }
-    ValueType::Object if v.is_typedarray().unwrap_or(false) => {
-      let b = unsafe { v.cast::<Uint8Array>() }.map_err(|e| type_error(e.to_string()))?;
-      Ok(b.to_vec())
-    }
-    _ => Err(type_error(format!("{name} must be a string or a Buffer"))),
-  }
-}
-
-fn process_id(v: &Unknown) -> ArgResult<String> {
-  args::string(v, "processId")
+fn process_id(v: Unknown) -> ArgResult<String> {
+  read::required(v, &At::arg("processId"))
 }
 
 /// Long-lived processes driven step by step: start (pipes or a PTY), write,
@@ -488,29 +482,16 @@ impl ProcessManager {
   #[napi(constructor, ts_args_type = "config?: ProcessManagerConfig | null")]
   pub fn new(env: Env, config: Option<Unknown>) -> Result<Self> {
     let parsed = (|| -> ArgResult<ManagerConfig> {
-      let obj = args::options(config, "config")?;
-      let mut c = ManagerConfig {
-        owner: host::owner(),
-        ..Default::default()
-      };
-      if let Some(n) = args::opt_number_in(obj.as_ref(), "retainedOutputBytes")? {
-        c.retained_output_bytes = n as usize;
-      }
-      if let Some(n) = args::opt_number_in(obj.as_ref(), "maxProcesses")? {
-        if n < 1.0 {
-          return Err(crate::error::type_error(format!(
-            "config.maxProcesses must be at least 1, got {n}"
-          )));
-        }
-        c.max_processes = n as usize;
-      }
-      if let Some(n) = args::opt_number_in(obj.as_ref(), "exitedRetentionMs")? {
-        c.exited_retention = Duration::from_micros((n * 1000.0) as u64);
-      }
-      Ok(c)
+      let at = At::arg("config");
+      let c: ProcessManagerConfig = read::optional(config, &at)?.unwrap_or_default();
+      manager_config(
+        &at,
+        c.retained_output_bytes,
+        c.max_processes,
+        c.exited_retention_ms,
+      )
     })();
-    // a wrong argument is a TypeError with code EINVAL, as everywhere else
-    let config = parsed.map_err(|e| throw_type(&env, &e))?;
+    let config = call::sync_args(&env, parsed)?;
     Ok(ProcessManager {
       inner: core::ProcessManager::new(config),
     })
@@ -528,23 +509,22 @@ impl ProcessManager {
     spec: Unknown<'env>,
     on_event: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessStarted>> {
-    let parsed = (|| Ok((parse_spec(spec)?, event_callback(on_event)?)))();
-    let (spec, cb) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
+    let args = (|| -> ArgResult<_> {
+      let spec = read_spec(spec)?;
+      let at = At::arg("onEvent");
+      let cb: Option<EventCallback> = read::optional(on_event, &at)?
+        .map(|f| call::callback(f, &at))
+        .transpose()?;
+      Ok((spec, cb))
+    })();
     let m = self.inner.clone();
-    settle(
-      env,
-      async move {
-        let events = cb.map(forward_events);
-        m.start(spec, events)
-      },
-      |s| ProcessStarted {
+    let fut = args.map(|(spec, cb)| async move { m.start(spec, cb.map(forward_events)) });
+    call::fallible(env, fut, |_, s| {
+      Ok(ProcessStarted {
         process_id: s.process_id,
         pid: s.pid,
-      },
-    )
+      })
+    })
   }
 
   /// Write to stdin (pipes with `stdin: 'open'`) or to the terminal (PTY;
@@ -559,12 +539,13 @@ impl ProcessManager {
     id: Unknown<'env>,
     data: Unknown<'env>,
   ) -> Result<PromiseRaw<'env, ()>> {
-    let (id, data) = match (|| Ok((process_id(&id)?, bytes(&data, "data")?)))() {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
+    let args = (|| -> ArgResult<_> {
+      let data: Input = read::required(data, &At::arg("data"))?;
+      Ok((process_id(id)?, data.0))
+    })();
     let m = self.inner.clone();
-    settle(env, async move { m.write(&id, &data).await }, |_| ())
+    let fut = args.map(|(id, data)| async move { m.write(&id, &data).await });
+    call::fallible(env, fut, |_, ()| Ok(()))
   }
 
   /// Close the stdin pipe: the program reads EOF. (A PTY gets `EINVAL`:
@@ -575,24 +556,26 @@ impl ProcessManager {
     env: &'env Env,
     id: Unknown<'env>,
   ) -> Result<PromiseRaw<'env, ()>> {
-    let id = match process_id(&id) {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
     let m = self.inner.clone();
-    settle(env, async move { m.close_stdin(&id).await }, |_| ())
+    let fut = process_id(id).map(|id| async move { m.close_stdin(&id).await });
+    call::fallible(env, fut, |_, ()| Ok(()))
   }
 
   /// Resize the terminal of a PTY process (it gets SIGWINCH). A pipe process
   /// gets `EINVAL`.
-  #[napi(ts_args_type = "processId: string, size: { rows: number; cols: number }")]
+  #[napi(ts_args_type = "processId: string, size: TerminalSize")]
   pub fn resize(&self, env: Env, id: Unknown, size: Unknown) -> Result<()> {
-    let (id, rows, cols) = (|| {
-      let id = process_id(&id)?;
-      let obj = args::options(Some(size), "size")?.ok_or_else(|| type_error("size is required"))?;
-      Ok((id, u16_prop(&obj, "rows")?, u16_prop(&obj, "cols")?))
-    })()
-    .map_err(|e| throw_type(&env, &e))?;
+    let parsed = (|| -> ArgResult<_> {
+      let id = process_id(id)?;
+      let at = At::arg("size");
+      let size: TerminalSize = read::required(size, &at)?;
+      let side = |s: Option<TermSide>, key| {
+        s.map(|s| s.0)
+          .ok_or_else(|| at.key(key).error("is required"))
+      };
+      Ok((id, side(size.rows, "rows")?, side(size.cols, "cols")?))
+    })();
+    let (id, rows, cols) = call::sync_args(&env, parsed)?;
     self
       .inner
       .resize(&id, rows, cols)
@@ -610,26 +593,20 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessExit>> {
-    let read = |obj: Option<&Object>| {
-      let mode = match args::opt_string_in(obj, "mode")? {
-        None => "graceful".to_owned(),
-        Some(m) => m,
-      };
-      let timeout = args::opt_ms(obj, "timeoutMs", 2000)?;
-      let mode = match mode.as_str() {
-        "graceful" => TerminateMode::Graceful { timeout },
-        "force" => TerminateMode::Force,
-        other => {
-          return Err(type_error(format!(
-            "options.mode must be 'graceful' or 'force', got '{other}'"
-          )))
-        }
-      };
-      Ok(mode)
+    let read = |o: TerminateOptions, at: &At| {
+      let timeout = o.timeout_ms.map_or(DEFAULT_TERMINATE_TIMEOUT, |m| m.0);
+      match o.mode.as_deref().unwrap_or("graceful") {
+        "graceful" => Ok(TerminateMode::Graceful { timeout }),
+        "force" => Ok(TerminateMode::Force),
+        other => Err(
+          at.key("mode")
+            .error(format_args!("must be 'graceful' or 'force', got '{other}'")),
+        ),
+      }
     };
     let op =
       |m: core::ProcessManager, id: String, mode| async move { m.terminate(&id, mode).await };
-    self.id_call(env, &id, options, read, op, exit_js)
+    self.id_call(env, id, options, read, op, exit_js)
   }
 
   /// Wait for the exit; with `timeoutMs`, resolve with `running: true` when it
@@ -644,12 +621,9 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessExit>> {
-    let read = |obj: Option<&Object>| {
-      let t = args::opt_number_in(obj, "timeoutMs")?;
-      Ok(t.map(|n| Duration::from_micros((n * 1000.0) as u64)))
-    };
+    let read = |o: WaitOptions, _: &At| Ok(o.timeout_ms.map(|m| m.0));
     let op = |m: core::ProcessManager, id: String, t| async move { m.wait(&id, t).await };
-    self.id_call(env, &id, options, read, op, exit_js)
+    self.id_call(env, id, options, read, op, exit_js)
   }
 
   /// Output chunks after `afterSeq`, each exactly once and in order. With
@@ -665,16 +639,16 @@ impl ProcessManager {
     id: Unknown<'env>,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ProcessReadResult>> {
-    let read = |obj: Option<&Object>| {
-      let after = args::opt_number_in(obj, "afterSeq")?.unwrap_or(0.0) as u64;
-      let max = args::opt_usize(obj, "maxBytes", 1024 * 1024)?;
-      let wait = args::opt_ms(obj, "waitMs", 0)?;
+    let read = |o: ReadOptions, _: &At| {
+      let after = o.after_seq.map_or(0, |n| n.0 as u64);
+      let max = o.max_bytes.map_or(DEFAULT_READ_MAX_BYTES, |n| n.0);
+      let wait = o.wait_ms.map_or(Duration::ZERO, |m| m.0);
       Ok((after, max, wait))
     };
     let op = |m: core::ProcessManager, id: String, (after, max, wait)| async move {
       m.read(&id, after, max, wait).await
     };
-    self.id_call(env, &id, options, read, op, |r| {
+    self.id_call(env, id, options, read, op, |r| {
       let (exit_code, signal) = exit_parts(r.exit.clone());
       ProcessReadResult {
         chunks: r
@@ -699,7 +673,7 @@ impl ProcessManager {
   /// Retained output (head + marker + tail when over the cap) and status.
   #[napi(ts_args_type = "processId: string")]
   pub fn snapshot(&self, env: Env, id: Unknown) -> Result<ProcessSnapshot> {
-    let id = process_id(&id).map_err(|e| throw_type(&env, &e))?;
+    let id = call::sync_args(&env, process_id(id))?;
     let s = self
       .inner
       .snapshot(&id)
@@ -746,14 +720,7 @@ impl ProcessManager {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     let m = self.inner.clone();
-    settle(
-      env,
-      async move {
-        m.close().await;
-        Ok::<(), ExecError>(())
-      },
-      |_| (),
-    )
+    call::promise(env, Ok(async move { m.close().await }), |_, ()| Ok(()))
   }
 }
 
@@ -761,29 +728,30 @@ impl ProcessManager {
   /// A `(processId, options?)` method: both are read on the JS thread (a
   /// TypeError rejects), then `op` runs on the manager and `map` makes the
   /// JS result.
-  fn id_call<'env, A, T, V, F>(
+  fn id_call<'env, O, A, T, V, F>(
     &self,
     env: &'env Env,
-    id: &Unknown,
-    options: Option<Unknown>,
-    read: impl FnOnce(Option<&Object>) -> ArgResult<A>,
+    id: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+    read: impl FnOnce(O, &At) -> ArgResult<A>,
     op: impl FnOnce(core::ProcessManager, String, A) -> F,
     map: fn(T) -> V,
   ) -> Result<PromiseRaw<'env, V>>
   where
+    O: FromJs<'env> + Default,
     T: Send + 'static,
     V: ToNapiValue + 'static,
     F: std::future::Future<Output = std::result::Result<T, ExecError>> + Send + 'static,
   {
-    let parsed = (|| {
+    let args = (|| -> ArgResult<_> {
       let id = process_id(id)?;
-      let obj = args::options(options, "options")?;
-      Ok((id, read(obj.as_ref())?))
+      let at = At::arg("options");
+      let o: O = read::optional(options, &at)?.unwrap_or_default();
+      Ok((id, read(o, &at)?))
     })();
-    let (id, a) = match parsed {
-      Ok(p) => p,
-      Err(e) => return reject_type_error(env, e),
-    };
-    settle(env, op(self.inner.clone(), id, a), map)
+    let m = self.inner.clone();
+    call::fallible(env, args.map(|(id, a)| op(m, id, a)), move |_, t| {
+      Ok(map(t))
+    })
   }
 }

@@ -1,66 +1,53 @@
 //! Options and results as JavaScript sees them. napi-rs copies these doc
-//! comments into `index.d.ts`, so the types are the documentation. Options are
-//! read by hand (see `args.rs`) so that bad input gets a clear TypeError; the
-//! structs here define their TypeScript shape.
-#![allow(dead_code)]
+//! comments into `index.d.ts`, so the types are the documentation. Options
+//! are declared with `js_options!` (see `read.rs`): the declaration is both
+//! the TypeScript interface and the reader; the fields every process takes
+//! are declared once there, and [`ProcessFields`] turns them into the core's
+//! types.
 
+use std::path::PathBuf;
+
+use exec_core::limits::Limits;
+use exec_core::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
+use exec_core::EnvSpec;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::read::{
+  self, ArgResult, At, Encoding, EnvVars, FromJs, Input, JsSignal, Ms, Size, Timeout,
+};
 use crate::text::JsText;
 
-/// Options of `executeAndCapture`.
-#[napi(object, object_to_js = false)]
-pub struct ExecuteOptions {
-  /// Working directory, checked before spawning. @default process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the host environment (`undefined` removes one).
-  pub env: Option<std::collections::HashMap<String, String>>,
-  /// Start from the host environment (`true`) or from `env` alone. @default true
-  pub extend_env: Option<bool>,
-  /// Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000
-  pub timeout: Option<f64>,
-  /// Milliseconds between SIGTERM and SIGKILL. @default 500
-  pub force_kill_after_delay: Option<f64>,
-  /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
-  pub max_output_bytes: Option<f64>,
-  /// Written to stdin, then EOF. Without it stdin is closed (a read gets EOF).
-  #[napi(ts_type = "string | Buffer | Uint8Array")]
-  pub input: Option<Either<String, Buffer>>,
-  /// Cancels the run: the group is killed, the result has `canceled: true`.
-  #[napi(ts_type = "AbortSignal")]
-  pub signal: Option<Unknown<'static>>,
-  /// Opt-in resource limits; a child over a limit is stopped and the result
-  /// has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
-  pub limits: Option<ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the child
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the child when the host dies by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-  /// path; macOS has no such signal: there it does nothing). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-  /// says how it was applied and what it likely denied. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
-  /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
-  #[napi(ts_type = "'utf8' | 'buffer'")]
-  pub encoding: Option<String>,
-  /// How `'typescript'` code runs: `'auto'` strips the types in-process and
-  /// runs plain node when the code and the project allow it (no enums,
-  /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own
-  /// tsx), else tsx, with the same output; `'strip'` always strips (errors with
-  /// `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
-  #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
-  pub typescript: Option<String>,
+js_options! {
+  /// Options of `executeAndCapture` and `captureCall`.
+  pub struct ExecuteOptions<'env> {
+    ..process,
+    /// Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// Milliseconds between SIGTERM and SIGKILL. @default 500
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
+    #[napi(ts_type = "number")]
+    pub max_output_bytes: Option<Size>,
+    /// Written to stdin, then EOF. Without it stdin is closed (a read gets EOF).
+    #[napi(ts_type = "string | Buffer | Uint8Array")]
+    pub input: Option<Input>,
+    /// Cancels the run: the group is killed, the result has `canceled: true`.
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<JsSignal<'env>>,
+    /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
+    #[napi(ts_type = "'utf8' | 'buffer'")]
+    pub encoding: Option<Encoding>,
+    /// How `'typescript'` code runs: `'auto'` strips the types in-process and
+    /// runs plain node when the code and the project allow it (no enums,
+    /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+    /// tsx), else tsx, with the same output; `'strip'` always strips (errors with
+    /// `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+    #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
+    pub typescript: Option<TypeScript>,
+  }
 }
 
 /// The result of `executeAndCapture`. Errors before execution (bad cwd,
@@ -99,62 +86,39 @@ pub struct CapturedExecutionResult {
   pub sandbox: Option<SandboxResult>,
 }
 
-/// Options of `spawnCall`.
-#[napi(object, object_to_js = false)]
-pub struct SpawnOptions {
-  /// @default process.cwd()
-  pub cwd: Option<String>,
-  pub env: Option<std::collections::HashMap<String, String>>,
-  /// @default true
-  pub extend_env: Option<bool>,
-  /// Milliseconds; 0 or Infinity: none. @default 30000
-  pub timeout: Option<f64>,
-  /// @default 500
-  pub force_kill_after_delay: Option<f64>,
-  #[napi(ts_type = "string | Buffer | Uint8Array")]
-  pub input: Option<Either<String, Buffer>>,
-  #[napi(ts_type = "AbortSignal")]
-  pub signal: Option<Unknown<'static>>,
-  /// Opt-in resource limits; a child over a limit is stopped and the result
-  /// has `errorCode: 'ELIMIT'`. Without them the fast spawn path is kept.
-  pub limits: Option<ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the child
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the child when the host dies by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG; only the direct child; costs the posix_spawn fast
-  /// path; macOS has no such signal: there it does nothing). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-  /// says how it was applied and what it likely denied. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
-  /// Output is cut into chunks of at most 64 KiB (whole characters; a
-  /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-  /// 8 calls per turn of the event loop, the next batch once JavaScript
-  /// returned from the previous one. A full chunk goes in the next batch; a
-  /// partial one waits until this many milliseconds have passed since the
-  /// last batch (the first goes at once), so a trickle of output gets at most
-  /// one call per interval and a flood gets full chunks. @default 10
-  pub callback_interval_ms: Option<f64>,
-  /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
-  /// `'buffer'`: raw Buffers. @default 'utf8'
-  #[napi(ts_type = "'utf8' | 'buffer'")]
-  pub encoding: Option<String>,
-  /// How `'typescript'` code runs: `'auto'` strips the types in-process and
-  /// runs plain node when the code and the project allow it (no enums,
-  /// namespaces, decorators, ES module syntax; no tsconfig `paths` or own
-  /// tsx), else tsx, with the same output; `'strip'` always strips (errors with
-  /// `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
-  #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
-  pub typescript: Option<String>,
+js_options! {
+  /// Options of `spawnCall` and `executeStreaming`.
+  pub struct SpawnOptions<'env> {
+    ..process,
+    /// Milliseconds; 0 or Infinity: none. @default 30000
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// Milliseconds between SIGTERM and SIGKILL. @default 500
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// Written to stdin, then EOF.
+    #[napi(ts_type = "string | Buffer | Uint8Array")]
+    pub input: Option<Input>,
+    /// Cancels the run: the tree is killed, the result has `canceled: true`.
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<JsSignal<'env>>,
+    /// Output is cut into chunks of at most 64 KiB (whole characters; a
+    /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+    /// 8 calls per turn of the event loop, the next batch once JavaScript
+    /// returned from the previous one. A full chunk goes in the next batch; a
+    /// partial one waits until this many milliseconds have passed since the
+    /// last batch (the first goes at once), so a trickle of output gets at most
+    /// one call per interval and a flood gets full chunks. @default 10
+    #[napi(ts_type = "number")]
+    pub callback_interval_ms: Option<Ms>,
+    /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+    /// `'buffer'`: raw Buffers. @default 'utf8'
+    #[napi(ts_type = "'utf8' | 'buffer'")]
+    pub encoding: Option<Encoding>,
+    /// How `'typescript'` code runs (see `ExecuteOptions.typescript`). @default 'auto'
+    #[napi(ts_type = "'auto' | 'strip' | 'tsx'")]
+    pub typescript: Option<TypeScript>,
+  }
 }
 
 /// The result of `spawnCall`.
@@ -240,47 +204,175 @@ pub fn nullable(v: Option<String>) -> Either<String, Null> {
   v.map_or(Either::B(Null), Either::A)
 }
 
-/// Resource limits of an execution and all its descendants.
-/// The sandbox of a run (see `sandbox` in the options).
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)] // the TypeScript shape; read by hand in args.rs
-pub struct SandboxOptions {
-  /// `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
-  /// writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
-  /// `/dev/full`, `/dev/tty` always are. Reads are never restricted.
-  /// @default 'workspace-write'
-  #[napi(ts_type = "'read-only' | 'workspace-write'")]
-  pub mode: Option<String>,
-  /// More writable directories (absolute, or relative to the cwd; must exist).
-  pub writable_roots: Option<Vec<String>>,
-  /// Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false
-  pub exclude_tmp: Option<bool>,
-  /// Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false
-  pub network: Option<bool>,
-  /// `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
-  /// applied; `'warn'`: run without it, say so in the result's
-  /// `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
-  /// without it (the result's `sandbox.applied` is false). @default 'error'
-  #[napi(ts_type = "'error' | 'warn' | 'run-unsandboxed'")]
-  pub on_unavailable: Option<String>,
+js_options! {
+  /// The sandbox of a run (see `sandbox` in the options).
+  pub struct SandboxOptions {
+    /// `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
+    /// writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
+    /// `/dev/full`, `/dev/tty` always are. Reads are never restricted.
+    /// @default 'workspace-write'
+    #[napi(ts_type = "'read-only' | 'workspace-write'")]
+    pub mode: Option<Parsed<SandboxMode>>,
+    /// More writable directories (absolute, or relative to the cwd; must exist).
+    pub writable_roots: Option<Vec<String>>,
+    /// Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false
+    pub exclude_tmp: Option<bool>,
+    /// Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false
+    pub network: Option<bool>,
+    /// `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
+    /// applied; `'warn'`: run without it, say so in the result's
+    /// `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
+    /// without it (the result's `sandbox.applied` is false). @default 'error'
+    #[napi(ts_type = "'error' | 'warn' | 'run-unsandboxed'")]
+    pub on_unavailable: Option<Parsed<OnUnavailable>>,
+  }
 }
 
-#[napi(object)]
-pub struct ResourceLimits {
-  /// Memory of the whole tree, in bytes (a memory cgroup where the host may
-  /// create one; everywhere a watchdog sums the tree's resident memory every
-  /// 20 ms). See docs/LIMITS.md.
-  pub memory_bytes: Option<f64>,
-  /// CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU, SIGKILL one
-  /// second later; both are reported as ELIMIT).
-  pub cpu_seconds: Option<f64>,
-  /// Processes in the tree at once (a pids cgroup where the host may create
-  /// one, else RLIMIT_NPROC relative to the user's threads; plus a watchdog).
-  /// Where the kernel enforces it, threads count.
-  pub max_processes: Option<f64>,
-  /// Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ).
-  pub file_size_bytes: Option<f64>,
-  /// Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
-  /// it is not stopped).
-  pub open_files: Option<f64>,
+impl From<SandboxOptions> for SandboxPolicy {
+  fn from(o: SandboxOptions) -> Self {
+    let d = SandboxPolicy::default();
+    SandboxPolicy {
+      mode: o.mode.map_or(d.mode, |m| m.0),
+      writable_roots: o.writable_roots.map_or(d.writable_roots, |r| {
+        r.into_iter().map(PathBuf::from).collect()
+      }),
+      exclude_tmp: o.exclude_tmp.unwrap_or(d.exclude_tmp),
+      network: o.network.unwrap_or(d.network),
+      on_unavailable: o.on_unavailable.map_or(d.on_unavailable, |u| u.0),
+    }
+  }
+}
+
+/// `sandbox: boolean | SandboxOptions`: `None` for `false`.
+pub struct SandboxArg(pub Option<SandboxPolicy>);
+
+impl<'env> FromJs<'env> for SandboxArg {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    match v.get_type() {
+      Ok(napi::ValueType::Boolean) => Ok(SandboxArg(
+        bool::from_js(v, at)?.then(SandboxPolicy::default),
+      )),
+      Ok(napi::ValueType::Object) => Ok(SandboxArg(Some(SandboxOptions::from_js(v, at)?.into()))),
+      _ => Err(at.wrong("true or an object", &v)),
+    }
+  }
+}
+
+/// A string one of the core's `parse` functions reads (a sandbox mode...).
+pub struct Parsed<T>(pub T);
+
+impl<'env> FromJs<'env> for Parsed<SandboxMode> {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::parsed(v, at, SandboxMode::parse).map(Parsed)
+  }
+}
+
+impl<'env> FromJs<'env> for Parsed<OnUnavailable> {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::parsed(v, at, OnUnavailable::parse).map(Parsed)
+  }
+}
+
+/// `typescript: 'auto' | 'strip' | 'tsx'`.
+pub struct TypeScript(pub exec_core::TsPath);
+
+impl<'env> FromJs<'env> for TypeScript {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::parsed(v, at, exec_core::TsPath::parse).map(TypeScript)
+  }
+}
+
+/// One resource limit, checked by the core (`exec_core::limits::limit_value`,
+/// which `serve` uses too).
+pub struct Limit(pub u64);
+
+impl<'env> FromJs<'env> for Limit {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::checked(v, at, exec_core::limits::limit_value).map(Limit)
+  }
+}
+
+js_options! {
+  /// Resource limits of an execution and all its descendants. Each is a
+  /// number of at least 1 (a fraction is cut).
+  pub struct ResourceLimits {
+    /// Memory of the whole tree, in bytes (a memory cgroup where the host may
+    /// create one; everywhere a watchdog sums the tree's resident memory every
+    /// 20 ms). See docs/LIMITS.md.
+    #[napi(ts_type = "number")]
+    pub memory_bytes: Option<Limit>,
+    /// CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU, SIGKILL one
+    /// second later; both are reported as ELIMIT).
+    #[napi(ts_type = "number")]
+    pub cpu_seconds: Option<Limit>,
+    /// Processes in the tree at once (a pids cgroup where the host may create
+    /// one, else RLIMIT_NPROC relative to the user's threads; plus a watchdog).
+    /// Where the kernel enforces it, threads count.
+    #[napi(ts_type = "number")]
+    pub max_processes: Option<Limit>,
+    /// Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ).
+    #[napi(ts_type = "number")]
+    pub file_size_bytes: Option<Limit>,
+    /// Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+    /// it is not stopped).
+    #[napi(ts_type = "number")]
+    pub open_files: Option<Limit>,
+  }
+}
+
+impl From<ResourceLimits> for Limits {
+  fn from(l: ResourceLimits) -> Self {
+    Limits {
+      memory_bytes: l.memory_bytes.map(|n| n.0),
+      cpu_seconds: l.cpu_seconds.map(|n| n.0),
+      max_processes: l.max_processes.map(|n| n.0),
+      file_size_bytes: l.file_size_bytes.map(|n| n.0),
+      open_files: l.open_files.map(|n| n.0),
+    }
+  }
+}
+
+/// The fields every process takes (see `js_options!`), moved out of an
+/// options object by its `process()`.
+#[derive(Default)]
+pub struct ProcessFields {
+  pub cwd: Option<String>,
+  pub env: Option<EnvVars>,
+  pub extend_env: Option<bool>,
+  pub env_allowlist: Option<Vec<String>>,
+  pub env_denylist: Option<Vec<String>>,
+  pub limits: Option<ResourceLimits>,
+  pub die_with_parent: Option<bool>,
+  pub sandbox: Option<SandboxArg>,
+}
+
+/// [`ProcessFields`] checked and in the core's types, with the core's defaults.
+#[derive(Clone)]
+pub struct ProcessSetup {
+  /// `None`: the caller's default (the host's cwd, a runner's).
+  pub cwd: Option<PathBuf>,
+  pub env: EnvSpec,
+  pub limits: Limits,
+  pub die_with_parent: bool,
+  pub sandbox: Option<SandboxPolicy>,
+}
+
+impl TryFrom<ProcessFields> for ProcessSetup {
+  type Error = exec_core::ExecError;
+
+  /// A sandboxed process drops the host's secrets unless the caller gave
+  /// its own env lists (`exec_core::sandbox::SECRET_ENV`).
+  fn try_from(f: ProcessFields) -> ArgResult<Self> {
+    let explicit_lists = f.env_allowlist.is_some() || f.env_denylist.is_some();
+    let mut env = read::env_spec(f.env, f.extend_env, f.env_allowlist, f.env_denylist)?;
+    let sandbox = f.sandbox.and_then(|s| s.0);
+    exec_core::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+    Ok(ProcessSetup {
+      cwd: f.cwd.map(PathBuf::from),
+      env,
+      limits: f.limits.map(Into::into).unwrap_or_default(),
+      die_with_parent: f.die_with_parent.unwrap_or(false),
+      sandbox,
+    })
+  }
 }

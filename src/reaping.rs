@@ -39,8 +39,10 @@ pub struct ReaperStatus {
 /// other than Linux, where this is a no-op).
 #[napi(ts_args_type = "enabled: boolean")]
 pub fn set_subreaper(env: Env, enabled: Unknown) -> Result<bool> {
-  let enabled =
-    crate::args::boolean(&enabled, "enabled").map_err(|e| crate::error::throw_type(&env, &e))?;
+  let enabled = crate::call::sync_args(
+    &env,
+    crate::read::required(enabled, &crate::read::At::arg("enabled")),
+  )?;
   exec_core::process::reaper::set_subreaper(enabled)
     .map_err(|e| crate::error::throw_coded(&env, &e))
 }

@@ -2,54 +2,63 @@
 //! WebSocket with `listen`) inside the addon's runtime. `bin/serve.mjs` is
 //! the `exec-native serve` command on top of it.
 
-use exec_core::manager::ManagerConfig;
 use exec_core::server;
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::args::{self, ArgResult};
+use std::time::Duration;
+
+use crate::call;
 use crate::error::reject_type_error;
 use crate::host;
+use crate::manager::{manager_config, Setting};
+use crate::read::{self, ArgResult, At, Positive};
 
-/// Options of `serve`.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct ServeOptions {
-  /// `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
-  /// one; the address is printed to stderr as `exec-native: listening on
-  /// ws://...`). Absent: serve one connection over stdin/stdout.
-  pub listen: Option<String>,
-  /// Accept a `listen` address that is not loopback. Anyone who can connect
-  /// can run commands as this user. @default false
-  pub allow_remote: Option<bool>,
-  /// Per connection, as in `ProcessManagerConfig`. @default 1048576
-  pub retained_output_bytes: Option<f64>,
-  /// Per connection. @default 64
-  pub max_processes: Option<f64>,
-  /// @default 30000
-  pub exited_retention_ms: Option<f64>,
-  /// The token WebSocket clients must send (`Authorization: Bearer <token>`,
-  /// or `?token=<token>`). Absent: read from `tokenFile`, else from
-  /// `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
-  /// stderr and written to a file only the user can read
-  /// (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
-  /// `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
-  pub token: Option<String>,
-  /// A file holding the token (its first line).
-  pub token_file: Option<String>,
-  /// No authentication; only on a loopback address. @default false
-  pub no_auth: Option<bool>,
-  /// Origins whose pages may connect (exact: `http://localhost:5173`). A
-  /// handshake with any other `Origin` header is refused (403). @default []
-  pub allow_origin: Option<Vec<String>>,
-  /// WebSocket connections at once; more are refused (503). @default 64
-  pub max_connections: Option<f64>,
-  /// Milliseconds between pings; a peer silent for two intervals is dropped
-  /// and its processes terminated. @default 30000
-  pub ping_interval_ms: Option<f64>,
-  /// Milliseconds a connection has to complete its handshake. @default 10000
-  pub handshake_timeout_ms: Option<f64>,
+js_options! {
+  /// Options of `serve`.
+  pub struct ServeOptions {
+    /// `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
+    /// one; the address is printed to stderr as `exec-native: listening on
+    /// ws://...`). Absent: serve one connection over stdin/stdout.
+    pub listen: Option<String>,
+    /// Accept a `listen` address that is not loopback. Anyone who can connect
+    /// can run commands as this user. @default false
+    pub allow_remote: Option<bool>,
+    /// Per connection, as in `ProcessManagerConfig`. @default 1048576
+    #[napi(ts_type = "number")]
+    pub retained_output_bytes: Option<Setting>,
+    /// Per connection (at least 1). @default 64
+    #[napi(ts_type = "number")]
+    pub max_processes: Option<Setting>,
+    /// @default 30000
+    #[napi(ts_type = "number")]
+    pub exited_retention_ms: Option<Setting>,
+    /// The token WebSocket clients must send (`Authorization: Bearer <token>`,
+    /// or `?token=<token>`). Absent: read from `tokenFile`, else from
+    /// `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
+    /// stderr and written to a file only the user can read
+    /// (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
+    /// `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
+    pub token: Option<String>,
+    /// A file holding the token (its first line).
+    pub token_file: Option<String>,
+    /// No authentication; only on a loopback address. @default false
+    pub no_auth: Option<bool>,
+    /// Origins whose pages may connect (exact: `http://localhost:5173`). A
+    /// handshake with any other `Origin` header is refused (403). @default []
+    pub allow_origin: Option<Vec<String>>,
+    /// WebSocket connections at once (at least 1); more are refused (503). @default 64
+    #[napi(ts_type = "number")]
+    pub max_connections: Option<Positive>,
+    /// Milliseconds between pings (at least 1); a peer silent for two
+    /// intervals is dropped and its processes terminated. @default 30000
+    #[napi(ts_type = "number")]
+    pub ping_interval_ms: Option<Positive>,
+    /// Milliseconds a connection has to complete its handshake (at least 1). @default 10000
+    #[napi(ts_type = "number")]
+    pub handshake_timeout_ms: Option<Positive>,
+  }
 }
 
 /// The listener's token: given, from a file, from the environment, or made.
@@ -97,75 +106,35 @@ fn resolve_token(
 )]
 pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<PromiseRaw<'env, ()>> {
   let parsed = (|| -> ArgResult<_> {
-    let obj = args::options(options, "options")?;
-    let o = obj.as_ref();
-    let listen = o
-      .map(|o| args::opt_string(o, "listen"))
-      .transpose()?
-      .flatten();
-    let allow_remote = o
-      .map(|o| args::opt_bool(o, "allowRemote"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false);
-    let mut config = ManagerConfig {
-      owner: host::owner(),
-      ..Default::default()
-    };
-    config.retained_output_bytes =
-      args::opt_usize(o, "retainedOutputBytes", config.retained_output_bytes)?;
-    config.max_processes = args::opt_usize(o, "maxProcesses", config.max_processes)?;
-    config.exited_retention = args::opt_ms(
-      o,
-      "exitedRetentionMs",
-      config.exited_retention.as_millis() as u64,
+    let at = At::arg("options");
+    let o: ServeOptions = read::optional(options, &at)?.unwrap_or_default();
+    let allow_remote = o.allow_remote.unwrap_or(false);
+    let config = manager_config(
+      &at,
+      o.retained_output_bytes,
+      o.max_processes,
+      o.exited_retention_ms,
     )?;
-    let addr = listen
+    let addr = o
+      .listen
       .as_deref()
       .map(|l| server::parse_listen(l, allow_remote))
       .transpose()?;
-    let mut policy = server::WsPolicy {
+    let d = server::WsPolicy::default();
+    let policy = server::WsPolicy {
       allow_remote,
-      ..Default::default()
+      allowed_origins: o.allow_origin.unwrap_or_default(),
+      max_connections: o.max_connections.map_or(d.max_connections, |n| n.0),
+      ping_interval: o
+        .ping_interval_ms
+        .map_or(d.ping_interval, |n| Duration::from_millis(n.0 as u64)),
+      handshake_timeout: o
+        .handshake_timeout_ms
+        .map_or(d.handshake_timeout, |n| Duration::from_millis(n.0 as u64)),
+      ..d
     };
-    policy.allowed_origins = match o
-      .map(|o| args::prop(o, "allowOrigin"))
-      .transpose()?
-      .flatten()
-    {
-      Some(v) => args::opt_string_array(Some(v), "options.allowOrigin")?,
-      None => Vec::new(),
-    };
-    policy.max_connections = args::opt_usize(o, "maxConnections", policy.max_connections)?;
-    policy.ping_interval =
-      args::opt_ms(o, "pingIntervalMs", policy.ping_interval.as_millis() as u64)?;
-    policy.handshake_timeout = args::opt_ms(
-      o,
-      "handshakeTimeoutMs",
-      policy.handshake_timeout.as_millis() as u64,
-    )?;
-    if policy.max_connections == 0
-      || policy.ping_interval.is_zero()
-      || policy.handshake_timeout.is_zero()
-    {
-      return Err(crate::error::type_error(
-        "options.maxConnections, pingIntervalMs and handshakeTimeoutMs must be at least 1",
-      ));
-    }
-    let token = o
-      .map(|o| args::opt_string(o, "token"))
-      .transpose()?
-      .flatten();
-    let token_file = o
-      .map(|o| args::opt_string(o, "tokenFile"))
-      .transpose()?
-      .flatten();
-    let no_auth = o
-      .map(|o| args::opt_bool(o, "noAuth"))
-      .transpose()?
-      .flatten()
-      .unwrap_or(false);
-    Ok((addr, config, policy, (token, token_file, no_auth)))
+    let auth = (o.token, o.token_file, o.no_auth.unwrap_or(false));
+    Ok((addr, config, policy, auth))
   })();
   let (addr, config, mut policy, (token, token_file, no_auth)) = match parsed {
     Ok(p) => p,
@@ -194,13 +163,7 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
       }
     }
   };
-  env.spawn_future_with_callback(
-    async move { Ok(fut.await) },
-    |env, r: std::result::Result<(), ExecError>| match r {
-      Ok(()) => Ok(()),
-      Err(e) => Err(crate::error::coded_error(env, e)),
-    },
-  )
+  call::fallible(env, Ok(fut), |_, ()| Ok(()))
 }
 
 /// SIGKILL every process group started from this Node environment that is

@@ -1,6 +1,5 @@
 //! `PythonSession` and `ShellSession`: persistent interpreters as JavaScript
 //! classes. Conversion only; the work is in `exec_core::session`.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -12,108 +11,75 @@ use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::args::{self, ArgResult};
-use crate::error::{coded_error, reject_type_error};
+use crate::call;
 use crate::host;
-use crate::options::nullable;
-use crate::stream::{Callback, CallbackSink};
+use crate::options::{nullable, ProcessSetup};
+use crate::read::{self, ArgResult, At, JsFn, Ms, Size, Timeout};
+use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
 
-const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-const DEFAULT_GRACE_MS: u64 = 2_000;
-const DEFAULT_STARTUP_MS: u64 = 30_000;
-const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
-const CALLBACK_INTERVAL: Duration = Duration::from_millis(10);
+const DEFAULT_GRACE: Duration = Duration::from_millis(2_000);
+const DEFAULT_STARTUP: Duration = Duration::from_millis(30_000);
+const CALLBACK_INTERVAL: Duration = crate::subprocess::DEFAULT_INTERVAL;
 
-/// Options of `PythonSession.start`.
-#[napi(object, object_to_js = false)]
-pub struct PythonSessionOptions {
-  /// Working directory of the interpreter, checked before starting. @default process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the host environment (`undefined` removes one).
-  pub env: Option<std::collections::HashMap<String, String>>,
-  /// Start from the host environment (`true`) or from `env` alone. @default true
-  pub extend_env: Option<bool>,
-  /// The interpreter: a name looked up in PATH, or a path. @default 'python3'
-  pub python: Option<String>,
-  /// Code run in the namespace after every start of an interpreter (the first,
-  /// restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
-  pub init_code: Option<String>,
-  /// Milliseconds a cell has to stop after the SIGINT of its timeout before the
-  /// interpreter is killed. @default 2000
-  pub force_kill_after_delay: Option<f64>,
-  /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
-  pub startup_timeout: Option<f64>,
-  /// Opt-in resource limits of the interpreter's whole process tree; a tree over
-  /// a limit is stopped and the running `execute` resolves with `status:
-  /// 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across cells, per process).
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the interpreter
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the interpreter when the host dies by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG; only the interpreter itself). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox of the interpreter and every cell it runs (as
-  /// `ExecuteOptions.sandbox`; restarts apply it again). @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Options of `PythonSession.start`. `dieWithParent` kills only the
+  /// interpreter itself; `limits`, `sandbox` hold for every cell (CPU time
+  /// counts across cells, per process) and again after a restart.
+  pub struct PythonSessionOptions {
+    ..process,
+    /// The interpreter: a name looked up in PATH, or a path. @default 'python3'
+    pub python: Option<String>,
+    /// Code run in the namespace after every start of an interpreter (the first,
+    /// restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
+    pub init_code: Option<String>,
+    /// Milliseconds a cell has to stop after the SIGINT of its timeout before the
+    /// interpreter is killed. @default 2000
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
+    #[napi(ts_type = "number")]
+    pub startup_timeout: Option<Ms>,
+  }
 }
 
-/// Options of `ShellSession.start`.
-#[napi(object, object_to_js = false)]
-pub struct ShellSessionOptions {
-  /// Initial working directory of the shell. @default process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the host environment (`undefined` removes one).
-  pub env: Option<std::collections::HashMap<String, String>>,
-  /// @default true
-  pub extend_env: Option<bool>,
-  /// bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash'
-  pub shell: Option<String>,
-  /// Run in the shell after every start (the first, restarts). Its output is discarded.
-  pub init_script: Option<String>,
-  /// Milliseconds a command has to stop after the SIGINT of its timeout before
-  /// its processes are killed. @default 2000
-  pub force_kill_after_delay: Option<f64>,
-  /// Milliseconds allowed for starting the shell and running `initScript`. @default 30000
-  pub startup_timeout: Option<f64>,
-  /// Opt-in resource limits of the shell's whole process tree; a tree over
-  /// a limit is stopped and the running `execute` resolves with `status:
-  /// 'died'`, `errorCode: 'ELIMIT'` (CPU time counts across commands, per process).
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the shell
-  /// (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped
-  /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the shell when the host dies by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG; only the shell itself). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox of the interpreter and every cell it runs (as
-  /// `ExecuteOptions.sandbox`; restarts apply it again). @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Options of `ShellSession.start`. `dieWithParent` kills only the shell
+  /// itself; `limits`, `sandbox` hold for every command (CPU time counts
+  /// across commands, per process) and again after a restart.
+  pub struct ShellSessionOptions {
+    ..process,
+    /// bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash'
+    pub shell: Option<String>,
+    /// Run in the shell after every start (the first, restarts). Its output is discarded.
+    pub init_script: Option<String>,
+    /// Milliseconds a command has to stop after the SIGINT of its timeout before
+    /// its processes are killed. @default 2000
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// Milliseconds allowed for starting the shell and running `initScript`. @default 30000
+    #[napi(ts_type = "number")]
+    pub startup_timeout: Option<Ms>,
+  }
 }
 
-/// Options of `execute` (both sessions).
-#[napi(object, object_to_js = false)]
-pub struct SessionExecuteOptions {
-  /// Milliseconds before the execution is interrupted (then killed, see
-  /// `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
-  pub timeout: Option<f64>,
-  /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
-  pub max_output_bytes: Option<f64>,
-  /// Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced).
-  #[napi(ts_type = "(data: string) => void")]
-  pub on_stdout: Option<Unknown<'static>>,
-  /// Called with stderr text as it is printed.
-  #[napi(ts_type = "(data: string) => void")]
-  pub on_stderr: Option<Unknown<'static>>,
+js_options! {
+  /// Options of `execute` (both sessions).
+  pub struct SessionExecuteOptions<'env> {
+    /// Milliseconds before the execution is interrupted (then killed, see
+    /// `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576
+    #[napi(ts_type = "number")]
+    pub max_output_bytes: Option<Size>,
+    /// Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced).
+    #[napi(ts_type = "(data: string) => void")]
+    pub on_stdout: Option<JsFn<'env>>,
+    /// Called with stderr text as it is printed.
+    #[napi(ts_type = "(data: string) => void")]
+    pub on_stderr: Option<JsFn<'env>>,
+  }
 }
 
 /// An exception raised by a Python cell.
@@ -210,6 +176,7 @@ pub struct ShellExecuteResult {
   pub error_code: Option<String>,
 }
 
+/// What both kinds of session take, checked, with the core's defaults.
 struct Common {
   cwd: PathBuf,
   env: exec_core::EnvSpec,
@@ -220,23 +187,21 @@ struct Common {
   sandbox: Option<exec_core::sandbox::SandboxPolicy>,
 }
 
-fn common(opts: Option<&Object>) -> ArgResult<Common> {
-  let cwd = match args::opt_string_in(opts, "cwd")? {
-    Some(c) => PathBuf::from(c),
-    None => args::host_cwd()?,
-  };
-  let sandbox = args::sandbox(opts)?;
-  let mut env = args::env_with_lists(opts)?;
-  args::sandbox_env(opts, &sandbox, &mut env)?;
-  Ok(Common {
-    sandbox,
-    cwd,
-    env,
-    limits: args::limits(opts)?,
-    die_with_parent: args::opt_bool_in(opts, "dieWithParent")?.unwrap_or(false),
-    grace: args::opt_ms(opts, "forceKillAfterDelay", DEFAULT_GRACE_MS)?,
-    startup: args::opt_ms(opts, "startupTimeout", DEFAULT_STARTUP_MS)?,
-  })
+impl Common {
+  fn new(setup: ProcessSetup, grace: Option<Ms>, startup: Option<Ms>) -> ArgResult<Self> {
+    Ok(Common {
+      cwd: match setup.cwd {
+        Some(c) => c,
+        None => read::host_cwd()?,
+      },
+      env: setup.env,
+      grace: grace.map_or(DEFAULT_GRACE, |m| m.0),
+      startup: startup.map_or(DEFAULT_STARTUP, |m| m.0),
+      limits: setup.limits,
+      die_with_parent: setup.die_with_parent,
+      sandbox: setup.sandbox,
+    })
+  }
 }
 
 struct ExecArgs {
@@ -246,23 +211,18 @@ struct ExecArgs {
   err: CallbackSink,
 }
 
-fn exec_args(code: &Unknown, options: Option<Unknown>, what: &str) -> ArgResult<ExecArgs> {
-  let code = args::string(code, what)?;
-  let opts = args::options(options, "options")?;
-  let timeout = args::opt_timeout(opts.as_ref(), "timeout", DEFAULT_TIMEOUT_MS)?;
-  let max_output = args::opt_usize(opts.as_ref(), "maxOutputBytes", DEFAULT_MAX_OUTPUT)?;
-  let (on_out, on_err): (Option<Callback>, Option<Callback>) = match &opts {
-    Some(o) => (
-      output_callback(args::prop(o, "onStdout")?, "options.onStdout", false)?,
-      output_callback(args::prop(o, "onStderr")?, "options.onStderr", false)?,
-    ),
-    None => (None, None),
-  };
+fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<ExecArgs> {
+  let code: String = read::required(code, &At::arg(what))?;
+  let at = At::arg("options");
+  let o: SessionExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
+  let d = ExecuteOptions::default();
+  let on_out = output_callback(o.on_stdout, &at.key("onStdout"), false)?;
+  let on_err = output_callback(o.on_stderr, &at.key("onStderr"), false)?;
   Ok(ExecArgs {
     code,
     opts: ExecuteOptions {
-      timeout,
-      max_output,
+      timeout: o.timeout.map_or(d.timeout, |t| t.0),
+      max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
     },
     out: CallbackSink::new(on_out, CALLBACK_INTERVAL),
     err: CallbackSink::new(on_err, CALLBACK_INTERVAL),
@@ -277,13 +237,11 @@ fn ms(d: Duration) -> f64 {
   d.as_secs_f64() * 1000.0
 }
 
-/// `start` of either class: the options are read on the JS thread (a
-/// TypeError rejects), `make` adds what only one kind has, the session starts
-/// off it and `wrap` makes the JS object.
+/// `start` of either class: the options were read on the JS thread (a
+/// TypeError rejects), the session starts off it and `wrap` makes the JS object.
 fn start_session<'env, O, S, F, C>(
   env: &'env Env,
-  options: Option<Unknown<'env>>,
-  make: impl FnOnce(Option<&Object>, Common) -> ArgResult<O>,
+  options: ArgResult<O>,
   start: impl FnOnce(O) -> F,
   wrap: fn(Arc<S>) -> C,
 ) -> Result<PromiseRaw<'env, C>>
@@ -292,21 +250,7 @@ where
   F: Future<Output = std::result::Result<S, ExecError>> + Send + 'static,
   C: ToNapiValue + 'static,
 {
-  let parsed = (|| -> ArgResult<_> {
-    let opts = args::options(options, "options")?;
-    let c = common(opts.as_ref())?;
-    make(opts.as_ref(), c)
-  })();
-  let opts = match parsed {
-    Ok(o) => o,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let run = start(opts);
-  let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, move |env, r| match r {
-    Ok(s) => Ok(wrap(Arc::new(s))),
-    Err(e) => Err(coded_error(env, e)),
-  })
+  call::fallible(env, options.map(start), move |_, s| Ok(wrap(Arc::new(s))))
 }
 
 /// `execute` of either class: `run` joins the session's queue now (so calls
@@ -315,7 +259,7 @@ where
 /// settles: until then `interrupt()` targets this execution, never the next.
 fn execute_in<'env, R, F, V>(
   env: &'env Env,
-  code: &Unknown<'env>,
+  code: Unknown<'env>,
   options: Option<Unknown<'env>>,
   what: &str,
   run: impl FnOnce(ExecArgs) -> (core::Ticket, F),
@@ -326,40 +270,17 @@ where
   F: Future<Output = std::result::Result<R, ExecError>> + Send + 'static,
   V: ToNapiValue + 'static,
 {
-  let a = match exec_args(code, options, what) {
-    Ok(a) => a,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let (ticket, run) = run(a);
-  let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, move |env, r| {
-    drop(ticket);
-    match r {
-      Err(e) => Err(coded_error(env, e)),
-      Ok(r) => Ok(convert(r)),
+  let (ticket, fut) = match exec_args(code, options, what) {
+    Ok(a) => {
+      let (ticket, fut) = run(a);
+      (Some(ticket), Ok(fut))
     }
-  })
-}
-
-/// `reset` of either class.
-fn settle<'env, F>(env: &'env Env, run: F) -> Result<PromiseRaw<'env, ()>>
-where
-  F: Future<Output = std::result::Result<(), ExecError>> + Send + 'static,
-{
-  let fut = async move { Ok(run.await) };
-  env.spawn_future_with_callback(fut, |env, r| r.map_err(|e| coded_error(env, e)))
-}
-
-/// `close` of either class: resolves when `close` is done.
-fn resolve_after<'env, F>(env: &'env Env, close: F) -> Result<PromiseRaw<'env, ()>>
-where
-  F: Future<Output = ()> + Send + 'static,
-{
-  let fut = async move {
-    close.await;
-    Ok(())
+    Err(e) => (None, Err(e)),
   };
-  env.spawn_future_with_callback(fut, |_, _| Ok(()))
+  call::fallible(env, fut, move |_, r| {
+    drop(ticket);
+    Ok(convert(r))
+  })
 }
 
 /// A persistent Python interpreter (a real `python3` process, never Python
@@ -386,21 +307,28 @@ impl PythonSession {
     env: &'env Env,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonSession>> {
-    let make = |opts: Option<&Object>, c: Common| {
+    let make = || {
+      let mut o: PythonSessionOptions =
+        read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let c = Common::new(
+        o.process().try_into()?,
+        o.force_kill_after_delay,
+        o.startup_timeout,
+      )?;
       Ok(core::PythonOptions {
-        python: args::opt_string_in(opts, "python")?.unwrap_or_else(|| "python3".into()),
+        python: o.python.unwrap_or_else(|| "python3".into()),
         cwd: c.cwd,
         env: c.env,
-        init_code: args::opt_string_in(opts, "initCode")?,
+        init_code: o.init_code,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
-        sandbox: c.sandbox.clone(),
+        sandbox: c.sandbox,
       })
     };
-    start_session(env, options, make, core::PythonSession::start, |inner| {
+    start_session(env, make(), core::PythonSession::start, |inner| {
       PythonSession { inner }
     })
   }
@@ -419,7 +347,7 @@ impl PythonSession {
   ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
     let inner = &self.inner;
     let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
-    execute_in(env, &code, options, "code", run, |r| PythonExecuteResult {
+    execute_in(env, code, options, "code", run, |r| PythonExecuteResult {
       status: status(r.status),
       stdout: r.stdout,
       stderr: r.stderr,
@@ -438,8 +366,8 @@ impl PythonSession {
       signal: nullable(r.signal),
       state_lost: r.state_lost,
       restarted: r.restarted,
-      error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
-      error: r.error.map(|e| e.message()),
+      error: call::error_message(&r.error),
+      error_code: call::error_code(&r.error),
     })
   }
 
@@ -456,7 +384,7 @@ impl PythonSession {
   /// runs again). Waits for queued cells first.
   #[napi(ts_return_type = "Promise<void>")]
   pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    settle(env, self.inner.reset())
+    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
   }
 
   /// End the interpreter and every process it started. A running cell
@@ -464,7 +392,7 @@ impl PythonSession {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    resolve_after(env, async move { inner.close().await })
+    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
   }
 
   /// The interpreter's pid; 0 while none runs (from the moment it died, also
@@ -502,21 +430,28 @@ impl ShellSession {
     env: &'env Env,
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, ShellSession>> {
-    let make = |opts: Option<&Object>, c: Common| {
+    let make = || {
+      let mut o: ShellSessionOptions =
+        read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let c = Common::new(
+        o.process().try_into()?,
+        o.force_kill_after_delay,
+        o.startup_timeout,
+      )?;
       Ok(core::ShellOptions {
-        shell: args::opt_string_in(opts, "shell")?.unwrap_or_else(|| "bash".into()),
+        shell: o.shell.unwrap_or_else(|| "bash".into()),
         cwd: c.cwd,
         env: c.env,
-        init_script: args::opt_string_in(opts, "initScript")?,
+        init_script: o.init_script,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
         limits: c.limits,
         die_with_parent: c.die_with_parent,
-        sandbox: c.sandbox.clone(),
+        sandbox: c.sandbox,
       })
     };
-    start_session(env, options, make, core::ShellSession::start, |inner| {
+    start_session(env, make(), core::ShellSession::start, |inner| {
       ShellSession { inner }
     })
   }
@@ -536,7 +471,7 @@ impl ShellSession {
   ) -> Result<PromiseRaw<'env, ShellExecuteResult>> {
     let inner = &self.inner;
     let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
-    execute_in(env, &command, options, "command", run, |r| {
+    execute_in(env, command, options, "command", run, |r| {
       ShellExecuteResult {
         status: status(r.status),
         stdout: r.stdout,
@@ -548,8 +483,8 @@ impl ShellSession {
         signal: nullable(r.signal),
         state_lost: r.state_lost,
         restarted: r.restarted,
-        error_code: r.error.as_ref().map(|e| e.code.as_str().to_owned()),
-        error: r.error.map(|e| e.message()),
+        error: call::error_message(&r.error),
+        error_code: call::error_code(&r.error),
       }
     })
   }
@@ -566,14 +501,14 @@ impl ShellSession {
   /// Replace the shell by a fresh one (initial cwd; `initScript` runs again).
   #[napi(ts_return_type = "Promise<void>")]
   pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    settle(env, self.inner.reset())
+    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
   }
 
   /// End the shell and every process of its group (background jobs included).
   #[napi(ts_return_type = "Promise<void>")]
   pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    resolve_after(env, async move { inner.close().await })
+    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
   }
 
   /// The shell's pid; 0 while none runs (from the moment it died until the

@@ -4,35 +4,52 @@
 
 use exec_core::language::{self, Language, Launch};
 use exec_core::process::spec::{check_cwd, resolve_program};
-use exec_core::process::supervise::ProcessSpec;
-use exec_core::ExecError;
+use exec_core::process::supervise::{ProcessSpec, RunPolicy};
+use exec_core::{ExecError, TsPath};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::args::{self, ArgResult};
-use crate::capture::DEFAULT_TIMEOUT_MS;
-use crate::error::reject_type_error;
+use crate::abort::AbortBinding;
+use crate::call;
 use crate::host;
-use crate::options::SpawnResult;
-use crate::subprocess::{failed, settle, start, streaming_args, Streaming};
+use crate::options::{ProcessSetup, SpawnOptions, SpawnResult};
+use crate::read::{self, ArgResult, At};
+use crate::subprocess::{failed, settle, start, streaming, StreamFields, Streaming};
 
+/// The options and callbacks of `spawnCall` / `executeStreaming`, read.
 fn read_streaming<'env>(
   env: &'env Env,
   options: Option<Unknown<'env>>,
   on_stdout: Option<Unknown<'env>>,
   on_stderr: Option<Unknown<'env>>,
-) -> ArgResult<Streaming> {
-  let opts = args::options(options, "options")?;
-  streaming_args(env, opts.as_ref(), DEFAULT_TIMEOUT_MS, on_stdout, on_stderr)
+) -> ArgResult<(Streaming, Option<AbortBinding>, TsPath)> {
+  let at = At::arg("options");
+  let mut o: SpawnOptions = read::optional(options, &at)?.unwrap_or_default();
+  let setup = ProcessSetup::try_from(o.process())?;
+  let ts = o.typescript.map_or(TsPath::Auto, |t| t.0);
+  let fields = StreamFields {
+    timeout: o.timeout,
+    grace: o.force_kill_after_delay,
+    input: o.input,
+    signal: o.signal,
+    interval: o.callback_interval_ms,
+    encoding: o.encoding,
+    on_stdout: (
+      read::optional(on_stdout, &At::arg("onStdout"))?,
+      At::arg("onStdout"),
+    ),
+    on_stderr: (
+      read::optional(on_stderr, &At::arg("onStderr"))?,
+      At::arg("onStderr"),
+    ),
+  };
+  let (st, binding) = streaming(env, setup, fields, RunPolicy::default().timeout, &at)?;
+  Ok((st, binding, ts))
 }
 
-/// Spawn what `prepared` resolved to (on the runtime: preparing may have
-/// written a temp file) and stream its output; settle on the JS thread.
-fn stream_run<'env, P>(
-  env: &'env Env,
-  st: Streaming,
-  prepare: P,
-) -> Result<PromiseRaw<'env, SpawnResult>>
+/// Spawn what `prepare` resolves to (on the runtime: preparing may write a
+/// temp file) and stream its output; settle on the JS thread.
+async fn stream_run<P>(st: Streaming, prepare: P) -> SpawnResult
 where
   P: FnOnce() -> std::result::Result<Launch, ExecError> + Send + 'static,
 {
@@ -41,27 +58,18 @@ where
     out,
     err,
     cancel,
-    binding,
   } = st;
-  let fut = async move {
-    let launch = match prepare() {
-      Err(e) => return Ok(failed(e)),
-      Ok(l) => l,
-    };
-    let (exec, policy) = match start(launch.spec, common, false, out, err) {
-      Err(e) => return Ok(failed(e)),
-      Ok(s) => s,
-    };
-    let r = settle(exec, policy, cancel).await;
-    drop(launch.temp);
-    Ok(r)
+  let launch = match prepare() {
+    Err(e) => return failed(e),
+    Ok(l) => l,
   };
-  env.spawn_future_with_callback(fut, move |env, r: SpawnResult| {
-    if let Some(b) = binding {
-      b.detach(env);
-    }
-    Ok(r)
-  })
+  let (exec, policy) = match start(launch.spec, common, false, out, err) {
+    Err(e) => return failed(e),
+    Ok(s) => s,
+  };
+  let r = settle(exec, policy, cancel).await;
+  drop(launch.temp);
+  r
 }
 
 /// Run `command` (looked up in PATH, no shell) with `args`, streaming output to
@@ -81,28 +89,28 @@ pub fn spawn_call<'env>(
   on_stdout: Option<Unknown<'env>>,
   on_stderr: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, SpawnResult>> {
-  let parsed = (|| -> ArgResult<_> {
-    let command = args::string(&command, "command")?;
-    let argv = args::opt_string_array(argv, "args")?;
-    Ok((
-      command,
-      argv,
-      read_streaming(env, options, on_stdout, on_stderr)?,
-    ))
+  let args = (|| -> ArgResult<_> {
+    let command: String = read::required(command, &At::arg("command"))?;
+    let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;
+    let (st, binding, _) = read_streaming(env, options, on_stdout, on_stderr)?;
+    Ok(((command, argv.unwrap_or_default(), st), binding))
   })();
-  let (command, argv, st) = match parsed {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let cwd = st.common.cwd.clone();
-  let path = st.common.env.path_var();
-  stream_run(env, st, move || {
-    check_cwd(&cwd)?;
-    let program = resolve_program(&command, path.as_ref(), &cwd)?;
-    let mut spec = ProcessSpec::new(program);
-    spec.args = argv.into_iter().map(Into::into).collect();
-    Ok(Launch { spec, temp: None })
-  })
+  call::abortable(
+    env,
+    args,
+    |(command, argv, st)| {
+      let cwd = st.common.cwd.clone();
+      let path = st.common.env.path_var();
+      stream_run(st, move || {
+        check_cwd(&cwd)?;
+        let program = resolve_program(&command, path.as_ref(), &cwd)?;
+        let mut spec = ProcessSpec::new(program);
+        spec.args = argv.into_iter().map(Into::into).collect();
+        Ok(Launch { spec, temp: None })
+      })
+    },
+    |_, r| Ok(r),
+  )
 }
 
 /// Run code like `executeAndCapture`, but stream the output to callbacks as
@@ -119,26 +127,24 @@ pub fn execute_streaming<'env>(
   on_stdout: Option<Unknown<'env>>,
   on_stderr: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, SpawnResult>> {
-  let parsed = (|| -> ArgResult<_> {
-    let code = args::string(&code, "code")?;
-    let language = args::string(&language, "language")?;
-    let ts = crate::typescript::ts_path(args::options(options, "options")?.as_ref())?;
-    Ok((
-      code,
-      language,
-      ts,
-      read_streaming(env, options, on_stdout, on_stderr)?,
-    ))
+  let args = (|| -> ArgResult<_> {
+    let code: String = read::required(code, &At::arg("code"))?;
+    let language: String = read::required(language, &At::arg("language"))?;
+    let (st, binding, ts) = read_streaming(env, options, on_stdout, on_stderr)?;
+    Ok(((code, language, ts, st), binding))
   })();
-  let (code, language, ts, st) = match parsed {
-    Ok(p) => p,
-    Err(e) => return reject_type_error(env, e),
-  };
-  let cwd = st.common.cwd.clone();
-  let child_env = st.common.env.clone();
-  stream_run(env, st, move || {
-    let lang: Language = language.parse()?;
-    check_cwd(&cwd)?;
-    language::prepare_with(lang, &code, &cwd, &child_env, host::toolchain(), ts)
-  })
+  call::abortable(
+    env,
+    args,
+    |(code, language, ts, st)| {
+      let cwd = st.common.cwd.clone();
+      let child_env = st.common.env.clone();
+      stream_run(st, move || {
+        let lang: Language = language.parse()?;
+        check_cwd(&cwd)?;
+        language::prepare_with(lang, &code, &cwd, &child_env, host::toolchain(), ts)
+      })
+    },
+    |_, r| Ok(r),
+  )
 }

@@ -20,124 +20,90 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::abort::{self, AbortBinding};
-use crate::args::{self, ArgResult};
-use crate::capture::{common_options, CommonOptions};
+use crate::call;
+use crate::capture::CommonOptions;
 use crate::error::{coded_error, reject_type_error, throw_type, type_error};
-use crate::options::SpawnResult;
-use crate::stream::{BufferCallback, Callback, CallbackSink, StringCallback};
+use crate::options::{ProcessSetup, SpawnResult};
+use crate::read::{self, ArgResult, At, Encoding, FromJs, Input, JsFn, JsSignal, Ms, Timeout};
+use crate::stream::{Callback, CallbackSink};
+use std::time::Duration;
 
-pub const DEFAULT_INTERVAL_MS: u64 = 10;
+/// How often a partial chunk may go to a callback, unless the options say.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Options of `spawn`.
-#[allow(dead_code)] // the TypeScript shape; read by hand for clear errors
-#[napi(object, object_to_js = false)]
-pub struct SubprocessOptions {
-  /// Working directory, checked before spawning. @default process.cwd()
-  pub cwd: Option<String>,
-  /// Variables set over the host environment (`undefined` removes one).
-  pub env: Option<std::collections::HashMap<String, String>>,
-  /// Start from the host environment (`true`) or from `env` alone. @default true
-  pub extend_env: Option<bool>,
-  /// Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
-  /// 0 or Infinity: none, as with Node's `spawn`. @default 0
-  pub timeout: Option<f64>,
-  /// Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500
-  pub force_kill_after_delay: Option<f64>,
-  /// `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
-  /// `subprocess.stdin` writes to it. With `input`, that input is written and
-  /// stdin closed. @default 'ignore'
-  #[napi(ts_type = "'pipe' | 'ignore'")]
-  pub stdin: Option<String>,
-  /// Written to stdin, then EOF.
-  #[napi(ts_type = "string | Buffer | Uint8Array")]
-  pub input: Option<Either<String, Buffer>>,
-  /// Receives stdout, in order, coalesced (see `callbackIntervalMs`).
-  #[napi(ts_type = "(data: any) => void")]
-  pub on_stdout: Option<Unknown<'static>>,
-  /// Receives stderr, in order, coalesced.
-  #[napi(ts_type = "(data: any) => void")]
-  pub on_stderr: Option<Unknown<'static>>,
-  /// Called once, asynchronously, when the process could not be started
-  /// (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
-  /// `exited` then resolves with the same `errorCode`. Nothing is thrown.
-  #[napi(ts_type = "(err: Error & { code: string }) => void")]
-  pub on_error: Option<Unknown<'static>>,
-  /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
-  /// `'buffer'`: raw Buffers. @default 'utf8'
-  #[napi(ts_type = "'utf8' | 'buffer'")]
-  pub encoding: Option<String>,
-  /// Output is cut into chunks of at most 64 KiB (whole characters; a
-  /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-  /// 8 calls per turn of the event loop, the next batch once JavaScript
-  /// returned from the previous one. A full chunk goes in the next batch; a
-  /// partial one waits until this many milliseconds have passed since the
-  /// last batch (the first goes at once), so a trickle of output gets at most
-  /// one call per interval and a flood gets full chunks. @default 10
-  pub callback_interval_ms: Option<f64>,
-  /// Kills the tree like `kill()`; the result has `canceled: true`.
-  #[napi(ts_type = "AbortSignal")]
-  pub signal: Option<Unknown<'static>>,
-  /// Opt-in resource limits (see `ResourceLimits`).
-  pub limits: Option<crate::options::ResourceLimits>,
-  /// Only host variables matching one of these patterns reach the child.
-  pub env_allowlist: Option<Vec<String>>,
-  /// Host variables matching one of these patterns are dropped.
-  pub env_denylist: Option<Vec<String>>,
-  /// Also kill the child when the host dies by SIGKILL (Linux). @default false
-  pub die_with_parent: Option<bool>,
-  /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the thread
-  /// that spawns; posix_spawn kept). `true` = `{ mode: 'workspace-write' }`.
-  /// Also drops the host's secrets from the environment (`*_TOKEN`, `*_KEY`,
-  /// `AWS_*`, ...) unless `envAllowlist`/`envDenylist` are given. Cannot be
-  /// applied: rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-  /// says how it was applied and what it likely denied. @default false
-  #[napi(ts_type = "boolean | SandboxOptions")]
-  pub sandbox: Option<bool>,
+js_options! {
+  /// Options of `spawn`.
+  pub struct SubprocessOptions<'env> {
+    ..process,
+    /// Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
+    /// 0 or Infinity: none, as with Node's `spawn`. @default 0
+    #[napi(ts_type = "number")]
+    pub timeout: Option<Timeout>,
+    /// Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
+    /// `subprocess.stdin` writes to it. With `input`, that input is written and
+    /// stdin closed. @default 'ignore'
+    #[napi(ts_type = "'pipe' | 'ignore'")]
+    pub stdin: Option<StdinOption>,
+    /// Written to stdin, then EOF.
+    #[napi(ts_type = "string | Buffer | Uint8Array")]
+    pub input: Option<Input>,
+    /// Receives stdout, in order, coalesced (see `callbackIntervalMs`).
+    #[napi(ts_type = "(data: any) => void")]
+    pub on_stdout: Option<JsFn<'env>>,
+    /// Receives stderr, in order, coalesced.
+    #[napi(ts_type = "(data: any) => void")]
+    pub on_stderr: Option<JsFn<'env>>,
+    /// Called once, asynchronously, when the process could not be started
+    /// (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
+    /// `exited` then resolves with the same `errorCode`. Nothing is thrown.
+    #[napi(ts_type = "(err: Error & { code: string }) => void")]
+    pub on_error: Option<JsFn<'env>>,
+    /// `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+    /// `'buffer'`: raw Buffers. @default 'utf8'
+    #[napi(ts_type = "'utf8' | 'buffer'")]
+    pub encoding: Option<Encoding>,
+    /// Output is cut into chunks of at most 64 KiB (whole characters; a
+    /// Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+    /// 8 calls per turn of the event loop, the next batch once JavaScript
+    /// returned from the previous one. A full chunk goes in the next batch; a
+    /// partial one waits until this many milliseconds have passed since the
+    /// last batch (the first goes at once), so a trickle of output gets at most
+    /// one call per interval and a flood gets full chunks. @default 10
+    #[napi(ts_type = "number")]
+    pub callback_interval_ms: Option<Ms>,
+    /// Kills the tree like `kill()`; the result has `canceled: true`.
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<JsSignal<'env>>,
+  }
 }
 
-/// A function argument made into an output callback (strings or Buffers).
-pub fn output_callback(v: Option<Unknown>, name: &str, raw: bool) -> ArgResult<Option<Callback>> {
-  let Some(v) = v else { return Ok(None) };
-  if args::is_nullish(&v) {
-    return Ok(None);
+/// `stdin: 'pipe' | 'ignore'`.
+#[derive(Clone, Copy)]
+pub struct StdinOption {
+  piped: bool,
+}
+
+impl<'env> FromJs<'env> for StdinOption {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::parsed(v, at, |s| match s {
+      "ignore" => Ok(StdinOption { piped: false }),
+      "pipe" => Ok(StdinOption { piped: true }),
+      other => Err(format!("must be 'pipe' or 'ignore', got '{other}'")),
+    })
   }
-  if v.get_type().ok() != Some(napi::ValueType::Function) {
-    return Err(type_error(format!("{name} must be a function")));
-  }
-  let bad = |e: Error| type_error(format!("{name}: {e}"));
-  if raw {
-    let f: Function<crate::text::JsBytes, Unknown> = unsafe { v.cast() }.map_err(bad)?;
-    let tsfn = f
-      .build_threadsafe_function()
-      .weak::<true>()
-      .callee_handled::<false>()
-      .build()
-      .map_err(bad)?;
-    // SAFETY of the lifetime: the function is referenced by the threadsafe function
-    let tsfn: BufferCallback = unsafe { std::mem::transmute(tsfn) };
-    Ok(Some(Callback::Bytes(tsfn)))
+}
+
+/// An output callback (strings or Buffers) of a function argument or option.
+pub fn output_callback(f: Option<JsFn>, at: &At, raw: bool) -> ArgResult<Option<Callback>> {
+  let Some(f) = f else { return Ok(None) };
+  Ok(Some(if raw {
+    Callback::Bytes(call::callback(f, at)?)
   } else {
-    let f: Function<crate::text::JsText, Unknown> = unsafe { v.cast() }.map_err(bad)?;
-    let tsfn = f
-      .build_threadsafe_function()
-      .weak::<true>()
-      .callee_handled::<false>()
-      .build()
-      .map_err(bad)?;
-    let tsfn: StringCallback = unsafe { std::mem::transmute(tsfn) };
-    Ok(Some(Callback::Text(tsfn)))
-  }
-}
-
-/// `options.encoding`: true for `'buffer'`.
-pub fn raw_encoding(opts: Option<&Object>) -> ArgResult<bool> {
-  match args::opt_string_in(opts, "encoding")?.as_deref() {
-    None | Some("utf8") | Some("utf-8") => Ok(false),
-    Some("buffer") => Ok(true),
-    Some(other) => Err(type_error(format!(
-      "options.encoding must be 'utf8' or 'buffer', got '{other}'"
-    ))),
-  }
+    Callback::Text(call::callback(f, at)?)
+  }))
 }
 
 /// Everything a streaming run needs, read from the arguments.
@@ -146,32 +112,45 @@ pub struct Streaming {
   pub out: CallbackSink,
   pub err: CallbackSink,
   pub cancel: CancellationToken,
-  pub binding: Option<AbortBinding>,
 }
 
-/// Read the options of a streaming run; the callbacks come from the
-/// arguments (`spawnCall`) or from the options (`spawn`).
-pub fn streaming_args(
+/// The options of a streaming run besides the process's own.
+pub struct StreamFields<'env> {
+  pub timeout: Option<Timeout>,
+  pub grace: Option<Ms>,
+  pub input: Option<Input>,
+  pub signal: Option<JsSignal<'env>>,
+  pub interval: Option<Ms>,
+  pub encoding: Option<Encoding>,
+  /// The callbacks, from the arguments (`spawnCall`) or the options
+  /// (`spawn`), and where they were found.
+  pub on_stdout: (Option<JsFn<'env>>, At<'static>),
+  pub on_stderr: (Option<JsFn<'env>>, At<'static>),
+}
+
+/// Check the options of a streaming run and bind its signal (`options` is
+/// where they were found, for errors).
+pub fn streaming(
   env: &Env,
-  opts: Option<&Object>,
-  default_timeout_ms: u64,
-  on_stdout: Option<Unknown>,
-  on_stderr: Option<Unknown>,
-) -> ArgResult<Streaming> {
-  let common = common_options(opts, default_timeout_ms)?;
-  let interval = args::opt_ms(opts, "callbackIntervalMs", DEFAULT_INTERVAL_MS)?;
-  let raw = raw_encoding(opts)?;
-  let out = output_callback(on_stdout, "onStdout", raw)?;
-  let err = output_callback(on_stderr, "onStderr", raw)?;
+  setup: ProcessSetup,
+  f: StreamFields,
+  default_timeout: Option<Duration>,
+  options: &At,
+) -> ArgResult<(Streaming, Option<AbortBinding>)> {
+  let common = CommonOptions::new(setup, f.timeout, default_timeout, f.grace, f.input)?;
+  let interval = f.interval.map_or(DEFAULT_INTERVAL, |m| m.0);
+  let raw = f.encoding.unwrap_or_default().raw;
+  let out = output_callback(f.on_stdout.0, &f.on_stdout.1, raw)?;
+  let err = output_callback(f.on_stderr.0, &f.on_stderr.1, raw)?;
   let cancel = CancellationToken::new();
-  let binding = abort::bind(env, opts, &cancel)?;
-  Ok(Streaming {
+  let binding = abort::bind(env, f.signal, &options.key("signal"), &cancel)?;
+  let st = Streaming {
     common,
     out: CallbackSink::new(out, interval),
     err: CallbackSink::new(err, interval),
     cancel,
-    binding,
-  })
+  };
+  Ok((st, binding))
 }
 
 /// A run that never started.
@@ -185,8 +164,8 @@ pub fn failed(e: ExecError) -> SpawnResult {
     pid: 0,
     stdout_bytes: 0.0,
     stderr_bytes: 0.0,
-    error_code: Some(e.code.as_str().to_owned()),
     error: Some(e.message()),
+    error_code: Some(e.code.as_str().to_owned()),
     sandbox: None,
   }
 }
@@ -201,6 +180,7 @@ pub async fn settle(
   let mut o = f.outcome;
   // the output went to the callbacks: only the exit can be judged
   o.judge_sandbox(&[]);
+  let (error, error_code) = (call::error_message(&o.error), call::error_code(&o.error));
   SpawnResult {
     exit_code: o.exit_code,
     signal: crate::options::nullable(o.signal),
@@ -210,8 +190,8 @@ pub async fn settle(
     pid: o.pid,
     stdout_bytes: o.stdout_bytes as f64,
     stderr_bytes: o.stderr_bytes as f64,
-    error_code: o.error.as_ref().map(|e| e.code.as_str().to_owned()),
-    error: o.error.map(|e| e.message()),
+    error,
+    error_code,
     sandbox: o.sandbox.map(Into::into),
   }
 }
@@ -433,8 +413,8 @@ impl SubprocessStdin {
     ts_return_type = "Promise<void>"
   )]
   pub fn write<'env>(&self, env: &'env Env, data: Unknown<'env>) -> Result<PromiseRaw<'env, ()>> {
-    let bytes = match input_bytes(&data) {
-      Ok(b) => b,
+    let bytes = match read::required::<Input>(data, &At::arg("data")) {
+      Ok(b) => b.0,
       Err(e) => return reject_type_error(env, e),
     };
     let (done, rx) = oneshot::channel();
@@ -465,28 +445,6 @@ impl SubprocessStdin {
   }
 }
 
-fn input_bytes(v: &Unknown) -> ArgResult<Vec<u8>> {
-  match v.get_type() {
-    Ok(napi::ValueType::String) => Ok(args::string(v, "data")?.into_bytes()),
-    _ if v.is_buffer().unwrap_or(false) || v.is_typedarray().unwrap_or(false) => {
-      let b: BufferSlice = unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
-      Ok(b.to_vec())
-    }
-    _ => Err(type_error("data must be a string, Buffer or Uint8Array")),
-  }
-}
-
-/// `options.stdin`: true for `'pipe'`.
-fn stdin_piped(opts: Option<&Object>) -> ArgResult<bool> {
-  match args::opt_string_in(opts, "stdin")?.as_deref() {
-    None | Some("ignore") => Ok(false),
-    Some("pipe") => Ok(true),
-    Some(other) => Err(type_error(format!(
-      "options.stdin must be 'pipe' or 'ignore', got '{other}'"
-    ))),
-  }
-}
-
 /// Start `command` (looked up in PATH, no shell) with `args` and return its
 /// handle at once. Output goes to `options.onStdout` / `options.onStderr`
 /// (strings, or Buffers with `encoding: 'buffer'`), in order, every byte
@@ -505,37 +463,36 @@ pub fn spawn<'env>(
   options: Option<Unknown<'env>>,
 ) -> Result<ClassInstance<'env, Subprocess>> {
   let parsed = (|| -> ArgResult<_> {
-    let command = args::string(&command, "command")?;
-    let argv = args::opt_string_array(argv, "args")?;
-    let opts = args::options(options, "options")?;
-    let o = opts.as_ref();
-    let piped = stdin_piped(o)?;
-    let on_error = match o.map(|o| args::prop(o, "onError")).transpose()?.flatten() {
-      Some(v) if !args::is_nullish(&v) => {
-        if v.get_type().ok() != Some(napi::ValueType::Function) {
-          return Err(type_error("options.onError must be a function"));
-        }
-        let f: Function<Unknown, Unknown> =
-          unsafe { v.cast() }.map_err(|e| type_error(e.to_string()))?;
-        Some(f.create_ref().map_err(|e| type_error(e.to_string()))?)
-      }
-      _ => None,
+    let command: String = read::required(command, &At::arg("command"))?;
+    let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;
+    let at = At::arg("options");
+    let mut o: SubprocessOptions = read::optional(options, &at)?.unwrap_or_default();
+    let piped = o.stdin.is_some_and(|s| s.piped);
+    let on_error = o
+      .on_error
+      .map(|f| unsafe { f.0.cast::<Function<Unknown, Unknown>>() }?.create_ref())
+      .transpose()
+      .map_err(|e| at.key("onError").error(e))?;
+    let setup = ProcessSetup::try_from(o.process())?;
+    let fields = StreamFields {
+      timeout: o.timeout,
+      grace: o.force_kill_after_delay,
+      input: o.input,
+      signal: o.signal,
+      interval: o.callback_interval_ms,
+      encoding: o.encoding,
+      on_stdout: (o.on_stdout, At::arg("options.onStdout")),
+      on_stderr: (o.on_stderr, At::arg("options.onStderr")),
     };
-    let on_stdout = o.map(|o| args::prop(o, "onStdout")).transpose()?.flatten();
-    let on_stderr = o.map(|o| args::prop(o, "onStderr")).transpose()?.flatten();
-    let st = streaming_args(env, o, 0, on_stdout, on_stderr)?;
-    Ok((command, argv, piped, on_error, st))
+    let st = streaming(env, setup, fields, None, &at)?;
+    Ok((command, argv.unwrap_or_default(), piped, on_error, st))
   })();
-  let (command, argv, piped, on_error, st) = match parsed {
-    Ok(p) => p,
-    Err(e) => return Err(throw_type(env, &e)),
-  };
+  let (command, argv, piped, on_error, (st, binding)) = call::sync_args(env, parsed)?;
   let Streaming {
     common,
     out,
     err,
     cancel,
-    binding,
   } = st;
 
   let started = (|| {

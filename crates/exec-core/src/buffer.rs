@@ -34,6 +34,9 @@ pub struct Rendered {
 
 impl HeadTailBuffer {
   /// A buffer that holds at most `cap` bytes.
+  /// Bytes kept per stream when the caller does not say (1 MiB, the seeds').
+  pub const DEFAULT_CAP: usize = 1024 * 1024;
+
   pub fn new(cap: usize) -> Self {
     let head_cap = cap / 2;
     HeadTailBuffer {

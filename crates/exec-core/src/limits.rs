@@ -53,7 +53,63 @@ pub const CPU_WATCH_INTERVAL: Duration = Duration::from_millis(200);
 /// first forks; the watchdog enforces the limit itself.
 pub const NPROC_HEADROOM: u64 = 16;
 
+/// A number of the options that counts something (bytes, milliseconds,
+/// processes): not NaN, not negative, finite. The message says what is wrong.
+pub fn finite_non_negative(n: f64) -> Result<f64, String> {
+  if n.is_nan() {
+    return Err("must be a number, got NaN".into());
+  }
+  if n < 0.0 {
+    return Err(format!("must not be negative, got {n}"));
+  }
+  if n.is_infinite() {
+    return Err("must be finite".into());
+  }
+  Ok(n)
+}
+
+/// One limit's value as the options give it (a JavaScript number, a JSON
+/// number): at least 1, a fraction cut. The message says what is wrong
+/// ("must be at least 1, got 0"); the caller names the option. The addon and
+/// `serve` both check with it.
+pub fn limit_value(n: f64) -> Result<u64, String> {
+  let n = finite_non_negative(n)?;
+  if n < 1.0 {
+    return Err(format!("must be at least 1, got {n}"));
+  }
+  Ok(n as u64)
+}
+
 impl Limits {
+  /// The options' names of the limits (`limits: { memoryBytes, ... }`).
+  pub const NAMES: [&'static str; 5] = [
+    "memoryBytes",
+    "cpuSeconds",
+    "maxProcesses",
+    "fileSizeBytes",
+    "openFiles",
+  ];
+
+  /// Set the limit the options call `name` to `n`, checked with
+  /// [`limit_value`]. An unknown name is an error that lists the known ones.
+  pub fn set(&mut self, name: &str, n: f64) -> Result<(), String> {
+    let slot = match name {
+      "memoryBytes" => &mut self.memory_bytes,
+      "cpuSeconds" => &mut self.cpu_seconds,
+      "maxProcesses" => &mut self.max_processes,
+      "fileSizeBytes" => &mut self.file_size_bytes,
+      "openFiles" => &mut self.open_files,
+      _ => {
+        return Err(format!(
+          "is not a limit, expected one of {}",
+          Self::NAMES.join(", ")
+        ))
+      }
+    };
+    *slot = Some(limit_value(n)?);
+    Ok(())
+  }
+
   pub fn is_empty(&self) -> bool {
     *self == Limits::default()
   }
@@ -543,6 +599,34 @@ pub fn human_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn a_limit_is_checked_once_for_every_caller() {
+    let mut l = Limits::default();
+    l.set("memoryBytes", 1e6 + 0.5).unwrap();
+    assert_eq!(l.memory_bytes, Some(1_000_000));
+    assert_eq!(
+      l.set("cpuSeconds", 0.0),
+      Err("must be at least 1, got 0".into())
+    );
+    assert_eq!(
+      l.set("openFiles", -2.0),
+      Err("must not be negative, got -2".into())
+    );
+    assert_eq!(
+      l.set("openFiles", f64::INFINITY),
+      Err("must be finite".into())
+    );
+    assert_eq!(
+      l.set("openFiles", f64::NAN),
+      Err("must be a number, got NaN".into())
+    );
+    assert!(l
+      .set("memory", 5.0)
+      .unwrap_err()
+      .contains("memoryBytes, cpuSeconds"));
+    assert_eq!(l.cpu_seconds, None, "a refused value sets nothing");
+  }
 
   #[test]
   fn human() {

@@ -18,7 +18,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use swc_common::errors::{Handler, HANDLER};
@@ -28,8 +27,6 @@ use swc_ecma_ast::{Class, Function, GetterProp, SetterProp, ThisExpr};
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 use swc_ecma_visit::{Visit, VisitWith};
 use swc_ts_fast_strip::{operate, Mode, Options};
-
-use crate::error::ExecError;
 
 /// Which way `typescript` code runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,16 +40,15 @@ pub enum TsPath {
   Tsx,
 }
 
-impl FromStr for TsPath {
-  type Err = ExecError;
-  fn from_str(s: &str) -> Result<Self, ExecError> {
+impl TsPath {
+  /// `'auto'`, `'strip'` or `'tsx'`, or what the message says instead (the
+  /// caller names the option).
+  pub fn parse(s: &str) -> Result<Self, String> {
     match s {
       "auto" => Ok(TsPath::Auto),
       "strip" => Ok(TsPath::Strip),
       "tsx" => Ok(TsPath::Tsx),
-      other => Err(ExecError::invalid(format!(
-        "options.typescript must be 'auto', 'strip' or 'tsx', got '{other}'"
-      ))),
+      other => Err(format!("must be 'auto', 'strip' or 'tsx', got '{other}'")),
     }
   }
 }
@@ -624,11 +620,11 @@ const s = ')))]]]' + "((((" + '{{{'
 
   #[test]
   fn path_option_parses() {
-    assert_eq!("auto".parse::<TsPath>().unwrap(), TsPath::Auto);
-    assert_eq!("tsx".parse::<TsPath>().unwrap(), TsPath::Tsx);
+    assert_eq!(TsPath::parse("auto").unwrap(), TsPath::Auto);
+    assert_eq!(TsPath::parse("tsx").unwrap(), TsPath::Tsx);
     assert_eq!(
-      "esbuild".parse::<TsPath>().unwrap_err().message(),
-      "exec: options.typescript must be 'auto', 'strip' or 'tsx', got 'esbuild' (EINVAL)"
+      TsPath::parse("esbuild").unwrap_err(),
+      "must be 'auto', 'strip' or 'tsx', got 'esbuild'"
     );
   }
 }

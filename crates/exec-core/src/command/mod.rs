@@ -95,6 +95,155 @@ impl CommandOptions {
   }
 }
 
+/// The options of one call as given (`None`: not given), before they are
+/// merged over a runner's ([`CommandDefaults::merge`]).
+#[derive(Debug, Default)]
+pub struct CallOptions {
+  pub cwd: Option<PathBuf>,
+  /// `env`: variables to set, or (`None`) to remove.
+  pub env: Option<Vec<(String, Option<String>)>>,
+  pub extend_env: Option<bool>,
+  pub env_allowlist: Option<Vec<String>>,
+  pub env_denylist: Option<Vec<String>>,
+  /// `Some(None)`: no timeout (0 or Infinity).
+  pub timeout: Option<Option<Duration>>,
+  pub max_lines: Option<usize>,
+  pub max_bytes: Option<usize>,
+  pub resource_limits: Option<crate::limits::Limits>,
+  pub die_with_parent: Option<bool>,
+  /// `Some(None)`: `sandbox: false`.
+  pub sandbox: Option<Option<crate::sandbox::SandboxPolicy>>,
+  pub output_dir: Option<PathBuf>,
+  pub background: Option<bool>,
+  pub cleanup: Option<bool>,
+}
+
+/// A runner's settings that each of its calls starts from.
+#[derive(Debug, Clone)]
+pub struct CommandDefaults {
+  /// `None`: the host's cwd at each call.
+  pub cwd: Option<PathBuf>,
+  pub env: EnvSpec,
+  pub timeout: Option<Duration>,
+  pub limits: OutputLimits,
+  pub resource_limits: crate::limits::Limits,
+  pub die_with_parent: bool,
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+}
+
+impl Default for CommandDefaults {
+  fn default() -> Self {
+    CommandDefaults {
+      cwd: None,
+      env: EnvSpec::inherit(),
+      timeout: Some(DEFAULT_TIMEOUT),
+      limits: OutputLimits::default(),
+      resource_limits: Default::default(),
+      die_with_parent: false,
+      sandbox: None,
+    }
+  }
+}
+
+impl CommandDefaults {
+  /// A runner's settings from its options (the built-in defaults where
+  /// they are silent). A sandboxed runner drops the host's secrets unless
+  /// it was given env lists.
+  pub fn new(o: CallOptions) -> Result<Self, ExecError> {
+    let d = CommandDefaults::default();
+    let explicit_lists = o.env_allowlist.is_some() || o.env_denylist.is_some();
+    let mut env = EnvSpec::from_options(
+      o.extend_env,
+      o.env.unwrap_or_default(),
+      o.env_allowlist,
+      o.env_denylist,
+    )?;
+    let sandbox = o.sandbox.flatten();
+    crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+    Ok(CommandDefaults {
+      cwd: o.cwd,
+      env,
+      timeout: o.timeout.unwrap_or(d.timeout),
+      limits: OutputLimits {
+        max_lines: o.max_lines.unwrap_or(d.limits.max_lines),
+        max_bytes: o.max_bytes.unwrap_or(d.limits.max_bytes),
+      },
+      resource_limits: o.resource_limits.unwrap_or_default(),
+      die_with_parent: o.die_with_parent.unwrap_or(false),
+      sandbox,
+    })
+  }
+
+  /// The options of one call: what it gave over the runner's. The call's
+  /// `env` adds to the runner's (and `extendEnv: false` of either wins); its
+  /// env lists and limits replace the runner's; its sandbox may only narrow
+  /// the runner's (EINVAL otherwise). `host_cwd` is asked only when neither
+  /// gave a cwd.
+  pub fn merge(
+    &self,
+    call: CallOptions,
+    host_cwd: impl FnOnce() -> Result<PathBuf, ExecError>,
+  ) -> Result<CommandOptions, ExecError> {
+    let cwd = match call.cwd.or_else(|| self.cwd.clone()) {
+      Some(c) => c,
+      None => host_cwd()?,
+    };
+    let mut env = self.env.clone();
+    if call.env.is_some() || call.extend_env.is_some() {
+      let given = EnvSpec::from_options(call.extend_env, call.env.unwrap_or_default(), None, None)?;
+      env.vars.extend(given.vars);
+      env.remove.extend(given.remove);
+      env.extend = env.extend && given.extend;
+    }
+    let explicit_lists = call.env_allowlist.is_some() || call.env_denylist.is_some();
+    if let Some(allow) = call.env_allowlist {
+      env.allow = Some(allow);
+    }
+    if let Some(deny) = call.env_denylist {
+      env.deny = deny;
+    }
+    let sandbox = match (&self.sandbox, call.sandbox) {
+      (None, call) => {
+        let call = call.flatten();
+        crate::sandbox::drop_secrets(&call, explicit_lists, &mut env);
+        call
+      }
+      (Some(base), Some(None)) => {
+        return Err(ExecError::invalid(format!(
+          "options.sandbox cannot turn off the runner's sandbox ({:?})",
+          base.mode
+        )))
+      }
+      (Some(base), None) => Some(base.clone()),
+      (Some(base), Some(Some(call))) => {
+        if !call.narrows(base) {
+          return Err(ExecError::invalid(
+            "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
+          ));
+        }
+        Some(call)
+      }
+    };
+    Ok(CommandOptions {
+      cwd,
+      env,
+      timeout: call.timeout.unwrap_or(self.timeout),
+      limits: OutputLimits {
+        max_lines: call.max_lines.unwrap_or(self.limits.max_lines),
+        max_bytes: call.max_bytes.unwrap_or(self.limits.max_bytes),
+      },
+      output_dir: call.output_dir,
+      background: call.background.unwrap_or(false),
+      resource_limits: call
+        .resource_limits
+        .unwrap_or_else(|| self.resource_limits.clone()),
+      die_with_parent: call.die_with_parent.unwrap_or(self.die_with_parent),
+      cleanup: call.cleanup.unwrap_or(false),
+      sandbox,
+    })
+  }
+}
+
 /// One stream as the model sees it.
 #[derive(Debug, Clone, Default)]
 pub struct StreamOutput {
@@ -160,5 +309,110 @@ impl CommandResult {
       adopted: Vec::new(),
       sandbox: None,
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::sandbox::{SandboxMode, SandboxPolicy};
+
+  fn host() -> Result<PathBuf, ExecError> {
+    Ok(PathBuf::from("/host"))
+  }
+
+  #[test]
+  fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
+    let runner = CommandDefaults::new(CallOptions {
+      env: Some(vec![("A".into(), Some("1".into()))]),
+      env_denylist: Some(vec!["X_*".into()]),
+      max_lines: Some(10),
+      ..Default::default()
+    })
+    .unwrap();
+    let o = runner
+      .merge(
+        CallOptions {
+          env: Some(vec![("B".into(), Some("2".into())), ("A".into(), None)]),
+          env_allowlist: Some(vec!["PATH".into()]),
+          ..Default::default()
+        },
+        host,
+      )
+      .unwrap();
+    assert_eq!(o.cwd, PathBuf::from("/host"));
+    assert_eq!(
+      o.env.vars,
+      vec![
+        ("A".to_owned(), "1".to_owned()),
+        ("B".to_owned(), "2".to_owned())
+      ]
+    );
+    assert_eq!(o.env.remove, vec!["A".to_owned()]);
+    assert_eq!(
+      o.env.deny,
+      vec!["X_*".to_owned()],
+      "a list not given stays the runner's"
+    );
+    assert_eq!(o.env.allow, Some(vec!["PATH".to_owned()]));
+    assert_eq!(o.limits.max_lines, 10);
+    assert_eq!(o.timeout, Some(DEFAULT_TIMEOUT));
+    let none = runner
+      .merge(
+        CallOptions {
+          timeout: Some(None),
+          cwd: Some("/c".into()),
+          ..Default::default()
+        },
+        || panic!("the host's cwd is not asked for when a cwd is given"),
+      )
+      .unwrap();
+    assert_eq!(none.timeout, None);
+  }
+
+  #[test]
+  fn a_call_may_only_narrow_the_runners_sandbox() {
+    let runner = CommandDefaults::new(CallOptions {
+      sandbox: Some(Some(SandboxPolicy::default())),
+      ..Default::default()
+    })
+    .unwrap();
+    assert!(
+      !runner.env.deny.is_empty(),
+      "a sandboxed runner drops the host's secrets"
+    );
+    let read_only = SandboxPolicy {
+      mode: SandboxMode::ReadOnly,
+      ..Default::default()
+    };
+    let narrowed = CallOptions {
+      sandbox: Some(Some(read_only)),
+      ..Default::default()
+    };
+    assert_eq!(
+      runner.merge(narrowed, host).unwrap().sandbox.unwrap().mode,
+      SandboxMode::ReadOnly
+    );
+    let off = CallOptions {
+      sandbox: Some(None),
+      ..Default::default()
+    };
+    assert!(runner
+      .merge(off, host)
+      .unwrap_err()
+      .message()
+      .contains("cannot turn off"));
+    let wider = CallOptions {
+      sandbox: Some(Some(SandboxPolicy {
+        network: true,
+        ..Default::default()
+      })),
+      ..Default::default()
+    };
+    assert!(runner
+      .merge(wider, host)
+      .unwrap_err()
+      .message()
+      .contains("may only narrow"));
   }
 }

@@ -55,6 +55,32 @@ pub const DEFAULT_RETAINED_OUTPUT_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_PROCESSES: usize = 64;
 pub const DEFAULT_EXITED_RETENTION: Duration = Duration::from_secs(30);
 
+impl ManagerConfig {
+  /// The options' names of the settings a host may give.
+  pub const NAMES: [&'static str; 3] = ["retainedOutputBytes", "maxProcesses", "exitedRetentionMs"];
+
+  /// Set the setting the options call `name` to `n` (a JavaScript number):
+  /// bytes and milliseconds are non-negative and finite, `maxProcesses` at
+  /// least 1. The message says what is wrong; the caller names the option.
+  /// `ProcessManager` and `serve` both check with it.
+  pub fn set(&mut self, name: &str, n: f64) -> Result<(), String> {
+    let n = crate::limits::finite_non_negative(n)?;
+    match name {
+      "retainedOutputBytes" => self.retained_output_bytes = n as usize,
+      "maxProcesses" if n < 1.0 => return Err(format!("must be at least 1, got {n}")),
+      "maxProcesses" => self.max_processes = n as usize,
+      "exitedRetentionMs" => self.exited_retention = Duration::from_micros((n * 1000.0) as u64),
+      _ => {
+        return Err(format!(
+          "is not a setting, expected one of {}",
+          Self::NAMES.join(", ")
+        ))
+      }
+    }
+    Ok(())
+  }
+}
+
 impl Default for ManagerConfig {
   fn default() -> Self {
     ManagerConfig {

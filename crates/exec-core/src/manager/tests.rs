@@ -544,3 +544,22 @@ async fn pty_spawn_errors_and_leaked_fds() {
   let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();
   assert_eq!(t, "closed\r\n");
 }
+
+#[test]
+fn settings_are_checked_by_name() {
+  let mut c = ManagerConfig::default();
+  c.set("retainedOutputBytes", 4096.0).unwrap();
+  c.set("exitedRetentionMs", 1.5).unwrap();
+  assert_eq!(c.retained_output_bytes, 4096);
+  assert_eq!(c.exited_retention, Duration::from_micros(1500));
+  assert_eq!(
+    c.set("maxProcesses", 0.0),
+    Err("must be at least 1, got 0".into())
+  );
+  assert_eq!(
+    c.set("maxProcesses", -1.0),
+    Err("must not be negative, got -1".into())
+  );
+  assert_eq!(c.max_processes, DEFAULT_MAX_PROCESSES);
+  assert!(c.set("maxProcs", 3.0).unwrap_err().contains("maxProcesses"));
+}

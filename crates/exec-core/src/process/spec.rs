@@ -63,6 +63,30 @@ impl EnvSpec {
     }
   }
 
+  /// The environment the options of every API describe (the addon's and
+  /// `serve`'s): `extend` (default `true`) the host environment, set each
+  /// variable of `vars` or, for `None`, remove it, pass host variables by the
+  /// `allow` / `deny` patterns. Checked with [`EnvSpec::validate`].
+  pub fn from_options(
+    extend: Option<bool>,
+    vars: Vec<(String, Option<String>)>,
+    allow: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+  ) -> Result<Self, ExecError> {
+    let mut spec = EnvSpec::inherit();
+    spec.extend = extend.unwrap_or(true);
+    for (k, v) in vars {
+      match v {
+        Some(v) => spec.vars.push((k, v)),
+        None => spec.remove.push(k),
+      }
+    }
+    spec.allow = allow;
+    spec.deny = deny.unwrap_or_default();
+    spec.validate()?;
+    Ok(spec)
+  }
+
   /// Check every key and value: no `=` in keys, no NUL anywhere, no empty key.
   pub fn validate(&self) -> Result<(), ExecError> {
     for (k, v) in &self.vars {
@@ -309,6 +333,26 @@ impl ExecImage {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn env_from_options_sets_removes_and_checks() {
+    let e = EnvSpec::from_options(
+      Some(false),
+      vec![("A".into(), Some("1".into())), ("B".into(), None)],
+      Some(vec!["PATH".into()]),
+      None,
+    )
+    .unwrap();
+    assert!(!e.extend);
+    assert_eq!(e.vars, vec![("A".to_owned(), "1".to_owned())]);
+    assert_eq!(e.remove, vec!["B".to_owned()]);
+    assert_eq!(e.allow, Some(vec!["PATH".to_owned()]));
+    assert!(EnvSpec::from_options(None, vec![], None, None)
+      .unwrap()
+      .is_plain_inherit());
+    let bad = EnvSpec::from_options(None, vec![("A=B".into(), Some("x".into()))], None, None);
+    assert!(bad.unwrap_err().message().contains("contains '='"));
+  }
 
   #[test]
   fn cwd_checks() {

@@ -220,8 +220,8 @@ pub(crate) fn kind(v: &Value) -> &'static str {
 }
 
 /// `limits: { memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes,
-/// openFiles }`, validated as the Node API does: numbers of at least 1
-/// (fractions are cut), `null` for none.
+/// openFiles }`, checked by [`Limits::set`] as the Node API checks them:
+/// numbers of at least 1 (fractions are cut), `null` for none.
 fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
   let mut l = Limits::default();
   let obj = match v {
@@ -235,18 +235,11 @@ fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
     }
   };
   for (key, val) in obj {
-    let slot = match key.as_str() {
-      "memoryBytes" => &mut l.memory_bytes,
-      "cpuSeconds" => &mut l.cpu_seconds,
-      "maxProcesses" => &mut l.max_processes,
-      "fileSizeBytes" => &mut l.file_size_bytes,
-      "openFiles" => &mut l.open_files,
-      _ => {
-        return Err(RpcError::invalid_params(format!(
-          "unknown limit `{key}`, expected memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes or openFiles"
-        )))
-      }
-    };
+    if !Limits::NAMES.contains(&key.as_str()) {
+      return Err(RpcError::invalid_params(format!(
+        "unknown limit `{key}`, expected memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes or openFiles"
+      )));
+    }
     if val.is_null() {
       continue;
     }
@@ -256,17 +249,8 @@ fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
         kind(&val)
       )));
     };
-    if n < 0.0 {
-      return Err(RpcError::invalid_params(format!(
-        "limits.{key} must not be negative, got {n}"
-      )));
-    }
-    if n < 1.0 {
-      return Err(RpcError::invalid_params(format!(
-        "limits.{key} must be at least 1, got {n}"
-      )));
-    }
-    *slot = Some(n as u64);
+    l.set(&key, n)
+      .map_err(|e| RpcError::invalid_params(format!("limits.{key} {e}")))?;
   }
   Ok(l)
 }
@@ -443,19 +427,13 @@ fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolic
 
 pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
   let p: StartParams = params(p)?;
-  let mut env = EnvSpec::inherit();
-  if p.extend_env == Some(false) {
-    env.extend = false;
-  }
-  for (k, v) in p.env.unwrap_or_default() {
-    match v {
-      Some(v) => env.vars.push((k, v)),
-      None => env.remove.push(k),
-    }
-  }
   let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
-  env.allow = patterns_param(p.env_allowlist, "envAllowlist")?;
-  env.deny = patterns_param(p.env_denylist, "envDenylist")?.unwrap_or_default();
+  let mut env = EnvSpec::from_options(
+    p.extend_env,
+    p.env.unwrap_or_default().into_iter().collect(),
+    patterns_param(p.env_allowlist, "envAllowlist")?,
+    patterns_param(p.env_denylist, "envDenylist")?,
+  )?;
   let sandbox = sandbox_param(p.sandbox)?;
   crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
   let limits = limits_param(p.limits)?;

@@ -1,0 +1,596 @@
+//! Reading JavaScript arguments. Every option object is declared once, with
+//! [`js_options!`]: napi-rs turns the declaration (and its doc comments) into
+//! `index.d.ts`, and the same declaration gets a [`FromJs`] reader that
+//! carries the path of each value, so a wrong one is a `TypeError` that names
+//! it: `exec: options.limits.memoryBytes must be at least 1, got 0 (EINVAL)`.
+//! A call reads its arguments before it starts anything and rejects (or, for
+//! a synchronous call, throws) with that error; nothing is converted by
+//! napi-rs's generic conversion, whose errors name Rust types.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use exec_core::{EnvSpec, ErrorCode, ExecError};
+use napi::bindgen_prelude::*;
+use napi::ValueType;
+
+use crate::error::type_error;
+
+pub type ArgResult<T> = std::result::Result<T, ExecError>;
+
+/// Where a value sits in the caller's arguments: `options`,
+/// `options.limits.memoryBytes`, `args[2]`. Made on the stack while
+/// reading; spelled out only in an error.
+#[derive(Clone, Copy)]
+pub struct At<'a> {
+  parent: Option<&'a At<'a>>,
+  name: &'a str,
+  index: Option<usize>,
+}
+
+impl<'a> At<'a> {
+  /// An argument of the call.
+  pub const fn arg(name: &'a str) -> Self {
+    At {
+      parent: None,
+      name,
+      index: None,
+    }
+  }
+
+  /// A property of the object at `self`.
+  pub fn key(&'a self, name: &'a str) -> At<'a> {
+    At {
+      parent: Some(self),
+      name,
+      index: None,
+    }
+  }
+
+  /// An item of the array at `self`.
+  pub fn item(&'a self, index: usize) -> At<'a> {
+    At {
+      parent: Some(self),
+      name: "",
+      index: Some(index),
+    }
+  }
+
+  /// `exec: <path> <what> (EINVAL)`, a TypeError.
+  pub fn error(&self, what: impl fmt::Display) -> ExecError {
+    type_error(format!("{self} {what}"))
+  }
+
+  /// "must be <expected>, got <what v is>".
+  pub fn wrong(&self, expected: &str, v: &Unknown) -> ExecError {
+    self.error(format_args!("must be {expected}, got {}", kind_name(v)))
+  }
+}
+
+impl fmt::Display for At<'_> {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    if let Some(p) = self.parent {
+      p.fmt(f)?;
+    }
+    match (self.index, self.parent) {
+      (Some(i), _) => write!(f, "[{i}]"),
+      (None, Some(_)) => write!(f, ".{}", self.name),
+      (None, None) => f.write_str(self.name),
+    }
+  }
+}
+
+/// A value read from JavaScript with the path it came from.
+pub trait FromJs<'env>: Sized {
+  /// Read `v`, which is neither `undefined` nor `null`.
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self>;
+}
+
+fn kind(v: &Unknown) -> ValueType {
+  v.get_type().unwrap_or(ValueType::Unknown)
+}
+
+/// The type of `v` in an error: "a string", "null".
+pub fn kind_name(v: &Unknown) -> &'static str {
+  match kind(v) {
+    ValueType::Undefined => "undefined",
+    ValueType::Null => "null",
+    ValueType::Boolean => "a boolean",
+    ValueType::Number => "a number",
+    ValueType::String => "a string",
+    ValueType::Symbol => "a symbol",
+    ValueType::Object => "an object",
+    ValueType::Function => "a function",
+    ValueType::BigInt => "a bigint",
+    _ => "an unknown value",
+  }
+}
+
+pub fn is_nullish(v: &Unknown) -> bool {
+  matches!(kind(v), ValueType::Undefined | ValueType::Null)
+}
+
+/// A required argument.
+pub fn required<'env, T: FromJs<'env>>(v: Unknown<'env>, at: &At) -> ArgResult<T> {
+  if is_nullish(&v) {
+    return Err(at.error("is required"));
+  }
+  T::from_js(v, at)
+}
+
+/// An optional argument: absent, `undefined` and `null` are `None`.
+pub fn optional<'env, T: FromJs<'env>>(v: Option<Unknown<'env>>, at: &At) -> ArgResult<Option<T>> {
+  match v {
+    Some(v) if !is_nullish(&v) => T::from_js(v, at).map(Some),
+    _ => Ok(None),
+  }
+}
+
+/// The property `key` of `obj` (at `at`): `None` when absent, `undefined` or
+/// `null`. A getter or Proxy trap that throws is an error naming the property.
+pub fn field<'env, T: FromJs<'env>>(
+  obj: &Object<'env>,
+  at: &At,
+  key: &str,
+) -> ArgResult<Option<T>> {
+  let at = at.key(key);
+  let v = property(obj, &at, key)?;
+  optional(Some(v), &at)
+}
+
+fn property<'env>(obj: &Object<'env>, at: &At, key: &str) -> ArgResult<Unknown<'env>> {
+  obj.get_named_property(key).map_err(|e| {
+    let why = take_exception(obj.value().env).unwrap_or_else(|| e.to_string());
+    at.error(format_args!("could not be read: {why}"))
+  })
+}
+
+/// The message of a JavaScript exception now pending (a getter or a Proxy
+/// trap of the caller's object threw), cleared: the call then rejects with a
+/// clear `EINVAL` instead of throwing the caller's error synchronously.
+pub fn take_exception(env: napi::sys::napi_env) -> Option<String> {
+  use napi::sys;
+  let mut pending = false;
+  if unsafe { sys::napi_is_exception_pending(env, &mut pending) } != sys::Status::napi_ok
+    || !pending
+  {
+    return None;
+  }
+  let mut exc = std::ptr::null_mut();
+  unsafe { sys::napi_get_and_clear_last_exception(env, &mut exc) };
+  if exc.is_null() {
+    return Some("it threw".to_owned());
+  }
+  // String(exception), without letting a second throw escape
+  let mut s = std::ptr::null_mut();
+  if unsafe { sys::napi_coerce_to_string(env, exc, &mut s) } != sys::Status::napi_ok {
+    let mut again = std::ptr::null_mut();
+    unsafe { sys::napi_get_and_clear_last_exception(env, &mut again) };
+    return Some("it threw".to_owned());
+  }
+  let mut len = 0usize;
+  unsafe { sys::napi_get_value_string_utf8(env, s, std::ptr::null_mut(), 0, &mut len) };
+  let mut buf = vec![0u8; len + 1];
+  unsafe { sys::napi_get_value_string_utf8(env, s, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+  buf.truncate(len);
+  Some(format!("it threw {}", String::from_utf8_lossy(&buf)))
+}
+
+/// The name napi-rs gives a field in JavaScript: `extend_env` -> `extendEnv`.
+pub fn camel_case(field: &str) -> String {
+  let field = field.strip_prefix("r#").unwrap_or(field);
+  let mut out = String::with_capacity(field.len());
+  let mut upper = false;
+  for c in field.chars() {
+    match (c, upper) {
+      ('_', _) => upper = true,
+      (c, true) => {
+        out.extend(c.to_uppercase());
+        upper = false;
+      }
+      (c, false) => out.push(c),
+    }
+  }
+  out
+}
+
+// ---------------------------------------------------------------- primitives
+
+impl<'env> FromJs<'env> for String {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if kind(&v) != ValueType::String {
+      return Err(at.wrong("a string", &v));
+    }
+    unsafe { v.cast::<String>() }.map_err(|e| at.error(e))
+  }
+}
+
+impl<'env> FromJs<'env> for bool {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if kind(&v) != ValueType::Boolean {
+      return Err(at.wrong("a boolean", &v));
+    }
+    unsafe { v.cast::<bool>() }.map_err(|e| at.error(e))
+  }
+}
+
+/// A number that is not NaN.
+impl<'env> FromJs<'env> for f64 {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if kind(&v) != ValueType::Number {
+      return Err(at.wrong("a number", &v));
+    }
+    let n = unsafe { v.cast::<f64>() }.map_err(|e| at.error(e))?;
+    if n.is_nan() {
+      return Err(at.error("must be a number, got NaN"));
+    }
+    Ok(n)
+  }
+}
+
+impl<'env> FromJs<'env> for Object<'env> {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if kind(&v) != ValueType::Object {
+      return Err(at.wrong("an object", &v));
+    }
+    unsafe { v.cast::<Object>() }.map_err(|e| at.error(e))
+  }
+}
+
+/// An array of strings; an item of the wrong type is named by its index.
+impl<'env> FromJs<'env> for Vec<String> {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if !v.is_array().unwrap_or(false) {
+      return Err(at.error("must be an array of strings"));
+    }
+    let arr: Array = unsafe { v.cast() }.map_err(|e| at.error(e))?;
+    (0..arr.len())
+      .map(|i| {
+        let item: Unknown = arr
+          .get(i)
+          .ok()
+          .flatten()
+          .ok_or_else(|| at.error("must be an array of strings"))?;
+        String::from_js(item, &at.item(i as usize))
+      })
+      .collect()
+  }
+}
+
+/// A function (an output callback, an event listener), still to be wrapped.
+#[derive(Clone, Copy)]
+pub struct JsFn<'env>(pub Unknown<'env>);
+
+impl<'env> FromJs<'env> for JsFn<'env> {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    if kind(&v) != ValueType::Function {
+      return Err(at.error("must be a function"));
+    }
+    Ok(JsFn(v))
+  }
+}
+
+/// An `AbortSignal` (checked when it is bound, see `abort.rs`).
+#[derive(Clone, Copy)]
+pub struct JsSignal<'env>(pub Unknown<'env>);
+
+impl<'env> FromJs<'env> for JsSignal<'env> {
+  fn from_js(v: Unknown<'env>, _at: &At) -> ArgResult<Self> {
+    Ok(JsSignal(v))
+  }
+}
+
+// ---------------------------------------------------------------- numbers
+
+/// A non-negative number, finite unless `infinite_ok`.
+fn non_negative(v: Unknown, at: &At, infinite_ok: bool) -> ArgResult<f64> {
+  let n = f64::from_js(v, at)?;
+  if n < 0.0 {
+    return Err(at.error(format_args!("must not be negative, got {n}")));
+  }
+  if n.is_infinite() && !infinite_ok {
+    return Err(at.error("must be finite"));
+  }
+  Ok(n)
+}
+
+fn millis(n: f64) -> Duration {
+  Duration::from_micros((n * 1000.0) as u64)
+}
+
+/// Milliseconds: a non-negative finite number.
+#[derive(Clone, Copy)]
+pub struct Ms(pub Duration);
+
+impl<'env> FromJs<'env> for Ms {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    non_negative(v, at, false).map(|n| Ms(millis(n)))
+  }
+}
+
+/// A timeout in milliseconds: 0 and `Infinity` mean none.
+#[derive(Clone, Copy)]
+pub struct Timeout(pub Option<Duration>);
+
+impl<'env> FromJs<'env> for Timeout {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let n = non_negative(v, at, true)?;
+    Ok(Timeout((n != 0.0 && n.is_finite()).then(|| millis(n))))
+  }
+}
+
+/// A size or a count: a non-negative finite number (a fraction is cut).
+#[derive(Clone, Copy)]
+pub struct Size(pub usize);
+
+impl<'env> FromJs<'env> for Size {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    non_negative(v, at, false).map(|n| Size(n as usize))
+  }
+}
+
+/// A positive integer (a line count, a pid, a session id).
+#[derive(Clone, Copy)]
+pub struct Positive(pub usize);
+
+impl<'env> FromJs<'env> for Positive {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let n = non_negative(v, at, false)?;
+    if n < 1.0 || n.fract() != 0.0 {
+      return Err(at.error(format_args!("must be a positive integer, got {n}")));
+    }
+    Ok(Positive(n as usize))
+  }
+}
+
+/// A positive integer that fits an `i32` (a pid, a session id).
+#[derive(Clone, Copy)]
+pub struct Id(pub u32);
+
+impl<'env> FromJs<'env> for Id {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let n = f64::from_js(v, at)?;
+    if !(1.0..=(i32::MAX as f64)).contains(&n) || n.fract() != 0.0 {
+      return Err(at.error(format_args!("must be a positive integer, got {n}")));
+    }
+    Ok(Id(n as u32))
+  }
+}
+
+/// A number checked by one of the core's validators (a resource limit, a
+/// manager setting), the same ones `serve` uses.
+pub fn checked<'env, T>(
+  v: Unknown<'env>,
+  at: &At,
+  check: impl FnOnce(f64) -> std::result::Result<T, String>,
+) -> ArgResult<T> {
+  let n = f64::from_js(v, at)?;
+  check(n).map_err(|e| at.error(e))
+}
+
+// ---------------------------------------------------------------- values of the options
+
+/// `env`: variables to set (a string; a number or boolean is made a string,
+/// as Node does) or, with `undefined`, to remove.
+pub struct EnvVars(pub Vec<(String, Option<String>)>);
+
+impl<'env> FromJs<'env> for EnvVars {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let obj = Object::from_js(v, at)?;
+    let raw_env = obj.value().env;
+    let keys = Object::keys(&obj).map_err(|e| {
+      let why = take_exception(raw_env).unwrap_or_else(|| e.to_string());
+      at.error(format_args!("could not be read: {why}"))
+    })?;
+    let mut vars = Vec::with_capacity(keys.len());
+    for k in keys {
+      if k.contains('\0') {
+        return Err(at.error(format_args!("has a variable name with a NUL byte: {k:?}")));
+      }
+      let item = at.key(&k);
+      let val = property(&obj, &item, &k)?;
+      let val = match kind(&val) {
+        // like Node: undefined drops the variable
+        ValueType::Undefined => None,
+        ValueType::String => Some(unsafe { val.cast::<String>() }.unwrap_or_default()),
+        ValueType::Number | ValueType::Boolean => Some(
+          val
+            .coerce_to_string()
+            .ok()
+            .and_then(|s| s.into_utf8().ok())
+            .and_then(|s| s.into_owned().ok())
+            .unwrap_or_default(),
+        ),
+        _ => return Err(item.wrong("a string", &val)),
+      };
+      vars.push((k, val));
+    }
+    Ok(EnvVars(vars))
+  }
+}
+
+/// `input`: a string, a Buffer or a Uint8Array, as bytes.
+pub struct Input(pub Vec<u8>);
+
+impl<'env> FromJs<'env> for Input {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    let bad = |v: &Unknown| at.wrong("a string or a Buffer", v);
+    match kind(&v) {
+      ValueType::String => Ok(Input(String::from_js(v, at)?.into_bytes())),
+      ValueType::Object if v.is_buffer().unwrap_or(false) => {
+        let b = unsafe { v.cast::<BufferSlice>() }.map_err(|e| at.error(e))?;
+        Ok(Input(b.to_vec()))
+      }
+      ValueType::Object if v.is_typedarray().unwrap_or(false) => {
+        let b = unsafe { v.cast::<Uint8Array>() }.map_err(|e| at.error(e))?;
+        Ok(Input(b.to_vec()))
+      }
+      _ => Err(bad(&v)),
+    }
+  }
+}
+
+/// `encoding`: `'utf8'` (strings) or `'buffer'` (raw bytes).
+#[derive(Clone, Copy, Default)]
+pub struct Encoding {
+  pub raw: bool,
+}
+
+impl<'env> FromJs<'env> for Encoding {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    match String::from_js(v, at)?.as_str() {
+      "utf8" | "utf-8" => Ok(Encoding { raw: false }),
+      "buffer" => Ok(Encoding { raw: true }),
+      other => Err(at.error(format_args!("must be 'utf8' or 'buffer', got '{other}'"))),
+    }
+  }
+}
+
+/// A string the core parses (`typescript`, a sandbox mode, a signal name):
+/// its error says what is expected.
+pub fn parsed<'env, T>(
+  v: Unknown<'env>,
+  at: &At,
+  parse: impl FnOnce(&str) -> std::result::Result<T, String>,
+) -> ArgResult<T> {
+  let s = String::from_js(v, at)?;
+  parse(&s).map_err(|e| at.error(e))
+}
+
+/// The host's working directory (ENOENT when it was removed).
+pub fn host_cwd() -> ArgResult<PathBuf> {
+  std::env::current_dir().map_err(|e| {
+    ExecError::new(
+      ErrorCode::ENOENT,
+      format!("the host's working directory is gone: {e}"),
+    )
+  })
+}
+
+/// `env` / `extendEnv` / `envAllowlist` / `envDenylist` of any options
+/// object, into the core's spec (its own checks: names, NUL bytes).
+pub fn env_spec(
+  vars: Option<EnvVars>,
+  extend: Option<bool>,
+  allow: Option<Vec<String>>,
+  deny: Option<Vec<String>>,
+) -> ArgResult<EnvSpec> {
+  EnvSpec::from_options(extend, vars.map(|v| v.0).unwrap_or_default(), allow, deny)
+}
+
+/// Declares an options object once. napi-rs makes its TypeScript interface
+/// from the declaration and its doc comments (it is never converted by
+/// napi-rs: `object_from_js = false`); the same declaration gets a
+/// [`FromJs`] reader that reads each field by its JavaScript name with the
+/// path of the value. Every field is an `Option` of a type that implements
+/// `FromJs`. `..process,` first in the body adds the fields every process
+/// takes (cwd, env, limits, sandbox, ...), declared once below, and a
+/// `process()` method that moves them out as [`crate::options::ProcessFields`].
+macro_rules! js_options {
+  (
+    $(#[$meta:meta])*
+    pub struct $name:ident $(<$lt:lifetime>)? { ..process, $($body:tt)* }
+  ) => {
+    js_options! {
+      $(#[$meta])*
+      pub struct $name $(<$lt>)? {
+        /// Working directory, checked before spawning. @default process.cwd()
+        pub cwd: Option<String>,
+        /// Variables set over the host environment (`undefined` removes one).
+        #[napi(ts_type = "Record<string, string | undefined>")]
+        pub env: Option<$crate::read::EnvVars>,
+        /// Start from the host environment (`true`) or from `env` alone. @default true
+        pub extend_env: Option<bool>,
+        /// Only host variables matching one of these patterns reach the
+        /// child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+        pub env_allowlist: Option<Vec<String>>,
+        /// Host variables matching one of these patterns are dropped
+        /// (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+        pub env_denylist: Option<Vec<String>>,
+        /// Opt-in resource limits of the child's whole process tree; a tree
+        /// over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+        /// (see `ResourceLimits`). Without them the fast spawn path is kept.
+        #[napi(ts_type = "ResourceLimits")]
+        pub limits: Option<$crate::options::ResourceLimits>,
+        /// Also kill the child when the host dies by SIGKILL (Linux
+        /// PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+        /// or the program; a PTY child gets SIGHUP from the kernel anyway;
+        /// costs the posix_spawn fast path; macOS has no such signal: there
+        /// it does nothing). @default false
+        pub die_with_parent: Option<bool>,
+        /// Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+        /// thread that spawns; posix_spawn kept). `true` = `{ mode:
+        /// 'workspace-write' }`. Also drops the host's secrets from the
+        /// environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+        /// `envAllowlist`/`envDenylist` are given. Cannot be applied:
+        /// rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+        /// says how it was applied and what it likely denied. @default false
+        #[napi(ts_type = "boolean | SandboxOptions")]
+        pub sandbox: Option<$crate::options::SandboxArg>,
+        $($body)*
+      }
+    }
+
+    impl $(<$lt>)? $name $(<$lt>)? {
+      /// The fields every process takes, moved out.
+      #[allow(dead_code)]
+      pub fn process(&mut self) -> $crate::options::ProcessFields {
+        $crate::options::ProcessFields {
+          cwd: self.cwd.take(),
+          env: self.env.take(),
+          extend_env: self.extend_env.take(),
+          env_allowlist: self.env_allowlist.take(),
+          env_denylist: self.env_denylist.take(),
+          limits: self.limits.take(),
+          die_with_parent: self.die_with_parent.take(),
+          sandbox: self.sandbox.take(),
+        }
+      }
+    }
+  };
+  (
+    $(#[$meta:meta])*
+    pub struct $name:ident <$lt:lifetime> {
+      $( $(#[$fmeta:meta])* pub $field:ident : Option<$ty:ty> ),* $(,)?
+    }
+  ) => {
+    $(#[$meta])*
+    #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
+    #[derive(Default)]
+    pub struct $name<$lt> {
+      $( $(#[$fmeta])* pub $field: Option<$ty> ),*
+    }
+
+    impl<$lt> $crate::read::FromJs<$lt> for $name<$lt> {
+      fn from_js(v: napi::bindgen_prelude::Unknown<$lt>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
+        let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
+        Ok($name {
+          $( $field: $crate::read::field(&obj, at, &$crate::read::camel_case(stringify!($field)))?, )*
+        })
+      }
+    }
+  };
+  (
+    $(#[$meta:meta])*
+    pub struct $name:ident {
+      $( $(#[$fmeta:meta])* pub $field:ident : Option<$ty:ty> ),* $(,)?
+    }
+  ) => {
+    $(#[$meta])*
+    #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
+    #[derive(Default)]
+    pub struct $name {
+      $( $(#[$fmeta])* pub $field: Option<$ty> ),*
+    }
+
+    impl<'env> $crate::read::FromJs<'env> for $name {
+      fn from_js(v: napi::bindgen_prelude::Unknown<'env>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
+        let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
+        Ok($name {
+          $( $field: $crate::read::field(&obj, at, &$crate::read::camel_case(stringify!($field)))?, )*
+        })
+      }
+    }
+  };
+}
