@@ -27,7 +27,7 @@ pub struct SandboxStatus {
 /// namespaces (Linux), `sandbox-exec` (macOS). Nothing is changed by asking.
 #[napi]
 pub fn sandbox_status() -> SandboxStatus {
-  let s = exec_core::platform::sandbox_support();
+  let s = exec_core::sandbox::sandbox_support();
   SandboxStatus {
     platform: if cfg!(target_os = "macos") {
       "darwin"

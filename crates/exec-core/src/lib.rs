@@ -10,12 +10,12 @@ pub mod language;
 pub mod limits;
 pub mod manager;
 pub mod mcp;
-pub mod platform;
+pub(crate) mod platform;
 pub mod process;
 pub mod sandbox;
 pub mod server;
 pub mod session;
-pub mod ts_strip;
+mod ts_strip;
 pub mod utf8;
 
 pub use buffer::HeadTailBuffer;

@@ -20,9 +20,6 @@ pub fn kill_me_with_parent() -> io::Result<()> {
   Ok(())
 }
 
-/// Whether [`kill_me_with_parent`] does anything on this system.
-pub const DIE_WITH_PARENT: bool = true;
-
 /// Mark every descriptor from `first` up close-on-exec, so that descriptors
 /// the host left open do not reach the program. Async-signal-safe. Linux
 /// 5.11+ (`close_range(CLOSE_RANGE_CLOEXEC)`); older kernels keep them, as

@@ -2,14 +2,11 @@
 
 use std::io;
 
-/// macOS has no parent-death signal: a no-op (see [`DIE_WITH_PARENT`]).
+/// macOS has no parent-death signal: a no-op.
 /// Children of a host that died are still found by their group.
 pub fn kill_me_with_parent() -> io::Result<()> {
   Ok(())
 }
-
-/// Whether [`kill_me_with_parent`] does anything on this system.
-pub const DIE_WITH_PARENT: bool = false;
 
 /// Mark every descriptor from `first` up close-on-exec. Async-signal-safe:
 /// one fcntl per possible descriptor up to the soft RLIMIT_NOFILE (capped).

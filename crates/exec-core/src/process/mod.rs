@@ -18,10 +18,10 @@
 pub mod marks;
 pub mod reaper;
 pub mod registry;
-pub mod spawn;
+mod spawn;
 pub mod spec;
 pub mod supervise;
-pub mod tree;
+mod tree;
 
 pub use spawn::{ChildSetup, Prepared, Spawned};
 pub use tree::ProcessTree;
