@@ -238,6 +238,35 @@ fn shown<'a>(out: &'a StreamOutput, err: &'a StreamOutput) -> [Shown<'a>; 2] {
   ]
 }
 
+/// A command started by [`CommandRunner::run`], supervised on its own task.
+struct Started {
+  pid: u32,
+  cancel: CancellationToken,
+  handle: JoinHandle<LeftRunning>,
+  at: Instant,
+  wall: SystemTime,
+}
+
+/// `bash -c <command>` with the options' cwd, environment (over the
+/// non-interactive defaults), limits and sandbox; stdin at EOF.
+fn bash_spec(command: &str, opts: &CommandOptions) -> Result<ProcessSpec, ExecError> {
+  if command.trim().is_empty() {
+    return Err(ExecError::invalid("command is empty"));
+  }
+  check_cwd(&opts.cwd)?;
+  let env = command_env(opts.env.clone());
+  env.validate()?;
+  let bash = find_bash(&env, &opts.cwd)?;
+  let mut spec = ProcessSpec::new(bash).arg("-c").arg(command);
+  spec.cwd = Some(opts.cwd.clone());
+  spec.env = env;
+  spec.stdin = StdinMode::Null;
+  spec.limits = opts.resource_limits.clone();
+  spec.die_with_parent = opts.die_with_parent;
+  spec.sandbox = opts.sandbox.clone();
+  Ok(spec)
+}
+
 impl CommandRunner {
   /// A new session. Sweeps old logs from `config.output_dir` in the background.
   pub fn new(config: RunnerConfig) -> Self {
@@ -269,6 +298,12 @@ impl CommandRunner {
 
   /// Run `bash -c <command>`. Never fails: a command that cannot start gives
   /// a result with `error` and `is_error`. Must be called within a tokio runtime.
+  ///
+  /// The steps: the spec ([`bash_spec`]), the supervised start
+  /// ([`Self::spawn_supervised`]), the wait in the foreground until the timeout
+  /// ([`Self::wait_foreground`]), and, if it is still running then (or was
+  /// asked to run in the background), the hand-over to a background job
+  /// ([`Self::to_background`]).
   pub async fn run(&self, command: &str, opts: CommandOptions) -> CommandResult {
     if self.is_closed() {
       return CommandResult::failed(ExecError::new(
@@ -276,25 +311,7 @@ impl CommandRunner {
         "the command runner is closed",
       ));
     }
-    let limits = opts.limits;
-    let prepared = (|| -> Result<ProcessSpec, ExecError> {
-      if command.trim().is_empty() {
-        return Err(ExecError::invalid("command is empty"));
-      }
-      check_cwd(&opts.cwd)?;
-      let env = command_env(opts.env.clone());
-      env.validate()?;
-      let bash = find_bash(&env, &opts.cwd)?;
-      let mut spec = ProcessSpec::new(bash).arg("-c").arg(command);
-      spec.cwd = Some(opts.cwd.clone());
-      spec.env = env;
-      spec.stdin = StdinMode::Null;
-      spec.limits = opts.resource_limits.clone();
-      spec.die_with_parent = opts.die_with_parent;
-      spec.sandbox = opts.sandbox.clone();
-      Ok(spec)
-    })();
-    let spec = match prepared {
+    let spec = match bash_spec(command, &opts) {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),
     };
@@ -303,26 +320,34 @@ impl CommandRunner {
       .clone()
       .unwrap_or_else(|| self.inner.config.output_dir.clone());
     guard(&self.inner.dirs).insert(dir.clone());
-
-    let capture = Capture::shared(limits, dir);
-    let started = Instant::now();
-    let started_wall = SystemTime::now();
-    let owner = self.inner.config.owner;
-    let exec = match Execution::spawn(
-      &spec,
-      owner,
-      CaptureSink {
-        capture: capture.clone(),
-        stream: Stream::Stdout,
-      },
-      CaptureSink {
-        capture: capture.clone(),
-        stream: Stream::Stderr,
-      },
-    ) {
-      Ok(x) => x,
+    let capture = Capture::shared(opts.limits, dir);
+    let mut run = match self.spawn_supervised(&spec, &capture, !opts.cleanup) {
+      Ok(r) => r,
       Err(e) => return CommandResult::failed(e),
     };
+    if !opts.background {
+      if let Some(done) = self.wait_foreground(&mut run, &capture, &opts).await {
+        return done;
+      }
+    }
+    self.to_background(run, command, capture, &opts)
+  }
+
+  /// Spawn `spec` with both streams into `capture` and supervise it on its
+  /// own task (`adopt`: what it leaves running is handed back, not killed).
+  fn spawn_supervised(
+    &self,
+    spec: &ProcessSpec,
+    capture: &SharedCapture,
+    adopt: bool,
+  ) -> Result<Started, ExecError> {
+    let (at, wall) = (Instant::now(), SystemTime::now());
+    let owner = self.inner.config.owner;
+    let sink = |stream| CaptureSink {
+      capture: capture.clone(),
+      stream,
+    };
+    let exec = Execution::spawn(spec, owner, sink(Stream::Stdout), sink(Stream::Stderr))?;
     let pid = exec.pid();
     let cancel = CancellationToken::new();
     let policy = RunPolicy {
@@ -334,8 +359,7 @@ impl CommandRunner {
       owner,
     };
     let wait_cancel = cancel.clone();
-    let adopt = !opts.cleanup;
-    let mut handle: JoinHandle<LeftRunning> = tokio::spawn(async move {
+    let handle: JoinHandle<LeftRunning> = tokio::spawn(async move {
       if adopt {
         exec.wait_leaving_tree(&policy, &wait_cancel).await
       } else {
@@ -348,69 +372,92 @@ impl CommandRunner {
         }
       }
     });
+    Ok(Started {
+      pid,
+      cancel,
+      handle,
+      at,
+      wall,
+    })
+  }
 
-    if !opts.background {
-      guard(&self.inner.foreground).insert(pid, cancel.clone());
-      let finished = match opts.timeout {
-        None => Some(joined((&mut handle).await, pid)),
-        Some(t) => tokio::time::timeout_at(started + t, &mut handle)
-          .await
-          .ok()
-          .map(|r| joined(r, pid)),
-      };
-      guard(&self.inner.foreground).remove(&pid);
-      if let Some(left) = finished {
-        let adopted = adopt_left(&self.inner, left.left, &left.mark, &capture, limits);
-        let keep_log = !adopted.is_empty();
-        let mut res =
-          finish_foreground(left.outcome, &capture, limits, started.elapsed(), keep_log);
-        if keep_log {
-          res.text.push_str("\n\n");
-          res.text.push_str(&format_left_running(&adopted, &res.log));
-          res.adopted = adopted;
-          close_log_after(&capture, left.pumps);
-        }
-        return res;
-      }
+  /// Wait for the command until its timeout; its result if it ended, with
+  /// what it left running adopted.
+  async fn wait_foreground(
+    &self,
+    run: &mut Started,
+    capture: &SharedCapture,
+    opts: &CommandOptions,
+  ) -> Option<CommandResult> {
+    let (pid, limits) = (run.pid, opts.limits);
+    guard(&self.inner.foreground).insert(pid, run.cancel.clone());
+    let finished = match opts.timeout {
+      None => Some(joined((&mut run.handle).await, pid)),
+      Some(t) => tokio::time::timeout_at(run.at + t, &mut run.handle)
+        .await
+        .ok()
+        .map(|r| joined(r, pid)),
+    };
+    guard(&self.inner.foreground).remove(&pid);
+    let left = finished?;
+    let adopted = adopt_left(&self.inner, left.left, &left.mark, capture, limits);
+    let keep_log = !adopted.is_empty();
+    let mut res = finish_foreground(left.outcome, capture, limits, run.at.elapsed(), keep_log);
+    if keep_log {
+      res.text.push_str("\n\n");
+      res.text.push_str(&format_left_running(&adopted, &res.log));
+      res.adopted = adopted;
+      close_log_after(capture, left.pumps);
     }
+    Some(res)
+  }
 
-    // to the background: the supervisor keeps pumping into the window and the log
+  /// Make the running command a background job of the runner: the
+  /// supervisor keeps pumping into the window and the log; the answer says
+  /// so, with the output so far.
+  fn to_background(
+    &self,
+    run: Started,
+    command: &str,
+    capture: SharedCapture,
+    opts: &CommandOptions,
+  ) -> CommandResult {
+    let (pid, limits) = (run.pid, opts.limits);
     let (stdout, stderr) = take_streams(&capture, limits, true);
     let log = lock(&capture).log.status(true);
     let (tx, rx) = watch::channel(None);
     let proc = Arc::new(BgProc {
       pid,
       command: command.to_owned(),
-      started: started_wall,
-      started_at: started,
+      started: run.wall,
+      started_at: run.at,
       capture: capture.clone(),
       limits,
-      cancel: cancel.clone(),
+      cancel: run.cancel.clone(),
       done: rx,
       adopted: false,
       left: Mutex::new(Vec::new()),
     });
     guard(&self.inner.procs).insert(pid, proc.clone());
     if self.is_closed() {
-      cancel.cancel();
+      run.cancel.cancel();
     }
-    let cap = capture.clone();
     let weak = Arc::downgrade(&self.inner);
+    let handle = run.handle;
     tokio::spawn(async move {
       let left = joined(handle.await, pid);
       let adopted = match weak.upgrade() {
-        Some(inner) => adopt_left(&inner, left.left, &left.mark, &cap, limits),
+        Some(inner) => adopt_left(&inner, left.left, &left.mark, &capture, limits),
         None => Vec::new(),
       };
       if adopted.is_empty() {
-        lock(&cap).log.finish(true);
+        lock(&capture).log.finish(true);
       } else {
         *guard(&proc.left) = adopted;
-        close_log_after(&cap, left.pumps);
+        close_log_after(&capture, left.pumps);
       }
       let _ = tx.send(Some((left.outcome, Instant::now())));
     });
-
     let after = if opts.background { None } else { opts.timeout };
     let text = format_backgrounded(pid, after, &shown(&stdout, &stderr), limits.max_bytes, &log);
     CommandResult {
@@ -424,7 +471,7 @@ impl CommandRunner {
       background: Some(BackgroundRef { pid, log }),
       text,
       is_error: false,
-      duration: started.elapsed(),
+      duration: run.at.elapsed(),
       error: None,
       adopted: Vec::new(),
       sandbox: None,

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 mod report;
 pub mod seatbelt;
 pub mod threads;
-pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
 /// What this system offers a sandbox (the platform layer's answer).
 pub use crate::platform::{sandbox_support, SandboxSupport};
+pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
 
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;

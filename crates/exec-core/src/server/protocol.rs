@@ -355,6 +355,62 @@ pub const DEFAULT_READ_MAX_BYTES: usize = 1024 * 1024;
 /// Upper bound of one long poll, so a request cannot be parked for ever.
 pub const MAX_WAIT_MS: u64 = 24 * 3600 * 1000;
 
+/// The answer of `initialize`: the protocol, the server, its limits.
+fn initialize_json(m: &ProcessManager) -> Value {
+  let c = m.config();
+  json!({
+    "protocolVersion": PROTOCOL_VERSION,
+    "serverInfo": { "name": "exec-native", "version": env!("CARGO_PKG_VERSION") },
+    "capabilities": { "pty": true, "pipes": true },
+    "limits": {
+      "retainedOutputBytes": c.retained_output_bytes,
+      "maxProcesses": c.max_processes,
+      "exitedRetentionMs": c.exited_retention.as_millis() as u64,
+    },
+  })
+}
+
+fn terminate_mode(p: &TerminateParams) -> TerminateMode {
+  match p.mode {
+    Some(ModeParam::Force) => TerminateMode::Force,
+    None | Some(ModeParam::Graceful) => TerminateMode::Graceful {
+      timeout: Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_TERMINATE_TIMEOUT_MS)),
+    },
+  }
+}
+
+fn snapshot_json(s: crate::manager::Snapshot) -> Value {
+  let mut v = json!({
+    "stdout": b64(&s.stdout),
+    "stderr": b64(&s.stderr),
+    "terminal": b64(&s.terminal),
+    "truncated": s.truncated,
+    "omittedBytes": s.omitted_bytes,
+    "running": s.running,
+    "nextSeq": s.next_seq,
+  });
+  exit_fields(&mut v, &s.exit);
+  v
+}
+
+fn list_json(list: Vec<crate::manager::ProcessInfo>) -> Value {
+  let list: Vec<Value> = list
+    .into_iter()
+    .map(|i| {
+      let mut v = json!({
+        "processId": i.process_id,
+        "pid": i.pid,
+        "argv": i.argv,
+        "pty": i.pty,
+        "running": i.running,
+      });
+      exit_fields(&mut v, &i.exit);
+      v
+    })
+    .collect();
+  json!({ "processes": list })
+}
+
 fn wait_json(r: WaitResult) -> Value {
   let mut v = json!({ "running": r.running });
   exit_fields(&mut v, &r.exit);
@@ -467,20 +523,9 @@ pub async fn dispatch(
   method: &str,
   p: Value,
 ) -> Result<Value, RpcError> {
+  let done = |()| json!({});
   match method {
-    "initialize" => {
-      let c = m.config();
-      Ok(json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "serverInfo": { "name": "exec-native", "version": env!("CARGO_PKG_VERSION") },
-        "capabilities": { "pty": true, "pipes": true },
-        "limits": {
-          "retainedOutputBytes": c.retained_output_bytes,
-          "maxProcesses": c.max_processes,
-          "exitedRetentionMs": c.exited_retention.as_millis() as u64,
-        },
-      }))
-    }
+    "initialize" => Ok(initialize_json(m)),
     "process/start" => {
       let (spec, notify) = start_spec(p)?;
       let s = m.start(spec, notify.then(|| events.clone()))?;
@@ -491,28 +536,21 @@ pub async fn dispatch(
       let data = B64
         .decode(p.data.as_bytes())
         .map_err(|e| RpcError::invalid_params(format!("data is not base64: {e}")))?;
-      m.write(&p.process_id, &data).await?;
-      Ok(json!({}))
+      Ok(m.write(&p.process_id, &data).await.map(done)?)
     }
     "process/closeStdin" => {
       let p: IdParams = params(p)?;
-      m.close_stdin(&p.process_id).await?;
-      Ok(json!({}))
+      Ok(m.close_stdin(&p.process_id).await.map(done)?)
     }
     "process/resize" => {
       let p: ResizeParams = params(p)?;
-      m.resize(&p.process_id, p.rows, p.cols)?;
-      Ok(json!({}))
+      Ok(m.resize(&p.process_id, p.rows, p.cols).map(done)?)
     }
     "process/terminate" => {
       let p: TerminateParams = params(p)?;
-      let mode = match p.mode.unwrap_or(ModeParam::Graceful) {
-        ModeParam::Force => TerminateMode::Force,
-        ModeParam::Graceful => TerminateMode::Graceful {
-          timeout: Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_TERMINATE_TIMEOUT_MS)),
-        },
-      };
-      Ok(wait_json(m.terminate(&p.process_id, mode).await?))
+      Ok(wait_json(
+        m.terminate(&p.process_id, terminate_mode(&p)).await?,
+      ))
     }
     "process/wait" => {
       let p: WaitParams = params(p)?;
@@ -523,51 +561,20 @@ pub async fn dispatch(
     }
     "process/read" => {
       let p: ReadParams = params(p)?;
+      let max = p.max_bytes.map_or(DEFAULT_READ_MAX_BYTES, |n| {
+        n.min(usize::MAX as u64) as usize
+      });
+      let wait = Duration::from_millis(p.wait_ms.unwrap_or(0).min(MAX_WAIT_MS));
       let r = m
-        .read(
-          &p.process_id,
-          p.after_seq.unwrap_or(0),
-          p.max_bytes.map_or(DEFAULT_READ_MAX_BYTES, |n| {
-            n.min(usize::MAX as u64) as usize
-          }),
-          Duration::from_millis(p.wait_ms.unwrap_or(0).min(MAX_WAIT_MS)),
-        )
+        .read(&p.process_id, p.after_seq.unwrap_or(0), max, wait)
         .await?;
       Ok(read_json(r))
     }
     "process/snapshot" => {
       let p: IdParams = params(p)?;
-      let s = m.snapshot(&p.process_id)?;
-      let mut v = json!({
-        "stdout": b64(&s.stdout),
-        "stderr": b64(&s.stderr),
-        "terminal": b64(&s.terminal),
-        "truncated": s.truncated,
-        "omittedBytes": s.omitted_bytes,
-        "running": s.running,
-        "nextSeq": s.next_seq,
-      });
-      exit_fields(&mut v, &s.exit);
-      Ok(v)
+      Ok(snapshot_json(m.snapshot(&p.process_id)?))
     }
-    "process/list" => {
-      let list: Vec<Value> = m
-        .list()
-        .into_iter()
-        .map(|i| {
-          let mut v = json!({
-            "processId": i.process_id,
-            "pid": i.pid,
-            "argv": i.argv,
-            "pty": i.pty,
-            "running": i.running,
-          });
-          exit_fields(&mut v, &i.exit);
-          v
-        })
-        .collect();
-      Ok(json!({ "processes": list }))
-    }
+    "process/list" => Ok(list_json(m.list())),
     _ => Err(RpcError::new(
       METHOD_NOT_FOUND,
       format!("exec: unknown method '{method}' (EINVAL)"),

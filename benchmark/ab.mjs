@@ -1,0 +1,91 @@
+// The spawn and capture rows of two builds of the addon in one run,
+// interleaved (the order rotated each round), medians and the ratio of
+// medians. For a change that touches every spawn path: keep the .node of the
+// build before it, build, and compare. Each build runs in its own child Node
+// process (two copies of the addon in one process share the pid in their run
+// marks, so one copy's cleanup would signal the other's runs); a child times
+// its own calls.
+//
+//   cp exec-native.linux-x64-gnu.node /tmp/before.node    # before the change
+//   npm run build                                         # after
+//   node benchmark/ab.mjs /tmp/before.node [rounds=7] [after=./exec-native.linux-x64-gnu.node]
+import { fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+
+const require = createRequire(import.meta.url)
+
+/** Each case: a call of the addon, run `count` times per round. */
+const cases = {
+  'spawnCall /bin/true': { count: 200, run: (a) => a.spawnCall('/bin/true', []) },
+  'spawn() handle /bin/true': { count: 200, run: (a) => a.spawn('/bin/true', []).exited },
+  'executeAndCapture bash echo': { count: 100, run: (a) => a.executeAndCapture('echo hi', 'bash') },
+  'captureCall with options': {
+    count: 200,
+    run: (a) =>
+      a.captureCall('/bin/true', [], { env: { A: '1' }, envDenylist: ['*_TOKEN'], limits: undefined, timeout: 5000, maxOutputBytes: 4096 }),
+  },
+  'capture 256 MiB (cap 1 MiB)': {
+    count: 3,
+    run: (a) => a.executeAndCapture(`head -c ${256 << 20} /dev/zero`, 'bash'),
+  },
+}
+
+if (process.argv[2] === '--serve') {
+  const addon = require(path.resolve(process.argv[3]))
+  process.on('message', async ({ name }) => {
+    const c = cases[name]
+    const times = []
+    for (let i = 0; i < c.count; i++) {
+      const t = performance.now()
+      const r = await c.run(addon)
+      times.push(performance.now() - t)
+      if (r.exitCode !== 0) {
+        process.send({ error: `${name}: exit ${r.exitCode} ${r.error ?? ''}` })
+        return
+      }
+    }
+    times.sort((x, y) => x - y)
+    process.send({ ms: times[times.length >> 1] })
+  })
+  process.send({ ready: true })
+} else {
+  const before = process.argv[2]
+  if (!before) {
+    console.error('usage: node benchmark/ab.mjs <before.node> [rounds=7] [after.node]')
+    process.exit(2)
+  }
+  const rounds = Number(process.argv[3] ?? 7)
+  const after = process.argv[4] ?? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'exec-native.linux-x64-gnu.node')
+  const me = fileURLToPath(import.meta.url)
+  const builds = { before, after }
+  const children = {}
+  for (const [label, file] of Object.entries(builds)) {
+    const child = fork(me, ['--serve', file], { stdio: 'inherit' })
+    await new Promise((resolve) => child.once('message', resolve))
+    children[label] = child
+  }
+  const ask = (child, name) =>
+    new Promise((resolve, reject) => {
+      child.once('message', (m) => (m.error ? reject(new Error(m.error)) : resolve(m.ms)))
+      child.send({ name })
+    })
+  const results = {}
+  for (const name of Object.keys(cases)) {
+    results[name] = { before: [], after: [] }
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 ? ['after', 'before'] : ['before', 'after']
+      for (const label of order) results[name][label].push(await ask(children[label], name))
+    }
+  }
+  for (const c of Object.values(children)) c.kill()
+  const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
+  console.log(`| case (median of ${rounds} rounds, each a median per call) | before ms | after ms | after / before |`)
+  console.log('|---|---|---|---|')
+  for (const [name, r] of Object.entries(results)) {
+    const b = med(r.before)
+    const a = med(r.after)
+    console.log(`| ${name} | ${b.toFixed(3)} | ${a.toFixed(3)} | ${(a / b).toFixed(2)} |`)
+  }
+}
