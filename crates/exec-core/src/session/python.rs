@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde::Deserialize;
-use tokio::time::Instant;
-
 use tokio::sync::MutexGuard;
+use tokio::time::Instant;
 
 use super::capture::{cap_text, rendered_text, Capture, Streams};
 use super::engine::{

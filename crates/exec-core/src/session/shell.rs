@@ -19,9 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use tokio::time::Instant;
-
 use tokio::sync::MutexGuard;
+use tokio::time::Instant;
 
 use super::capture::{rendered_text, Capture, Streams};
 use super::engine::{
