@@ -37,168 +37,174 @@ import traceback
 import types
 
 
-def _main():
-    ctl = socket.socket(fileno=os.dup(0))  # os.dup: not inheritable
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    reader = ctl.makefile("rb")
-    driver_pid = os.getpid()
+def _idle(signum, frame):
+    # the SIGINT handler between cells: the driver is never interrupted
+    pass
 
-    def forked_child():
+
+def _clean(text):
+    # lone surrogates (from surrogateescape) are not valid JSON text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _flush_output():
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if s is not None:
+                s.flush()
+        except Exception:
+            pass
+
+
+# the driver's own file name (its frames are cut from a cell's traceback)
+_OWN = _idle.__code__.co_filename
+
+
+class _Driver:
+    """The channel, the cells' namespace, the number of the last cell and
+    the SIGINT handler cells run with (a cell may install its own: it is kept
+    for the next cells)."""
+
+    def __init__(self):
+        self.ctl = socket.socket(fileno=os.dup(0))  # os.dup: not inheritable
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self.reader = self.ctl.makefile("rb")
+        self.pid = os.getpid()
+        os.register_at_fork(after_in_child=self._forked_child)
+
+        # a REPL's view of the world: '' (the cwd) first on sys.path, argv ['']
+        sys.argv = [""]
+        if not sys.path or sys.path[0] != "":
+            sys.path.insert(0, "")
+
+        # cells run in a fresh __main__ module (so pickle finds their classes)
+        main_mod = types.ModuleType("__main__")
+        main_mod.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main_mod
+        self.ns = main_mod.__dict__
+
+        self.count = 0
+        self.handler = signal.default_int_handler
+        signal.signal(signal.SIGINT, _idle)
+
+    def _forked_child(self):
         # a child of os.fork() must never answer on the channel. The fd is
         # closed without touching the reader, whose lock another thread may
         # have held at the fork.
         try:
-            os.close(ctl.detach())
+            os.close(self.ctl.detach())
         except Exception:
             pass
 
-    os.register_at_fork(after_in_child=forked_child)
+    def send(self, msg):
+        self.ctl.sendall(json.dumps(msg).encode("utf-8") + b"\n")
 
-    # a REPL's view of the world: '' (the cwd) first on sys.path, argv ['']
-    sys.argv = [""]
-    if not sys.path or sys.path[0] != "":
-        sys.path.insert(0, "")
-
-    # cells run in a fresh __main__ module (so pickle finds their classes)
-    main_mod = types.ModuleType("__main__")
-    main_mod.__dict__["__builtins__"] = builtins
-    sys.modules["__main__"] = main_mod
-    ns = main_mod.__dict__
-
-    # the handler cells run with (a cell may install its own: it is kept for
-    # the next cells)
-    state = {"count": 0, "handler": signal.default_int_handler}
-
-    def idle(signum, frame):
-        # between cells the driver is never interrupted
-        pass
-
-    signal.signal(signal.SIGINT, idle)
-
-    def send(msg):
-        ctl.sendall(json.dumps(msg).encode("utf-8") + b"\n")
-
-    def clean(text):
-        # lone surrogates (from surrogateescape) are not valid JSON text
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-    def flush_output():
-        for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+    def serve(self):
+        """Answer requests until EOF on the channel."""
+        self.send({"ev": "ready", "pid": os.getpid(), "version": sys.version.split()[0]})
+        while True:
+            line = self.reader.readline()
+            if not line:
+                break
             try:
-                if s is not None:
-                    s.flush()
-            except Exception:
-                pass
+                req = json.loads(line)
+            except ValueError:
+                continue
+            self.handle(req)
 
-    own = _main.__code__.co_filename
-
-    def describe(exc, filename):
-        tb = exc.__traceback__
-        # drop the driver's own frames: the traceback starts in the cell
-        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-            tb = tb.tb_next
-        # and none of the driver's frames after it (a handler of the driver)
-        t = tb
-        while t is not None:
-            while t.tb_next is not None and t.tb_next.tb_frame.f_code.co_filename == own:
-                t.tb_next = t.tb_next.tb_next
-            t = t.tb_next
-        exc.__traceback__ = tb
-        text = "".join(traceback.format_exception(type(exc), exc, tb))
-        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-        try:
-            message = str(exc)
-        except Exception:
-            message = "<unprintable %s>" % type(exc).__name__
-        return {
-            "type": clean(type(exc).__name__),
-            "message": clean(message),
-            "traceback": clean(text),
-        }
-
-    def run_cell(code, filename):
-        # register the source so tracebacks show the cell's lines
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        tree = ast.parse(code, filename, "exec")
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, filename, "exec", dont_inherit=True), ns)
-        if last is not None:
-            value = eval(compile(last, filename, "eval", dont_inherit=True), ns)
-            if value is not None:
-                ns["_"] = value
-                return clean(repr(value))
-        return None
-
-    send({"ev": "ready", "pid": os.getpid(), "version": sys.version.split()[0]})
-    while True:
-        line = reader.readline()
-        if not line:
-            break
-        try:
-            req = json.loads(line)
-        except ValueError:
-            continue
+    def handle(self, req):
+        """Run one request and send its "done"."""
         rid = req.get("id")
-        init = bool(req.get("init"))
-        if init:
+        if req.get("init"):
             filename = "<init>"
         else:
-            state["count"] += 1
-            filename = "<cell %d>" % state["count"]
-        done = {
-            "ev": "done",
-            "id": rid,
-            "count": state["count"],
-            "status": "ok",
-            "value": None,
-            "exception": None,
-        }
+            self.count += 1
+            filename = "<cell %d>" % self.count
+        outcome = self.run(rid, req.get("code", ""), filename)
+        if os.getpid() != self.pid:
+            self._end_forked_child(outcome)
+        done = self.done(rid, outcome, filename)
+        _flush_output()
+        try:
+            self.send(done)
+        except (TypeError, ValueError):
+            done["value"] = None
+            self.send(done)
+
+    def run(self, rid, code, filename):
+        """Send "start" and run the cell under its SIGINT handler: ("ok",
+        value), or ("error" | "interrupted", the exception)."""
         outcome = None
         try:
             try:
                 # the cell's handler goes in before "start" is sent: the addon
                 # delivers a held interrupt as soon as it reads "start", and a
                 # SIGINT that found the idle handler would be lost
-                signal.signal(signal.SIGINT, state["handler"])
-                send({"ev": "start", "id": rid, "count": state["count"]})
+                signal.signal(signal.SIGINT, self.handler)
+                self.send({"ev": "start", "id": rid, "count": self.count})
                 try:
-                    outcome = ("ok", run_cell(req.get("code", ""), filename))
+                    outcome = ("ok", self.run_cell(code, filename))
                 except KeyboardInterrupt as e:
                     outcome = ("interrupted", e)
                 except BaseException as e:  # SystemExit too: the session goes on
                     outcome = ("error", e)
             finally:
-                if os.getpid() == driver_pid:
+                if os.getpid() == self.pid:
                     current = signal.getsignal(signal.SIGINT)
-                    signal.signal(signal.SIGINT, idle)
-                    if current is not idle and current is not None:
-                        state["handler"] = current
+                    signal.signal(signal.SIGINT, _idle)
+                    if current is not _idle and current is not None:
+                        self.handler = current
         except KeyboardInterrupt as e:
             # SIGINT landed between the cell's end and the idle handler
             if outcome is None:
                 outcome = ("interrupted", e)
-            if os.getpid() == driver_pid:
-                signal.signal(signal.SIGINT, idle)
-        if os.getpid() != driver_pid:
-            # a child of os.fork() that came back from the cell: it ends here
-            if outcome is not None and outcome[0] != "ok":
-                try:
-                    traceback.print_exception(type(outcome[1]), outcome[1], outcome[1].__traceback__)
-                except Exception:
-                    pass
-            flush_output()
-            os._exit(0 if outcome is not None and outcome[0] == "ok" else 1)
+            if os.getpid() == self.pid:
+                signal.signal(signal.SIGINT, _idle)
+        return outcome
+
+    def run_cell(self, code, filename):
+        # register the source so tracebacks show the cell's lines
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        tree = ast.parse(code, filename, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, filename, "exec", dont_inherit=True), self.ns)
+        if last is not None:
+            value = eval(compile(last, filename, "eval", dont_inherit=True), self.ns)
+            if value is not None:
+                self.ns["_"] = value
+                return _clean(repr(value))
+        return None
+
+    def _end_forked_child(self, outcome):
+        # a child of os.fork() that came back from the cell: it ends here
+        if outcome is not None and outcome[0] != "ok":
+            try:
+                traceback.print_exception(type(outcome[1]), outcome[1], outcome[1].__traceback__)
+            except Exception:
+                pass
+        _flush_output()
+        os._exit(0 if outcome is not None and outcome[0] == "ok" else 1)
+
+    def done(self, rid, outcome, filename):
+        """The "done" message; an exception is also written to stderr."""
         status, payload = outcome
-        done["status"] = status
+        done = {
+            "ev": "done",
+            "id": rid,
+            "count": self.count,
+            "status": status,
+            "value": None,
+            "exception": None,
+        }
         if status == "ok":
             done["value"] = payload
         else:
             try:
-                info = describe(payload, filename)
+                info = _describe(payload, filename)
             except Exception as e:  # a broken __str__ or the like
                 info = {"type": type(payload).__name__, "message": "", "traceback": repr(e)}
             done["exception"] = info
@@ -206,13 +212,33 @@ def _main():
                 sys.stderr.write(info["traceback"])
             except Exception:
                 pass
-        flush_output()
-        try:
-            send(done)
-        except (TypeError, ValueError):
-            done["value"] = None
-            send(done)
-    sys.exit(0)
+        return done
 
 
-_main()
+def _describe(exc, filename):
+    tb = exc.__traceback__
+    # drop the driver's own frames: the traceback starts in the cell
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    # and none of the driver's frames after it (a handler of the driver)
+    t = tb
+    while t is not None:
+        while t.tb_next is not None and t.tb_next.tb_frame.f_code.co_filename == _OWN:
+            t.tb_next = t.tb_next.tb_next
+        t = t.tb_next
+    exc.__traceback__ = tb
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<unprintable %s>" % type(exc).__name__
+    return {
+        "type": _clean(type(exc).__name__),
+        "message": _clean(message),
+        "traceback": _clean(text),
+    }
+
+
+_Driver().serve()
+sys.exit(0)

@@ -9,17 +9,20 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde::Deserialize;
+use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
-use super::{
-  closed_error, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn, Worker,
-  WorkerSpec,
+use super::capture::{cap_text, rendered_text, Capture, Streams};
+use super::engine::{
+  closed_error, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate, Followed,
+  Outcome, Slot,
 };
-use crate::buffer::HeadTailBuffer;
+use super::queue::{Ticket, Turn};
+use super::worker::{Worker, WorkerSpec};
+use super::{ExecuteOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;
-use crate::process::supervise::{format_duration, OutputSink};
+use crate::process::supervise::{format_duration, Discard, OutputSink};
 
 /// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
 pub const DRIVER: &str = include_str!("../../../../python/driver.py");
@@ -121,11 +124,55 @@ struct Message {
   exception: Option<PythonException>,
 }
 
+/// A cell's request as it ended, with the interpreter that ran it.
+struct Ran {
+  w: Worker,
+  outcome: Outcome<Message>,
+  /// The timeout fired (the cell got its SIGINT).
+  timed_out: bool,
+  /// The cell's number, from the driver's start message.
+  count: u32,
+}
+
+impl CellResult {
+  /// A cell that went well so far: `settle` says how it ended.
+  fn blank(entry: Entry, count: u32, execution_time: Duration) -> CellResult {
+    CellResult {
+      status: SessionStatus::Ok,
+      stdout: String::new(),
+      stderr: String::new(),
+      truncated: false,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      result_value: None,
+      exception: None,
+      execution_count: count,
+      execution_time,
+      exit_code: None,
+      signal: None,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
+      error: None,
+    }
+  }
+
+  fn with_streams(self, s: Streams) -> CellResult {
+    CellResult {
+      stdout: s.stdout,
+      stderr: s.stderr,
+      truncated: s.truncated,
+      stdout_bytes: s.stdout_bytes,
+      stderr_bytes: s.stderr_bytes,
+      ..self
+    }
+  }
+}
+
 /// A long-lived Python interpreter. Executions are queued (FIFO) and run one
 /// at a time; `interrupt` does not wait for the queue.
 pub struct PythonSession {
   opts: PythonOptions,
-  core: Core<()>,
+  engine: Engine<()>,
 }
 
 impl PythonSession {
@@ -142,10 +189,10 @@ impl PythonSession {
       die_with_parent: opts.die_with_parent,
       sandbox: opts.sandbox.clone(),
     };
-    let core = Core::new(spec, opts.owner, opts.startup_timeout, ())?;
-    let session = PythonSession { opts, core };
+    let engine = Engine::new(spec, opts.owner, opts.startup_timeout, ())?;
+    let session = PythonSession { opts, engine };
     {
-      let mut slot = session.core.slot.lock().await;
+      let mut slot = session.engine.slot.lock().await;
       session.boot(&mut slot).await?;
     }
     Ok(session)
@@ -153,7 +200,7 @@ impl PythonSession {
 
   /// The interpreter's pid (0 when none runs: before a restart, after close).
   pub fn pid(&self) -> i32 {
-    self.core.pid()
+    self.engine.pid()
   }
 
   /// Send one request and follow it to its end. Returns how it ended, whether
@@ -174,7 +221,7 @@ impl PythonSession {
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
     // a failed send: the interpreter is gone, its exit is reported
-    let (deadline, _) = self.core.send_request(w, gen, &line, timeout).await;
+    let (deadline, _) = self.engine.send_request(w, gen, &line, timeout).await;
     let mut timed_out = false;
     let mut count = 0;
     let on_message = |m: &[u8]| {
@@ -185,7 +232,7 @@ impl PythonSession {
       match m.ev.as_str() {
         "start" => {
           count = m.count.unwrap_or(0);
-          self.core.control.started();
+          self.engine.queue.started();
           None
         }
         "done" => Some(m),
@@ -202,7 +249,7 @@ impl PythonSession {
       Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
     };
     let followed = self
-      .core
+      .engine
       .follow(w, out, err, deadline, on_message, on_deadline)
       .await;
     (followed, timed_out, count)
@@ -238,7 +285,7 @@ impl PythonSession {
     impl Future<Output = Result<CellResult, ExecError>> + Send + 'static,
   ) {
     // the place in the queue is taken now, in call order
-    let (turn, ticket) = self.core.control.join_execution();
+    let (turn, ticket) = self.engine.queue.join_execution();
     let this = self.clone();
     (ticket, async move {
       this.execute_in_turn(turn, &code, &opts, out, err).await
@@ -253,58 +300,75 @@ impl PythonSession {
     out: O,
     err: E,
   ) -> Result<CellResult, ExecError> {
-    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
+    let entered = self.engine.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
     let mut err = Capture::new(opts.max_output, err);
     let started = Instant::now();
+    let (mut slot, entry, ran) = self
+      .run_cell(entered, &turn, code, opts.timeout, &mut out, &mut err)
+      .await?;
+    let mut result = CellResult::blank(entry, ran.count, started.elapsed());
+    self.settle(&mut slot, ran, opts, &mut result).await;
+    let streams = Engine::finish(slot, turn, out, err).await;
+    Ok(result.with_streams(streams))
+  }
+
+  /// Run the cell's request in the slot's interpreter; in a new one if that
+  /// one turns out to have died before it started the cell.
+  async fn run_cell<'a, O: OutputSink, E: OutputSink>(
+    &self,
+    entered: Entered<'a, ()>,
+    turn: &Turn,
+    code: &str,
+    timeout: Option<Duration>,
+    out: &mut O,
+    err: &mut E,
+  ) -> Result<(MutexGuard<'a, Slot<()>>, Entry, Ran), ExecError> {
+    let (mut slot, mut entry) = entered;
     let mut retried = false;
-    let (mut w, outcome, timed_out, count) = loop {
+    loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a worker was started");
       let (run, timed_out, count) = self
-        .run_request(
-          &mut w,
-          turn.gen(),
-          id,
-          code,
-          false,
-          &mut out,
-          &mut err,
-          opts.timeout,
-        )
+        .run_request(&mut w, turn.gen(), id, code, false, out, err, timeout)
         .await;
       // the interpreter died before it started the cell (between cells, and
       // the death was not seen yet): the cell runs in a new one
       if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
         let st = *st;
-        self.core.lost(&mut slot, w, st, false, closed_error).await;
-        entry.lost_idle = true;
-        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        (slot, entry) = self
+          .engine
+          .replace_dead(slot, w, st, self, |_| {}, entry)
+          .await?;
         retried = true;
         continue;
       }
-      break (w, run.outcome, timed_out, count);
-    };
-    let execution_time = started.elapsed();
-    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
+      let ran = Ran {
+        w,
+        outcome: run.outcome,
+        timed_out,
+        count,
+      };
+      return Ok((slot, entry, ran));
+    }
+  }
 
-    let mut result = CellResult {
-      status: SessionStatus::Ok,
-      stdout: String::new(),
-      stderr: String::new(),
-      truncated: false,
-      stdout_bytes: 0,
-      stderr_bytes: 0,
-      result_value: None,
-      exception: None,
-      execution_count: count,
-      execution_time,
-      exit_code: None,
-      signal: None,
-      state_lost: entry.lost_idle,
-      restarted: entry.restarted,
-      error: None,
-    };
+  /// Fill `result` from how the cell ended; the interpreter goes back into
+  /// the slot, or is cleared away when it was lost.
+  async fn settle(
+    &self,
+    slot: &mut Slot<()>,
+    ran: Ran,
+    opts: &ExecuteOptions,
+    result: &mut CellResult,
+  ) {
+    let Ran {
+      mut w,
+      outcome,
+      timed_out,
+      count,
+    } = ran;
+    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
     // a watched limit passed by the end of the cell (processes it left, a
     // fork the kernel refused) is this cell's, not the next one's
     let outcome = match outcome {
@@ -336,8 +400,8 @@ impl PythonSession {
       Outcome::Died(st) | Outcome::Killed(st) => {
         let killed = matches!(outcome, Outcome::Killed(_));
         let lost = self
-          .core
-          .lost(&mut slot, w, st, killed || timed_out, || {
+          .engine
+          .lost(slot, w, st, killed || timed_out, || {
             ExecError::new(
               ErrorCode::TIMEOUT,
               format!("Python cell timeout after {timeout_label}; it ignored the interrupt, so the interpreter was killed and its state lost"),
@@ -355,40 +419,33 @@ impl PythonSession {
         result.status = SessionStatus::Died;
         result.state_lost = true;
         result.error = Some(closed_error());
-        self.core.gone();
+        self.engine.gone();
         drop(w);
       }
     }
-    let s = Core::finish(slot, turn, out, err).await;
-    result.stdout = s.stdout;
-    result.stderr = s.stderr;
-    result.truncated = s.truncated;
-    result.stdout_bytes = s.stdout_bytes;
-    result.stderr_bytes = s.stderr_bytes;
-    Ok(result)
   }
 
   /// Interrupt the running cell (SIGINT: `KeyboardInterrupt` in the cell).
   /// False when no cell runs.
   pub fn interrupt(&self) -> bool {
-    self.core.control.interrupt()
+    self.engine.queue.interrupt()
   }
 
   /// A fresh interpreter (runs `init_code` again). Waits for queued cells.
   pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.core.control.join();
+    let turn = self.engine.queue.join();
     let this = self.clone();
-    async move { this.core.reset(turn, &*this, |_| {}).await }
+    async move { this.engine.reset(turn, &*this, |_| {}).await }
   }
 
   /// End the interpreter and everything it started. A running cell ends with
   /// `died`; queued and later calls fail with ECANCELED.
   pub async fn close(&self) {
-    self.core.close().await
+    self.engine.close().await
   }
 
   pub fn is_closed(&self) -> bool {
-    self.core.closing.is_cancelled()
+    self.engine.closing.is_cancelled()
   }
 }
 
@@ -397,13 +454,13 @@ impl Boot<()> for PythonSession {
   async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
     let ready = |m: &[u8]| serde_json::from_slice::<Message>(m).is_ok_and(|m| m.ev == "ready");
     let mut w = self
-      .core
+      .engine
       .spawn_ready(None, |m| ready(m).then_some(Ok(())))
       .await?;
     if let Some(init) = self.opts.init_code.clone() {
       let id = slot.take_id();
-      let mut out = Capture::new(4096, crate::process::supervise::Discard);
-      let mut err = Capture::new(4096, crate::process::supervise::Discard);
+      let mut out = Capture::new(4096, Discard);
+      let mut err = Capture::new(4096, Discard);
       let timeout = Some(self.opts.startup_timeout);
       match self
         .run_request(&mut w, 0, id, &init, true, &mut out, &mut err, timeout)
@@ -461,28 +518,7 @@ impl Boot<()> for PythonSession {
         }
       }
     }
-    self.core.install(slot, w);
+    self.engine.install(slot, w);
     Ok(())
   }
-}
-
-/// `initCode did not complete within the startupTimeout of 1s` (TIMEOUT).
-pub(crate) fn init_timeout(what: &str, limit: Duration) -> ExecError {
-  ExecError::new(
-    ErrorCode::TIMEOUT,
-    format!(
-      "{what} did not complete within the startupTimeout of {}",
-      format_duration(limit)
-    ),
-  )
-}
-
-/// Cap a result text at `cap` bytes, head and tail.
-fn cap_text(text: String, cap: usize) -> String {
-  if text.len() <= cap {
-    return text;
-  }
-  let mut b = HeadTailBuffer::new(cap);
-  b.push(text.as_bytes());
-  rendered_text(&b).0
 }

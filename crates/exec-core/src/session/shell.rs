@@ -14,17 +14,22 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
-use super::shared::{init_ended, Boot, Core, Escalate, Followed, Outcome, Slot};
-use super::{
-  closed_error, exit_info, rendered_text, Capture, ExecuteOptions, SessionStatus, Ticket, Turn,
-  Worker, WorkerSpec,
+use super::capture::{rendered_text, Capture, Streams};
+use super::engine::{
+  closed_error, exit_info, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate,
+  Followed, Outcome, Slot,
 };
+use super::queue::{Ticket, Turn};
+use super::worker::{Worker, WorkerSpec};
+use super::{ExecuteOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;
 use crate::process::supervise::{format_duration, Discard, OutputSink};
@@ -117,11 +122,55 @@ pub struct CommandResult {
   pub error: Option<ExecError>,
 }
 
+/// A command's request as it ended, with the shell that ran it.
+struct Ran {
+  w: Worker,
+  outcome: Outcome<(i32, String)>,
+  /// The timeout fired (and the shell's completion report still worked).
+  timed_out: bool,
+  /// `interrupt()` hit the command.
+  interrupted: bool,
+  /// The command switched off the shell's completion report.
+  broken: bool,
+}
+
+impl CommandResult {
+  /// A command that went well so far, in `cwd`: `settle` says how it ended.
+  fn blank(entry: Entry, cwd: String, execution_time: Duration) -> CommandResult {
+    CommandResult {
+      status: SessionStatus::Ok,
+      stdout: String::new(),
+      stderr: String::new(),
+      truncated: false,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      exit_code: 0,
+      cwd,
+      execution_time,
+      signal: None,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
+      error: None,
+    }
+  }
+
+  fn with_streams(self, s: Streams) -> CommandResult {
+    CommandResult {
+      stdout: s.stdout,
+      stderr: s.stderr,
+      truncated: s.truncated,
+      stdout_bytes: s.stdout_bytes,
+      stderr_bytes: s.stderr_bytes,
+      ..self
+    }
+  }
+}
+
 /// A long-lived bash. Commands are queued (FIFO) and run one at a time.
 pub struct ShellSession {
   opts: ShellOptions,
   /// The state is the shell's cwd.
-  core: Core<String>,
+  engine: Engine<String>,
 }
 
 /// `$'...'` quoting: every byte of `s` reaches bash unchanged.
@@ -164,10 +213,10 @@ impl ShellSession {
     // bash logs itself out after TMOUT seconds at the prompt, which is where
     // a session's shell waits between commands
     spec.env.remove.push("TMOUT".into());
-    let core = Core::new(spec, opts.owner, opts.startup_timeout, cwd)?;
-    let session = ShellSession { opts, core };
+    let engine = Engine::new(spec, opts.owner, opts.startup_timeout, cwd)?;
+    let session = ShellSession { opts, engine };
     {
-      let mut slot = session.core.slot.lock().await;
+      let mut slot = session.engine.slot.lock().await;
       session.boot(&mut slot).await?;
     }
     Ok(session)
@@ -175,7 +224,7 @@ impl ShellSession {
 
   /// The shell's pid (0 when none runs).
   pub fn pid(&self) -> i32 {
-    self.core.pid()
+    self.engine.pid()
   }
 
   /// Send one command and follow it to its end. Returns how it ended, whether
@@ -207,7 +256,7 @@ impl ShellSession {
       ansi_c_quote(command)
     );
     let (deadline, sent) = self
-      .core
+      .engine
       .send_request(w, gen, line.as_bytes(), timeout)
       .await;
     // 0: running, 1: interrupted by the timeout, 2..: killing the command's
@@ -231,7 +280,7 @@ impl ShellSession {
       match parts.next().unwrap_or("") {
         "S" if parts.next().and_then(|s| s.parse::<u64>().ok()) == Some(id) => {
           started.store(true, std::sync::atomic::Ordering::Relaxed);
-          self.core.control.started();
+          self.engine.queue.started();
         }
         "D" if started.load(std::sync::atomic::Ordering::Relaxed) => {
           let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
@@ -290,7 +339,7 @@ impl ShellSession {
       })
     };
     let followed = self
-      .core
+      .engine
       .follow(w, out, err, first, on_message, on_deadline)
       .await;
     Ok((followed, phase > 0 && phase != u32::MAX, broken))
@@ -327,7 +376,7 @@ impl ShellSession {
     impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static,
   ) {
     // the place in the queue is taken now, in call order
-    let (turn, ticket) = self.core.control.join_execution();
+    let (turn, ticket) = self.engine.queue.join_execution();
     let this = self.clone();
     (ticket, async move {
       this.execute_in_turn(turn, &command, &opts, out, err).await
@@ -345,62 +394,79 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
-    let (mut slot, mut entry) = self.core.enter(&mut turn, self).await?;
+    let entered = self.engine.enter(&mut turn, self).await?;
     let mut out = Capture::new(opts.max_output, out);
-    let mut err = TtyNoise::new(Capture::new(opts.max_output, err), &self.core.shown);
+    let mut err = TtyNoise::new(Capture::new(opts.max_output, err), &self.engine.shown);
     let started = Instant::now();
+    let (mut slot, entry, ran) = self
+      .run_command(entered, &turn, command, opts.timeout, &mut out, &mut err)
+      .await?;
+    let mut result = CommandResult::blank(entry, slot.state.clone(), started.elapsed());
+    self.settle(&mut slot, ran, opts, &mut result).await;
+    let streams = Engine::finish(slot, turn, out, err.into_inner()).await;
+    Ok(result.with_streams(streams))
+  }
+
+  /// Run the command's request in the slot's shell; in a new one if that one
+  /// turns out to have died before it started the command.
+  async fn run_command<'a, O: OutputSink, E: OutputSink>(
+    &self,
+    entered: Entered<'a, String>,
+    turn: &Turn,
+    command: &str,
+    timeout: Option<Duration>,
+    out: &mut O,
+    err: &mut TtyNoise<E>,
+  ) -> Result<(MutexGuard<'a, Slot<String>>, Entry, Ran), ExecError> {
+    let (mut slot, mut entry) = entered;
     let mut retried = false;
-    let (mut w, outcome, timed_out, interrupted, broken) = loop {
+    loop {
       let id = slot.take_id();
       let mut w = slot.worker.take().expect("a shell was started");
       err.pid = w.pid;
       let (run, timed_out, broken) = self
-        .run_request(
-          &mut w,
-          turn.gen(),
-          id,
-          command,
-          &mut out,
-          &mut err,
-          opts.timeout,
-        )
+        .run_request(&mut w, turn.gen(), id, command, out, err, timeout)
         .await?;
       // the shell died before it started the command (between commands, and
       // the death was not seen yet): the command runs in a new one
       if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
         let st = *st;
-        self.core.lost(&mut slot, w, st, false, closed_error).await;
-        slot.state = self.opts.cwd.display().to_string();
-        entry.lost_idle = true;
-        (slot, entry) = self.core.ready_worker(slot, self, entry).await?;
+        let cwd = self.opts.cwd.display().to_string();
+        (slot, entry) = self
+          .engine
+          .replace_dead(slot, w, st, self, |s| *s = cwd, entry)
+          .await?;
         retried = true;
         continue;
       }
-      break (
+      let ran = Ran {
         w,
-        run.outcome,
-        timed_out && !broken,
-        run.interrupted,
+        outcome: run.outcome,
+        timed_out: timed_out && !broken,
+        interrupted: run.interrupted,
         broken,
-      );
-    };
-    let execution_time = started.elapsed();
+      };
+      return Ok((slot, entry, ran));
+    }
+  }
+
+  /// Fill `result` from how the command ended; the shell goes back into the
+  /// slot, or is cleared away when it was lost.
+  async fn settle(
+    &self,
+    slot: &mut Slot<String>,
+    ran: Ran,
+    opts: &ExecuteOptions,
+    result: &mut CommandResult,
+  ) {
+    let Ran {
+      mut w,
+      outcome,
+      timed_out,
+      interrupted,
+      broken,
+    } = ran;
     let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
-    let mut result = CommandResult {
-      status: SessionStatus::Ok,
-      stdout: String::new(),
-      stderr: String::new(),
-      truncated: false,
-      stdout_bytes: 0,
-      stderr_bytes: 0,
-      exit_code: 0,
-      cwd: slot.state.clone(),
-      execution_time,
-      signal: None,
-      state_lost: entry.lost_idle,
-      restarted: entry.restarted,
-      error: None,
-    };
     // a watched limit passed by the end of the command (processes it left, a
     // fork the kernel refused) is this command's, not the next one's
     let outcome = match outcome {
@@ -426,89 +492,101 @@ impl ShellSession {
         } else {
           // a command killed by SIGXCPU/SIGXFSZ under the limits (the shell
           // reports 128+N): say which limit
-          if result.error.is_none() {
-            result.error = w.explain_exit_code(code);
-          }
+          result.error = w.explain_exit_code(code);
           SessionStatus::Error
         };
         slot.worker = Some(w);
       }
       Outcome::Died(st) | Outcome::Killed(st) => {
         let killed = matches!(outcome, Outcome::Killed(_));
-        let lost = self
-          .core
-          .lost(&mut slot, w, st, (killed && !broken) || timed_out, || {
-            ExecError::new(
-              ErrorCode::TIMEOUT,
-              format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
-            )
-          })
+        // a kill for a broken completion report is not a timeout
+        let timed_out = (killed && !broken) || timed_out;
+        self
+          .settle_lost(slot, w, st, timed_out, broken, &timeout_label, result)
           .await;
-        result.exit_code = lost.exit_code.unwrap_or(-1);
-        result.signal = lost.signal;
-        result.state_lost = true;
-        if lost.status == SessionStatus::Timeout {
-          result.exit_code = 124;
-        }
-        result.status = lost.status;
-        result.error = lost.error;
-        if broken && result.error.is_none() {
-          result.error = Some(ExecError::new(
-            ErrorCode::EIO,
-            "the command switched off the shell session's completion report (it redefined or disabled a builtin the session needs, such as `builtin` or `printf`), so the shell was killed and its state lost; the next command starts a new shell",
-          ));
-        }
-        slot.state = self.opts.cwd.display().to_string();
       }
       Outcome::Canceled => {
         result.status = SessionStatus::Died;
         result.exit_code = -1;
         result.state_lost = true;
         result.error = Some(closed_error());
-        self.core.gone();
+        self.engine.gone();
         drop(w);
       }
     }
-    let s = Core::finish(slot, turn, out, err.into_inner()).await;
-    result.stdout = s.stdout;
-    result.stderr = s.stderr;
-    result.truncated = s.truncated;
-    result.stdout_bytes = s.stdout_bytes;
-    result.stderr_bytes = s.stderr_bytes;
-    Ok(result)
+  }
+
+  /// The shell died or was killed (`timed_out`: by the timeout; `broken`:
+  /// because the command switched off its completion report): its state is
+  /// lost.
+  #[allow(clippy::too_many_arguments)]
+  async fn settle_lost(
+    &self,
+    slot: &mut Slot<String>,
+    w: Worker,
+    st: Option<ExitStatus>,
+    timed_out: bool,
+    broken: bool,
+    timeout_label: &str,
+    result: &mut CommandResult,
+  ) {
+    let lost = self
+      .engine
+      .lost(slot, w, st, timed_out, || {
+        ExecError::new(
+          ErrorCode::TIMEOUT,
+          format!("Shell command timeout after {timeout_label}; it could not be stopped, so the shell was killed and its state lost"),
+        )
+      })
+      .await;
+    result.exit_code = lost.exit_code.unwrap_or(-1);
+    result.signal = lost.signal;
+    result.state_lost = true;
+    if lost.status == SessionStatus::Timeout {
+      result.exit_code = 124;
+    }
+    result.status = lost.status;
+    result.error = lost.error;
+    if broken && result.error.is_none() {
+      result.error = Some(ExecError::new(
+        ErrorCode::EIO,
+        "the command switched off the shell session's completion report (it redefined or disabled a builtin the session needs, such as `builtin` or `printf`), so the shell was killed and its state lost; the next command starts a new shell",
+      ));
+    }
+    slot.state = self.opts.cwd.display().to_string();
   }
 
   /// Interrupt the running command (SIGINT to the session's group, as Ctrl+C
   /// at a prompt). False when no command runs.
   pub fn interrupt(&self) -> bool {
-    self.core.control.interrupt()
+    self.engine.queue.interrupt()
   }
 
   /// A fresh shell (runs `init_script` again). Waits for queued commands.
   pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.core.control.join();
+    let turn = self.engine.queue.join();
     let this = self.clone();
     async move {
       let cwd = this.opts.cwd.display().to_string();
-      this.core.reset(turn, &*this, |s| *s = cwd).await
+      this.engine.reset(turn, &*this, |s| *s = cwd).await
     }
   }
 
   /// End the shell and every process of its group. A running command ends
   /// with `died`; queued and later calls fail with ECANCELED.
   pub async fn close(&self) {
-    self.core.close().await
+    self.engine.close().await
   }
 
   pub fn is_closed(&self) -> bool {
-    self.core.closing.is_cancelled()
+    self.engine.closing.is_cancelled()
   }
 }
 
 impl Boot<String> for ShellSession {
   /// Start bash, send it the bootstrap and run `init_script`.
   async fn boot(&self, slot: &mut Slot<String>) -> Result<(), ExecError> {
-    let shown = &self.core.shown;
+    let shown = &self.engine.shown;
     let cwd = &mut slot.state;
     let on_message = |m: &[u8]| {
       let text = String::from_utf8_lossy(m).into_owned();
@@ -528,7 +606,7 @@ impl Boot<String> for ShellSession {
       Some(Ok(()))
     };
     let mut w = self
-      .core
+      .engine
       .spawn_ready(Some(BOOTSTRAP.as_bytes()), on_message)
       .await?;
     if let Some(init) = self.opts.init_script.clone() {
@@ -563,10 +641,7 @@ impl Boot<String> for ShellSession {
           };
           let st = init_ended(&mut w, st, "initScript").await?;
           if timed_out {
-            return Err(super::python::init_timeout(
-              "initScript",
-              self.opts.startup_timeout,
-            ));
+            return Err(init_timeout("initScript", self.opts.startup_timeout));
           }
           let (code, _) = exit_info(st);
           let (text, _) = rendered_text(&err.buf);
@@ -582,7 +657,7 @@ impl Boot<String> for ShellSession {
         }
       }
     }
-    self.core.install(slot, w);
+    self.engine.install(slot, w);
     Ok(())
   }
 }

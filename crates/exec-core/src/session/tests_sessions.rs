@@ -3,8 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
+
+use super::worker::live_members;
 use super::*;
-use crate::process::supervise::Discard;
+use crate::error::{ErrorCode, ExecError};
+use crate::process::supervise::{Discard, OutputSink};
 
 fn opts(timeout_ms: u64) -> ExecuteOptions {
   ExecuteOptions {

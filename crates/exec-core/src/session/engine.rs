@@ -1,8 +1,9 @@
-//! What the Python and the shell session share: the worker slot and the
-//! queue, starting a worker up to its ready message, following one request to
-//! its end, how a lost worker is reported, reset and close. The languages
-//! bring their messages, their timeout escalation and their `boot` (the
-//! worker's start plus its init code).
+//! The engine both languages run on: the worker slot (started on demand,
+//! restarted after a loss, reset, closed), starting a worker up to its ready
+//! message, and following one request to its end (its output streamed, its
+//! deadline escalated, a lost worker reported). The languages bring their
+//! messages, their timeout escalation and their `boot` (the worker's start
+//! plus its init code).
 
 use std::future::Future;
 use std::process::ExitStatus;
@@ -15,14 +16,15 @@ use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-  closed_error, exit_info, rendered_text, Capture, Control, Event, SessionStatus, Turn, Worker,
-  WorkerSpec,
-};
+use super::capture::{Capture, Streams};
+use super::channel::Event;
+use super::queue::{Queue, Turn};
+use super::worker::{Worker, WorkerSpec};
+use super::SessionStatus;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::registry;
 use crate::process::spec::{check_cwd, resolve_program};
-use crate::process::supervise::{format_duration, OutputSink};
+use crate::process::supervise::{decode_status, format_duration, OutputSink};
 
 /// How a request ended.
 pub(crate) enum Outcome<T> {
@@ -65,15 +67,6 @@ pub(crate) trait Boot<S> {
   fn boot(&self, slot: &mut Slot<S>) -> impl Future<Output = Result<(), ExecError>> + Send;
 }
 
-/// The captured streams of one execution.
-pub(crate) struct Streams {
-  pub stdout: String,
-  pub stderr: String,
-  pub truncated: bool,
-  pub stdout_bytes: u64,
-  pub stderr_bytes: u64,
-}
-
 /// A worker that was lost during an execution.
 pub(crate) struct Lost {
   pub status: SessionStatus,
@@ -83,14 +76,14 @@ pub(crate) struct Lost {
 }
 
 /// The language-independent part of a session.
-pub(crate) struct Core<S> {
+pub(crate) struct Engine<S> {
   /// The program as it was named (in messages).
   pub shown: String,
   spec: WorkerSpec,
   owner: u64,
   startup_timeout: Duration,
   pub slot: Mutex<Slot<S>>,
-  pub control: Control,
+  pub queue: Queue,
   pub closing: CancellationToken,
   /// Shared with a task per worker that zeroes it when the worker exits.
   pid: Arc<AtomicI32>,
@@ -105,6 +98,9 @@ pub(crate) struct Followed<T> {
   pub started: bool,
 }
 
+/// The slot, held, with a worker in it, and how the execution got it.
+pub(crate) type Entered<'a, S> = (MutexGuard<'a, Slot<S>>, Entry);
+
 /// How an execution got its worker.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct Entry {
@@ -115,7 +111,7 @@ pub(crate) struct Entry {
   pub lost_idle: bool,
 }
 
-impl<S: Send> Core<S> {
+impl<S: Send> Engine<S> {
   /// Check the options; `spec.program` is the program as named, looked up
   /// here in the PATH of `spec.env`.
   pub fn new(
@@ -123,12 +119,12 @@ impl<S: Send> Core<S> {
     owner: u64,
     startup_timeout: Duration,
     state: S,
-  ) -> Result<Core<S>, ExecError> {
+  ) -> Result<Engine<S>, ExecError> {
     check_cwd(&spec.cwd)?;
     spec.env.validate()?;
     let shown = spec.program.to_string_lossy().into_owned();
     spec.program = resolve_program(&shown, spec.env.path_var().as_ref(), &spec.cwd)?;
-    Ok(Core {
+    Ok(Engine {
       shown,
       spec,
       owner,
@@ -139,7 +135,7 @@ impl<S: Send> Core<S> {
         lost: false,
         state,
       }),
-      control: Control::default(),
+      queue: Queue::default(),
       closing: CancellationToken::new(),
       pid: Arc::new(AtomicI32::new(0)),
     })
@@ -235,7 +231,7 @@ impl<S: Send> Core<S> {
     line: &[u8],
     timeout: Option<Duration>,
   ) -> (Option<Instant>, bool) {
-    self.control.begin(w.pid, gen);
+    self.queue.begin(w.pid, gen);
     let deadline = timeout.map(|t| Instant::now() + t);
     if w.send(line).await.is_err() {
       return (Some(Instant::now() + Duration::from_secs(2)), false);
@@ -272,7 +268,7 @@ impl<S: Send> Core<S> {
         }
       }
     };
-    let (interrupted, started) = self.control.end();
+    let (interrupted, started) = self.queue.end();
     Followed {
       outcome,
       interrupted,
@@ -286,7 +282,7 @@ impl<S: Send> Core<S> {
     &self,
     turn: &mut Turn,
     boot: &impl Boot<S>,
-  ) -> Result<(MutexGuard<'_, Slot<S>>, Entry), ExecError> {
+  ) -> Result<Entered<'_, S>, ExecError> {
     if !turn.ready(&self.closing).await || self.closing.is_cancelled() {
       return Err(closed_error());
     }
@@ -301,7 +297,7 @@ impl<S: Send> Core<S> {
     mut slot: MutexGuard<'a, Slot<S>>,
     boot: &impl Boot<S>,
     mut entry: Entry,
-  ) -> Result<(MutexGuard<'a, Slot<S>>, Entry), ExecError> {
+  ) -> Result<Entered<'a, S>, ExecError> {
     if slot.worker.as_mut().is_some_and(|w| w.has_exited()) {
       let mut w = slot.worker.take().expect("checked");
       w.kill().await;
@@ -349,26 +345,35 @@ impl<S: Send> Core<S> {
     }
   }
 
+  /// The worker died before it started the request (between executions, and
+  /// the death was not seen yet): it is cleared away, `clear` resets the
+  /// language's state, and a new worker takes its place; the execution runs
+  /// in it and reports the state as lost.
+  pub async fn replace_dead<'a>(
+    &self,
+    mut slot: MutexGuard<'a, Slot<S>>,
+    w: Worker,
+    st: Option<ExitStatus>,
+    boot: &impl Boot<S>,
+    clear: impl FnOnce(&mut S),
+    mut entry: Entry,
+  ) -> Result<Entered<'a, S>, ExecError> {
+    self.lost(&mut slot, w, st, false, closed_error).await;
+    clear(&mut slot.state);
+    entry.lost_idle = true;
+    self.ready_worker(slot, boot, entry).await
+  }
+
   /// Hand the slot and the queue on, then finish the streams.
   pub async fn finish<O: OutputSink, E: OutputSink>(
     slot: MutexGuard<'_, Slot<S>>,
     turn: Turn,
-    mut out: Capture<O>,
-    mut err: Capture<E>,
+    out: Capture<O>,
+    err: Capture<E>,
   ) -> Streams {
     drop(slot);
     drop(turn);
-    out.finish().await;
-    err.finish().await;
-    let (stdout, t1) = rendered_text(&out.buf);
-    let (stderr, t2) = rendered_text(&err.buf);
-    Streams {
-      stdout,
-      stderr,
-      truncated: t1 || t2,
-      stdout_bytes: out.buf.total(),
-      stderr_bytes: err.buf.total(),
-    }
+    Streams::finish(out, err).await
   }
 
   /// A fresh worker after every earlier turn: `clear` resets the language's
@@ -421,7 +426,34 @@ pub(crate) async fn init_ended(
   }
 }
 
-impl<S> Drop for Core<S> {
+/// `initCode did not complete within the startupTimeout of 1s` (TIMEOUT).
+pub(crate) fn init_timeout(what: &str, limit: Duration) -> ExecError {
+  ExecError::new(
+    ErrorCode::TIMEOUT,
+    format!(
+      "{what} did not complete within the startupTimeout of {}",
+      format_duration(limit)
+    ),
+  )
+}
+
+/// The error of a call to a session that is closed (or closes under it).
+pub(crate) fn closed_error() -> ExecError {
+  ExecError::new(ErrorCode::ECANCELED, "the session is closed")
+}
+
+/// `exit code`, `signal` of a worker that ended.
+pub(crate) fn exit_info(st: Option<ExitStatus>) -> (Option<i32>, Option<String>) {
+  match st {
+    Some(st) => {
+      let (code, sig) = decode_status(st);
+      (Some(code), sig)
+    }
+    None => (None, None),
+  }
+}
+
+impl<S> Drop for Engine<S> {
   fn drop(&mut self) {
     let pid = self.pid.load(Ordering::Relaxed);
     if pid > 0 {

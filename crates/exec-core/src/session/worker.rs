@@ -1,0 +1,478 @@
+//! The worker: the long-lived interpreter or shell process of a session.
+//!
+//! It is spawned through the one spawn sequence ([`crate::process::ChildSetup`])
+//! in its own process group, with the control socket as its stdin and its
+//! run's mark in the environment. A task owns the child and reaps it, so its
+//! exit is seen when it happens, also between executions. A watchdog (only
+//! with watched limits) runs for the worker's whole life: what a cell left
+//! running counts too. Every way of ending it (kill, shutdown, drop) kills
+//! the whole tree through [`crate::process::ProcessTree`].
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::capture::rendered_text;
+use super::channel::{wait_exited, Channel, Event};
+use crate::buffer::HeadTailBuffer;
+use crate::error::{ErrorCode, ExecError};
+use crate::limits::LimitGuard;
+use crate::platform::group_members;
+use crate::process::marks::MARK_VAR;
+use crate::process::spec::{EnvSpec, ExecImage};
+use crate::process::supervise::{decode_status, OutputSink};
+use crate::process::{registry, ChildSetup, Prepared, ProcessTree};
+
+/// What the worker runs.
+pub(crate) struct WorkerSpec {
+  pub program: PathBuf,
+  pub args: Vec<OsString>,
+  pub cwd: PathBuf,
+  pub env: EnvSpec,
+  /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
+  pub separator: u8,
+  /// Opt-in resource limits of the worker's whole tree.
+  pub limits: crate::limits::Limits,
+  /// PR_SET_PDEATHSIG for the worker.
+  pub die_with_parent: bool,
+  /// Opt-in OS sandbox of the worker and every cell (see [`crate::sandbox`]).
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+}
+
+/// The long-lived process of a session.
+pub(crate) struct Worker {
+  pub pid: i32,
+  channel: Channel,
+  /// The worker's exit status once it is reaped (see [`Worker::exit_watch`]).
+  exited: watch::Receiver<Option<ExitStatus>>,
+  exit: Option<ExitStatus>,
+  /// The worker's tree: its `EXEC_NATIVE_RUN_ID` and limits.
+  guard: Arc<LimitGuard>,
+  /// Set by the watchdog when the tree passed a limit (and was killed).
+  limit_hit: Arc<Mutex<Option<ExecError>>>,
+  watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The status of a worker whose status could not be had.
+fn unknown_status() -> ExitStatus {
+  std::os::unix::process::ExitStatusExt::from_raw(0x7f00)
+}
+
+impl Worker {
+  /// Start the worker in its own process group, with the control socket as
+  /// its stdin. Must be called within a tokio runtime.
+  pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
+    spec.env.validate()?;
+    let shown = spec.program.display().to_string();
+    let (ours, theirs) = UnixStream::pair().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ESPAWN,
+        format!("cannot create the control channel: {e}"),
+      )
+    })?;
+    let setup = ChildSetup {
+      owner,
+      limits: &spec.limits,
+      die_with_parent: spec.die_with_parent,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &spec.cwd,
+    };
+    let mut prepared = setup.prepare()?;
+    let mut cmd = tokio::process::Command::from(command(spec, &mut prepared, theirs)?);
+    let spawned = setup.spawn(prepared, move || {
+      let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
+      // closes our copy of the worker's end: EOF then means the worker is gone
+      drop(cmd);
+      let child = child?;
+      let pid = child.id().unwrap_or(0) as i32;
+      Ok((child, pid))
+    })?;
+    let (mut child, pid) = (spawned.child, spawned.pid);
+    let guard = Arc::new(spawned.guard);
+    let limit_hit = Arc::new(Mutex::new(None));
+    let watcher = watchdog(&guard, &limit_hit, pid);
+    let ctl = ours
+      .set_nonblocking(true)
+      .and_then(|_| tokio::net::UnixStream::from_std(ours));
+    let ctl = match ctl {
+      Ok(c) => c,
+      Err(e) => {
+        ProcessTree::new(pid, guard.mark()).kill(true);
+        registry::unregister(pid);
+        return Err(ExecError::new(
+          ErrorCode::ESPAWN,
+          format!("cannot watch the control channel: {e}"),
+        ));
+      }
+    };
+    let channel = Channel::new(
+      ctl,
+      spec.separator,
+      child.stdout.take(),
+      child.stderr.take(),
+    );
+    // the task owns the child (and the sandbox's anchor) until it is reaped
+    let (tx, exited) = watch::channel(None);
+    let anchor = spawned.anchor;
+    tokio::spawn(async move {
+      let _anchor = anchor;
+      let st = child.wait().await.unwrap_or_else(|_| unknown_status());
+      let _ = tx.send(Some(st));
+    });
+    Ok(Worker {
+      pid,
+      channel,
+      exited,
+      exit: None,
+      guard,
+      limit_hit,
+      watcher,
+    })
+  }
+
+  /// Why the worker ended, if a resource limit ended it: the watchdog's
+  /// finding, or SIGXCPU/SIGXFSZ (also a shell's 128+N) under the limits.
+  pub fn limit_error(&self, st: Option<ExitStatus>) -> Option<ExecError> {
+    if let Some(e) = self
+      .limit_hit
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .clone()
+    {
+      return Some(e);
+    }
+    let (code, sig) = decode_status(st?);
+    self.guard.explain(sig.as_deref(), code)
+  }
+
+  /// Whether the tree is over a watched limit now (the watchdog's finding,
+  /// or one look): then it is killed, and [`Self::limit_error`] says which.
+  pub fn over_limit_now(&mut self) -> bool {
+    let Some(e) = self.limit_error(None).or_else(|| self.guard.check()) else {
+      return false;
+    };
+    *self.limit_hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    self.guard.kill_tree(self.pid);
+    true
+  }
+
+  /// What a shell's exit code of a command (128+N for a signal death) means
+  /// under the limits.
+  pub fn explain_exit_code(&self, code: i32) -> Option<ExecError> {
+    self.guard.explain(None, code)
+  }
+
+  /// A tree already over a watched limit (memory, processes) when it became
+  /// ready: it is killed and the error returned, so that a session does not
+  /// start only to die at the next look of the watchdog.
+  pub async fn over_limit_at_start(&mut self, shown: &str) -> Option<ExecError> {
+    // the watchdog may have been first (and killed it already)
+    let e = self.limit_error(None).or_else(|| self.guard.check())?;
+    self.guard.kill_tree(self.pid);
+    self.kill().await;
+    Some(could_not_start(shown, &e))
+  }
+
+  /// The error of a worker that ended before it was ready. ELIMIT naming the
+  /// limit when one is the cause (the watchdog's finding, SIGXCPU/SIGXFSZ,
+  /// or what the program said: EMFILE, EAGAIN or EFBIG under the matching
+  /// limit); ESPAWN otherwise.
+  pub fn startup_error(&self, shown: &str, st: ExitStatus, stderr: &HeadTailBuffer) -> ExecError {
+    let (code, _) = decode_status(st);
+    let (text, _) = rendered_text(stderr);
+    let text = text.trim();
+    if let Some(e) = self.limit_error(Some(st)) {
+      return could_not_start(shown, &e);
+    }
+    if let Some(e) = self.guard.limits().explain_output(text) {
+      return ExecError::new(
+        ErrorCode::ELIMIT,
+        format!("{shown} could not start: {}: {text}", e.what),
+      );
+    }
+    ExecError::new(
+      ErrorCode::ESPAWN,
+      format!("{shown} exited during startup (exit code {code}): {text}"),
+    )
+  }
+
+  /// A receiver that sees the worker's exit status when it is reaped.
+  pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+    self.exited.clone()
+  }
+
+  /// Whether the worker has exited (and been reaped).
+  pub fn has_exited(&mut self) -> bool {
+    if self.exit.is_none() {
+      self.exit = *self.exited.borrow();
+    }
+    self.exit.is_some()
+  }
+
+  /// Bytes sent on the control channel that the worker has not read yet
+  /// (`None` where the platform cannot tell).
+  pub fn unread_by_worker(&self) -> Option<usize> {
+    self.channel.unread_by_peer()
+  }
+
+  /// Send a few bytes on the control channel without waiting (false: they
+  /// did not fit, or the channel is closed).
+  pub fn try_send(&self, bytes: &[u8]) -> bool {
+    self.channel.try_send(bytes)
+  }
+
+  /// Take what the worker has written on the control channel by now; whether
+  /// a complete message is there.
+  pub fn poll_messages(&mut self) -> bool {
+    self.channel.poll_messages()
+  }
+
+  /// Send a request on the control channel.
+  pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    self.channel.send(bytes).await
+  }
+
+  /// Pump output into `out`/`err` until a control message arrives, the worker
+  /// exits, `deadline` passes or `cancel` fires.
+  pub async fn next_event<O: OutputSink, E: OutputSink>(
+    &mut self,
+    out: &mut O,
+    err: &mut E,
+    deadline: Option<Instant>,
+    cancel: &CancellationToken,
+  ) -> Event {
+    if let Some(st) = self.exit {
+      return Event::Exited(st);
+    }
+    let event = self
+      .channel
+      .next_event(out, err, &mut self.exited, deadline, cancel)
+      .await;
+    if let Event::Exited(st) = event {
+      self.exit = Some(st);
+    }
+    event
+  }
+
+  /// Signal the worker's whole group.
+  pub fn signal(&self, sig: Signal) -> bool {
+    registry::signal_group(self.pid, sig)
+  }
+
+  /// Wait for the worker's exit, at most `limit`.
+  pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+    if let Some(st) = self.exit {
+      return Some(st);
+    }
+    match tokio::time::timeout(limit, wait_exited(&mut self.exited)).await {
+      Ok(st) => {
+        self.exit = Some(st);
+        Some(st)
+      }
+      Err(_) => None,
+    }
+  }
+
+  /// End the worker: close the control channel (a polite EOF), wait up to
+  /// `grace`, then SIGKILL the whole group (and whatever is left in it).
+  pub async fn shutdown(mut self, grace: Duration) -> Option<ExitStatus> {
+    self.channel.close().await;
+    let st = if grace.is_zero() {
+      None
+    } else {
+      self.wait_exit(grace).await
+    };
+    self.kill().await.or(st)
+  }
+
+  /// SIGKILL the whole group now and reap the worker.
+  pub async fn kill(&mut self) -> Option<ExitStatus> {
+    // the worker's children first, while it is alive to reap them (killed
+    // together, they would be orphans left for init to reap)
+    if self.exit.is_none() && self.kill_others() > 0 {
+      tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // then the tree: the worker itself, what left the group (setsid, double
+    // fork), the group
+    let leader_live = !self.has_exited();
+    self.tree().kill(leader_live);
+    let st = self.wait_exit(Duration::from_secs(5)).await;
+    // SIGKILL is asynchronous: return once the group's processes are dead
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until
+      && (!live_members(self.pid).is_empty()
+        || !crate::process::marks::running_marked(self.guard.mark()).is_empty())
+    {
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    registry::unregister(self.pid);
+    st
+  }
+
+  /// The worker's tree (its group, led by the worker, and its mark).
+  fn tree(&self) -> ProcessTree<'_> {
+    ProcessTree::new(self.pid, self.guard.mark())
+  }
+
+  /// SIGKILL the processes of the worker's group other than the worker itself.
+  pub fn kill_others(&self) -> usize {
+    let mut n = 0;
+    for pid in group_members(self.pid) {
+      if pid == self.pid {
+        continue;
+      }
+      // it may die, and come to the host as an orphan, before it is seen
+      crate::process::reaper::note(pid);
+      if crate::platform::signal(pid, libc::SIGKILL) {
+        n += 1;
+      }
+    }
+    n
+  }
+}
+
+impl Drop for Worker {
+  fn drop(&mut self) {
+    if let Some(w) = self.watcher.take() {
+      w.abort();
+    }
+    let leader_live = !self.has_exited();
+    self.tree().kill(leader_live);
+    registry::unregister(self.pid);
+  }
+}
+
+/// The worker's command: its program, arguments, cwd and environment (with
+/// the run's mark, which every descendant inherits, so it can be found if it
+/// leaves the group), its own process group, the control socket as stdin,
+/// piped output, and the pre-exec step of `prepared`'s plan if it has one.
+fn command(
+  spec: &WorkerSpec,
+  prepared: &mut Prepared,
+  ctl: UnixStream,
+) -> Result<std::process::Command, ExecError> {
+  let mut cmd = std::process::Command::new(&spec.program);
+  cmd.args(&spec.args);
+  cmd.current_dir(&spec.cwd);
+  if !spec.env.is_plain_inherit() {
+    cmd.env_clear();
+    cmd.envs(spec.env.build());
+  }
+  cmd.env(MARK_VAR, &prepared.mark);
+  // limits are set in the child before exec (a real fork instead of
+  // posix_spawn, only when asked for)
+  if let Some(plan) = prepared.plan.take() {
+    let image = exec_image(spec, &prepared.mark)?;
+    unsafe {
+      cmd.pre_exec(move || {
+        plan.apply()?;
+        Err(image.exec())
+      });
+    }
+  }
+  cmd.process_group(0);
+  cmd.stdin(Stdio::from(OwnedFd::from(ctl)));
+  cmd.stdout(Stdio::piped());
+  cmd.stderr(Stdio::piped());
+  Ok(cmd)
+}
+
+/// What the forked child execs itself (no execvp /bin/sh fallback): the last
+/// step of its pre-exec.
+fn exec_image(spec: &WorkerSpec, mark: &str) -> Result<ExecImage, ExecError> {
+  let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+    std::env::vars_os().collect()
+  } else {
+    spec.env.build()
+  };
+  env.retain(|(k, _)| k != MARK_VAR);
+  env.push((MARK_VAR.into(), mark.into()));
+  let mut argv = vec![spec.program.clone().into_os_string()];
+  argv.extend(spec.args.iter().cloned());
+  ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))
+}
+
+/// The watchdog of the worker's tree, when its limits need one: it runs for
+/// the worker's whole life (also between executions: what a cell left
+/// running counts too); its kill makes the worker exit, which the running
+/// execution sees.
+fn watchdog(
+  guard: &Arc<LimitGuard>,
+  limit_hit: &Arc<Mutex<Option<ExecError>>>,
+  pid: i32,
+) -> Option<tokio::task::JoinHandle<()>> {
+  guard.limits().needs_watchdog().then(|| {
+    let guard = guard.clone();
+    let hit = limit_hit.clone();
+    tokio::spawn(async move {
+      let e = guard.watch().await;
+      *hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+      guard.kill_tree(pid);
+    })
+  })
+}
+
+/// `python3 could not start: memory limit of 1 MiB exceeded` (ELIMIT).
+fn could_not_start(shown: &str, e: &ExecError) -> ExecError {
+  ExecError::new(
+    ErrorCode::ELIMIT,
+    format!("{shown} could not start: {}", e.what),
+  )
+}
+
+/// Members of group `pgid` that are not zombies (a killed orphan stays a
+/// zombie until init reaps it, which some container inits do lazily).
+pub(crate) fn live_members(pgid: i32) -> Vec<i32> {
+  if !cfg!(target_os = "linux") {
+    // no /proc/<pid>/stat to tell a zombie: the group's own answer
+    return if registry::group_alive(pgid) {
+      vec![pgid]
+    } else {
+      Vec::new()
+    };
+  }
+  group_members(pgid)
+    .into_iter()
+    .filter(|&p| crate::process::marks::stat(p).is_some_and(|st| crate::process::marks::alive(&st)))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[cfg(any(target_os = "linux", target_os = "macos"))]
+  #[test]
+  fn lists_group_members() {
+    let mut child = std::process::Command::new("/bin/sh")
+      .arg("-c")
+      .arg("sleep 5 & sleep 5 & wait")
+      .process_group(0)
+      .spawn()
+      .unwrap();
+    let pgid = child.id() as i32;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut members = Vec::new();
+    while std::time::Instant::now() < deadline {
+      members = group_members(pgid);
+      if members.len() >= 3 {
+        break;
+      }
+      std::thread::sleep(Duration::from_millis(10));
+    }
+    registry::signal_group(pgid, Signal::SIGKILL);
+    let _ = child.wait();
+    assert!(members.contains(&pgid), "{members:?}");
+    assert_eq!(members.len(), 3, "{members:?}");
+  }
+}
