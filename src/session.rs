@@ -18,8 +18,6 @@ use crate::read::{self, ArgResult, At, JsFn, Ms, Size, Timeout};
 use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
 
-const DEFAULT_GRACE: Duration = Duration::from_millis(2_000);
-const DEFAULT_STARTUP: Duration = Duration::from_millis(30_000);
 const CALLBACK_INTERVAL: Duration = crate::subprocess::DEFAULT_INTERVAL;
 
 js_options! {
@@ -188,15 +186,21 @@ struct Common {
 }
 
 impl Common {
-  fn new(setup: ProcessSetup, grace: Option<Ms>, startup: Option<Ms>) -> ArgResult<Self> {
+  /// `grace` / `startup` absent: the core's defaults (`d`).
+  fn new(
+    setup: ProcessSetup,
+    grace: Option<Ms>,
+    startup: Option<Ms>,
+    d: (Duration, Duration),
+  ) -> ArgResult<Self> {
     Ok(Common {
       cwd: match setup.cwd {
         Some(c) => c,
         None => read::host_cwd()?,
       },
       env: setup.env,
-      grace: grace.map_or(DEFAULT_GRACE, |m| m.0),
-      startup: startup.map_or(DEFAULT_STARTUP, |m| m.0),
+      grace: grace.map_or(d.0, |m| m.0),
+      startup: startup.map_or(d.1, |m| m.0),
       limits: setup.limits,
       die_with_parent: setup.die_with_parent,
       sandbox: setup.sandbox,
@@ -310,13 +314,15 @@ impl PythonSession {
     let make = || {
       let mut o: PythonSessionOptions =
         read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let d = core::PythonOptions::default();
       let c = Common::new(
         o.process().try_into()?,
         o.force_kill_after_delay,
         o.startup_timeout,
+        (d.kill_grace, d.startup_timeout),
       )?;
       Ok(core::PythonOptions {
-        python: o.python.unwrap_or_else(|| "python3".into()),
+        python: o.python.unwrap_or(d.python),
         cwd: c.cwd,
         env: c.env,
         init_code: o.init_code,
@@ -433,13 +439,15 @@ impl ShellSession {
     let make = || {
       let mut o: ShellSessionOptions =
         read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let d = core::ShellOptions::default();
       let c = Common::new(
         o.process().try_into()?,
         o.force_kill_after_delay,
         o.startup_timeout,
+        (d.kill_grace, d.startup_timeout),
       )?;
       Ok(core::ShellOptions {
-        shell: o.shell.unwrap_or_else(|| "bash".into()),
+        shell: o.shell.unwrap_or(d.shell),
         cwd: c.cwd,
         env: c.env,
         init_script: o.init_script,
