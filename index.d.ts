@@ -677,7 +677,7 @@ export interface InteractiveResult {
   errorCode?: string
 }
 
-/** `io` of a `ProcessStartSpec`, read before its `type` is known. */
+/** The fields of `ProcessStartSpec.io` (which apply depends on `type`). */
 export interface IoFields {
   type?: 'pipe' | 'pty'
   stdin?: 'open' | 'closed'
