@@ -92,3 +92,47 @@ describe('hostile options', () => {
     expect(() => new a.ProcessManager({ maxProcesses: 1 })).not.toThrow()
   })
 })
+
+// Options are declared once and read with the path of each value (issue 13):
+// a nested value is named where it sits, whatever the entry point.
+describe('every wrong value is named by its path', () => {
+  const reject = (p: Promise<unknown>, message: string) =>
+    expect(p).rejects.toMatchObject({ name: 'TypeError', code: 'EINVAL', message })
+
+  it('a resource limit, under options or spec', async () => {
+    await reject(a.executeAndCapture('true', 'bash', { limits: { memoryBytes: 0 } }), 'exec: options.limits.memoryBytes must be at least 1, got 0 (EINVAL)')
+    await reject(a.runCommand('true', { limits: { openFiles: -1 } }), 'exec: options.limits.openFiles must not be negative, got -1 (EINVAL)')
+    const pm = new a.ProcessManager()
+    await reject(pm.start({ argv: ['true'], limits: { cpuSeconds: 0.5 } }), 'exec: spec.limits.cpuSeconds must be at least 1, got 0.5 (EINVAL)')
+    await pm.close()
+  })
+
+  it('an env value, a list item, a sandbox field', async () => {
+    await reject(a.captureCall('true', [], { env: { A: {} as any } }), 'exec: options.env.A must be a string, got an object (EINVAL)')
+    await reject(a.spawnCall('true', [], { envDenylist: ['X', 3 as any] }), 'exec: options.envDenylist[1] must be a string, got a number (EINVAL)')
+    await reject(
+      a.executeAndCapture('true', 'bash', { sandbox: { onUnavailable: 'maybe' as any } }),
+      "exec: options.sandbox.onUnavailable must be 'error', 'warn' or 'run-unsandboxed', got 'maybe' (EINVAL)",
+    )
+  })
+
+  it('a PTY size and a session option', async () => {
+    const pm = new a.ProcessManager()
+    await reject(pm.start({ argv: ['cat'], io: { type: 'pty', rows: 0, cols: 80 } }), 'exec: spec.io.rows must be an integer from 1 to 65535, got 0 (EINVAL)')
+    await reject(pm.start({ argv: ['cat'], io: { type: 'pty', rows: 24 } as any }), 'exec: spec.io.cols is required for a pty (EINVAL)')
+    await pm.close()
+    await reject(a.ShellSession.start({ startupTimeout: 'soon' as any }), 'exec: options.startupTimeout must be a number, got a string (EINVAL)')
+  })
+
+  it('serve checks its manager settings as ProcessManager does', async () => {
+    await reject(a.serve({ listen: 'ws://127.0.0.1:0', maxProcesses: 0 }), 'exec: options.maxProcesses must be at least 1, got 0 (EINVAL)')
+    expect(() => new a.ProcessManager({ exitedRetentionMs: -5 })).toThrow('exec: config.exitedRetentionMs must not be negative, got -5 (EINVAL)')
+  })
+
+  it('a synchronous call throws the same TypeError', () => {
+    expect(() => a.spawn('true', [], { callbackIntervalMs: Infinity })).toThrow(
+      expect.objectContaining({ name: 'TypeError', code: 'EINVAL', message: 'exec: options.callbackIntervalMs must be finite (EINVAL)' }),
+    )
+    expect(() => a.truncateTail('x', { maxLines: 1.5 })).toThrow('exec: options.maxLines must be a positive integer, got 1.5 (EINVAL)')
+  })
+})

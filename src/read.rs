@@ -564,9 +564,13 @@ macro_rules! js_options {
 
     impl<$lt> $crate::read::FromJs<$lt> for $name<$lt> {
       fn from_js(v: napi::bindgen_prelude::Unknown<$lt>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
+        // the JavaScript names, made once
+        static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let keys = KEYS.get_or_init(|| vec![$($crate::read::camel_case(stringify!($field))),*]);
         let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
+        let mut key = keys.iter().map(String::as_str);
         Ok($name {
-          $( $field: $crate::read::field(&obj, at, &$crate::read::camel_case(stringify!($field)))?, )*
+          $( $field: $crate::read::field(&obj, at, key.next().unwrap_or_default())?, )*
         })
       }
     }
@@ -586,9 +590,13 @@ macro_rules! js_options {
 
     impl<'env> $crate::read::FromJs<'env> for $name {
       fn from_js(v: napi::bindgen_prelude::Unknown<'env>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
+        // the JavaScript names, made once
+        static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let keys = KEYS.get_or_init(|| vec![$($crate::read::camel_case(stringify!($field))),*]);
         let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
+        let mut key = keys.iter().map(String::as_str);
         Ok($name {
-          $( $field: $crate::read::field(&obj, at, &$crate::read::camel_case(stringify!($field)))?, )*
+          $( $field: $crate::read::field(&obj, at, key.next().unwrap_or_default())?, )*
         })
       }
     }
