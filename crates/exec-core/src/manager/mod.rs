@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
-use crate::process::supervise::{Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
+use crate::process::supervise::{pump, Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
 
 pub use state::{EventKind, EventSender, ExitInfo, LogChunk, ProcessEvent, ReadResult, Stream};
 
@@ -297,6 +297,10 @@ impl OutputSink for ProcSink {
   }
 
   async fn ready(&mut self) {
+    self.proc.deliver().await;
+  }
+
+  async fn finish(&mut self) {
     self.proc.deliver().await;
   }
 }
@@ -628,7 +632,12 @@ impl ProcessManager {
     p.lock().release_started(pid);
     p.bump();
     let stop = CancellationToken::new();
-    let reader = tokio::spawn(pump_pty(p.clone(), io, stop.clone()));
+    // the terminal is pumped as a pipe is (EIO is its end of stream)
+    let sink = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Pty,
+    };
+    let reader = tokio::spawn(pump(io, sink, stop.clone(), Default::default()));
     let proc = p.clone();
     let owner = cfg.owner;
     let grace = cfg.close_grace;
@@ -886,38 +895,6 @@ fn expire_later(weak: Weak<Inner>, proc: Arc<Proc>, retention: Duration) {
       inner.table().procs.remove(&id);
     }
   });
-}
-
-/// waitpid the PTY child (portable-pty's handle loses the signal number).
-const PTY_READ_BUF: usize = 64 * 1024;
-const PTY_FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
-
-async fn pump_pty(p: Arc<Proc>, io: Arc<AsyncFd<OwnedFd>>, stop: CancellationToken) {
-  let mut buf = vec![0u8; PTY_READ_BUF];
-  loop {
-    tokio::select! {
-      biased;
-      r = pty::read(&io, &mut buf) => match r {
-        Ok(0) => break,
-        Ok(n) => {
-          p.record_output(Stream::Pty, &buf[..n]);
-          p.deliver().await;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-        Err(_) => break,
-      },
-      _ = stop.cancelled() => {
-        let mut got = 0;
-        while got < PTY_FINAL_DRAIN_MAX {
-          let Some(n) = pty::read_now(&io, &mut buf) else { break };
-          p.record_output(Stream::Pty, &buf[..n]);
-          got += n;
-        }
-        break;
-      }
-    }
-  }
-  p.deliver().await;
 }
 
 #[cfg(test)]

@@ -160,33 +160,6 @@ fn child_setup(plan: Option<&ChildPlan>) -> io::Result<()> {
   }
 }
 
-fn raw_read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-  match platform::read_fd(fd, buf) {
-    // EIO: every slave is closed, which is the end of the stream
-    Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(0),
-    r => r,
-  }
-}
-
-/// Read what the master has, waiting for it. `Ok(0)` at the end.
-pub(crate) async fn read(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> io::Result<usize> {
-  loop {
-    let mut guard = fd.readable().await?;
-    match guard.try_io(|inner| raw_read(inner.get_ref(), buf)) {
-      Ok(r) => return r,
-      Err(_would_block) => continue,
-    }
-  }
-}
-
-/// Read without waiting: `None` when nothing is there now.
-pub(crate) fn read_now(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<usize> {
-  match raw_read(fd.get_ref(), buf) {
-    Ok(n) if n > 0 => Some(n),
-    _ => None,
-  }
-}
-
 /// Write all of `data` to the master.
 pub(crate) async fn write_all(fd: &AsyncFd<OwnedFd>, mut data: &[u8]) -> io::Result<()> {
   while !data.is_empty() {

@@ -64,11 +64,6 @@ pub fn read_raw(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
   Ok(n as usize)
 }
 
-/// [`read_raw`] of a descriptor owned elsewhere.
-pub fn read_fd(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
-  read_raw(fd.as_raw_fd(), buf)
-}
-
 /// What the non-blocking `fd` holds now: the count, or None at end of file,
 /// on `EAGAIN` or on an error.
 pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {

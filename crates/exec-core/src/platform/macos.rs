@@ -70,11 +70,6 @@ pub fn sandbox_support() -> super::SandboxSupport {
   }
 }
 
-/// macOS has no capabilities: nothing to drop.
-pub fn drop_all_capabilities() -> io::Result<()> {
-  Ok(())
-}
-
 /// macOS: a thread cannot restrict itself (the sandbox wraps the command in
 /// `sandbox-exec` instead: [`crate::sandbox::wrap_command`]), so the paths
 /// that restrict a thread (PTY, sessions) cannot be sandboxed.

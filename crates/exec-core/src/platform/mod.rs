@@ -55,8 +55,10 @@ pub struct SandboxSupport {
   pub sandbox_exec: bool,
 }
 
-/// What one read of a process's start-up environment found.
+/// What one read of a process's start-up environment found (macOS's reader
+/// tells only `Hit` from `Unreadable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub enum Environ {
   Hit,
   Miss,

@@ -787,8 +787,9 @@ impl Catchup {
   }
 }
 
-/// The read end of a child's output pipe: non-blocking, watched by the runtime.
-type PipeIn = AsyncFd<OwnedFd>;
+/// The read end of a child's output pipe (or a PTY's master): non-blocking,
+/// watched by the runtime.
+pub(crate) type PipeIn = AsyncFd<OwnedFd>;
 
 fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
   let fd = fd?;
@@ -800,7 +801,9 @@ fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
 }
 
 /// Read a stream into its sink until EOF, or until `stop` (then what the pipe
-/// holds is drained, bounded).
+/// holds is drained, bounded). A PTY's master is pumped the same way (the
+/// manager shares it with the writer, hence `Borrow`): its end of stream is
+/// EIO once every slave is closed, which ends the pump as EOF does.
 ///
 /// Skimming: once a sink that keeps only a head and a tail has its head full
 /// (`tail_window() == Some(keep)`), only the last `keep` bytes of the rest can
@@ -808,8 +811,8 @@ fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
 /// and whatever it holds beyond them is spliced to /dev/null, counted but
 /// never copied to user space. At EOF, at the drain and at a catch-up the
 /// bytes left in the pipe are read into the sink as usual.
-async fn pump<S>(
-  io: PipeIn,
+pub(crate) async fn pump<S>(
+  io: impl std::borrow::Borrow<PipeIn>,
   mut sink: S,
   stop: CancellationToken,
   catchup: Arc<Catchup>,
@@ -817,6 +820,7 @@ async fn pump<S>(
 where
   S: OutputSink,
 {
+  let io = io.borrow();
   let fd = io.get_ref().as_raw_fd();
   // not zeroed: `read_into` fills the spare capacity (callgrind: zeroing two
   // 128 KiB buffers was 60% of the host's instructions per `/bin/true` run)
