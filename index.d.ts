@@ -898,8 +898,8 @@ export interface ProcessStartSpec {
    * a duplicate is rejected with `EEXIST`.
    */
   processId?: string
-  /** Program (looked up in PATH, no shell) and its arguments. Required. */
-  argv?: string[]
+  /** Program (looked up in PATH, no shell) and its arguments. */
+  argv: string[]
   /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
   arg0?: string
   /**
@@ -1677,10 +1677,10 @@ export interface SubprocessOptions {
 
 /** The size of `resize`. */
 export interface TerminalSize {
-  /** Required. */
-  rows?: number
-  /** Required. */
-  cols?: number
+  /** 1 to 65535. */
+  rows: number
+  /** 1 to 65535. */
+  cols: number
 }
 
 /** Options of `terminate`. */

@@ -18,7 +18,7 @@ use crate::call;
 use crate::error::throw_coded;
 use crate::host;
 use crate::options::{nullable, ProcessSetup};
-use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Size};
+use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Required, Size};
 
 const DEFAULT_TERMINATE_TIMEOUT: Duration = Duration::from_millis(DEFAULT_TERMINATE_TIMEOUT_MS);
 
@@ -82,9 +82,9 @@ js_options! {
     /// The handle to use in later calls (not the OS pid). Generated when absent;
     /// a duplicate is rejected with `EEXIST`.
     pub process_id: Option<String>,
-    /// Program (looked up in PATH, no shell) and its arguments. Required.
+    /// Program (looked up in PATH, no shell) and its arguments.
     #[napi(ts_type = "string[]")]
-    pub argv: Option<Vec<String>>,
+    pub argv: Required<Vec<String>>,
     /// `argv[0]` as the program sees it (pipes only). @default argv[0]
     pub arg0: Option<String>,
     /// Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
@@ -111,7 +111,7 @@ js_options! {
 }
 
 /// A terminal's rows or columns: an integer from 1 to 65535.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct TermSide(u16);
 
 impl<'env> FromJs<'env> for TermSide {
@@ -260,12 +260,12 @@ js_options! {
 js_options! {
   /// The size of `resize`.
   pub struct TerminalSize {
-    /// Required.
+    /// 1 to 65535.
     #[napi(ts_type = "number")]
-    pub rows: Option<TermSide>,
-    /// Required.
+    pub rows: Required<TermSide>,
+    /// 1 to 65535.
     #[napi(ts_type = "number")]
-    pub cols: Option<TermSide>,
+    pub cols: Required<TermSide>,
   }
 }
 
@@ -434,10 +434,7 @@ fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
 fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   let at = At::arg("spec");
   let mut o: ProcessStartSpec = read::required(spec, &at)?;
-  let argv = o
-    .argv
-    .take()
-    .ok_or_else(|| at.key("argv").error("is required"))?;
+  let argv = std::mem::take(&mut o.argv.0);
   if argv.is_empty() {
     return Err(at.key("argv").error("must not be empty"));
   }
@@ -569,11 +566,7 @@ impl ProcessManager {
       let id = process_id(id)?;
       let at = At::arg("size");
       let size: TerminalSize = read::required(size, &at)?;
-      let side = |s: Option<TermSide>, key| {
-        s.map(|s| s.0)
-          .ok_or_else(|| at.key(key).error("is required"))
-      };
-      Ok((id, side(size.rows, "rows")?, side(size.cols, "cols")?))
+      Ok((id, (size.rows.0).0, (size.cols.0).0))
     })();
     let (id, rows, cols) = call::sync_args(&env, parsed)?;
     self

@@ -127,6 +127,30 @@ pub fn optional<'env, T: FromJs<'env>>(v: Option<Unknown<'env>>, at: &At) -> Arg
   }
 }
 
+/// A field of an options object: `Option<T>` (may be absent, `undefined` or
+/// `null`) or [`Required<T>`].
+pub trait Field<'env>: Sized {
+  fn read(obj: &Object<'env>, at: &At, key: &str) -> ArgResult<Self>;
+}
+
+impl<'env, T: FromJs<'env>> Field<'env> for Option<T> {
+  fn read(obj: &Object<'env>, at: &At, key: &str) -> ArgResult<Self> {
+    field(obj, at, key)
+  }
+}
+
+/// A field that must be given (`spec.argv`): TypeScript shows it without `?`.
+#[derive(Default)]
+pub struct Required<T>(pub T);
+
+impl<'env, T: FromJs<'env>> Field<'env> for Required<T> {
+  fn read(obj: &Object<'env>, at: &At, key: &str) -> ArgResult<Self> {
+    field(obj, at, key)?
+      .map(Required)
+      .ok_or_else(|| at.key(key).error("is required"))
+  }
+}
+
 /// The property `key` of `obj` (at `at`): `None` when absent, `undefined` or
 /// `null`. A getter or Proxy trap that throws is an error naming the property.
 pub fn field<'env, T: FromJs<'env>>(
@@ -483,8 +507,8 @@ pub fn env_spec(
 /// from the declaration and its doc comments (it is never converted by
 /// napi-rs: `object_from_js = false`); the same declaration gets a
 /// [`FromJs`] reader that reads each field by its JavaScript name with the
-/// path of the value. Every field is an `Option` of a type that implements
-/// `FromJs`. `..process,` first in the body adds the fields every process
+/// path of the value. Every field is an `Option` (or a [`Required`]) of a
+/// type that implements `FromJs`. `..process,` first in the body adds the fields every process
 /// takes (cwd, env, limits, sandbox, ...), declared once below, and a
 /// `process()` method that moves them out as [`crate::options::ProcessFields`].
 macro_rules! js_options {
@@ -552,14 +576,14 @@ macro_rules! js_options {
   (
     $(#[$meta:meta])*
     pub struct $name:ident <$lt:lifetime> {
-      $( $(#[$fmeta:meta])* pub $field:ident : Option<$ty:ty> ),* $(,)?
+      $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
     }
   ) => {
     $(#[$meta])*
     #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
     #[derive(Default)]
     pub struct $name<$lt> {
-      $( $(#[$fmeta])* pub $field: Option<$ty> ),*
+      $( $(#[$fmeta])* pub $field: $ty ),*
     }
 
     impl<$lt> $crate::read::FromJs<$lt> for $name<$lt> {
@@ -570,7 +594,7 @@ macro_rules! js_options {
         let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
         let mut key = keys.iter().map(String::as_str);
         Ok($name {
-          $( $field: $crate::read::field(&obj, at, key.next().unwrap_or_default())?, )*
+          $( $field: <$ty as $crate::read::Field>::read(&obj, at, key.next().unwrap_or_default())?, )*
         })
       }
     }
@@ -578,14 +602,14 @@ macro_rules! js_options {
   (
     $(#[$meta:meta])*
     pub struct $name:ident {
-      $( $(#[$fmeta:meta])* pub $field:ident : Option<$ty:ty> ),* $(,)?
+      $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
     }
   ) => {
     $(#[$meta])*
     #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
     #[derive(Default)]
     pub struct $name {
-      $( $(#[$fmeta])* pub $field: Option<$ty> ),*
+      $( $(#[$fmeta])* pub $field: $ty ),*
     }
 
     impl<'env> $crate::read::FromJs<'env> for $name {
@@ -596,7 +620,7 @@ macro_rules! js_options {
         let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
         let mut key = keys.iter().map(String::as_str);
         Ok($name {
-          $( $field: $crate::read::field(&obj, at, key.next().unwrap_or_default())?, )*
+          $( $field: <$ty as $crate::read::Field>::read(&obj, at, key.next().unwrap_or_default())?, )*
         })
       }
     }
