@@ -246,3 +246,17 @@ pub fn read_file_signal_safe(path: &[u8], f: &mut dyn FnMut(&[u8])) -> bool {
   unsafe { libc::close(fd) };
   true
 }
+
+/// `execve(program, argv, envp)`: returns only on failure, with the error.
+/// `argv` and `envp` end with a null pointer and point into strings the
+/// caller keeps alive. Async-signal-safe (for the child between fork and exec).
+pub fn execve(
+  program: &std::ffi::CStr,
+  argv: &[*const std::ffi::c_char],
+  envp: &[*const std::ffi::c_char],
+) -> io::Error {
+  // SAFETY: null-terminated arrays of pointers to NUL-terminated strings
+  // (the caller's contract); execve reads them and does not return on success
+  unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+  io::Error::last_os_error()
+}

@@ -249,9 +249,9 @@ pub fn resolve_program(
 pub struct ExecImage {
   program: std::ffi::CString,
   _args: Vec<std::ffi::CString>,
-  argv: Vec<*const libc::c_char>,
+  argv: Vec<*const std::ffi::c_char>,
   _env: Vec<std::ffi::CString>,
-  envp: Vec<*const libc::c_char>,
+  envp: Vec<*const std::ffi::c_char>,
 }
 
 // SAFETY: the pointers point into the CStrings owned alongside, which are
@@ -319,14 +319,7 @@ impl ExecImage {
   /// std's pre-exec machinery reports to the parent as the spawn error).
   /// Async-signal-safe.
   pub fn exec(&self) -> std::io::Error {
-    unsafe {
-      libc::execve(
-        self.program.as_ptr(),
-        self.argv.as_ptr(),
-        self.envp.as_ptr(),
-      )
-    };
-    std::io::Error::last_os_error()
+    crate::platform::execve(&self.program, &self.argv, &self.envp)
   }
 }
 
