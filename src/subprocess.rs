@@ -80,6 +80,9 @@ js_options! {
   }
 }
 
+/// Where `spawn`'s options are, for the paths of its callbacks.
+static OPTIONS: At<'static> = At::arg("options");
+
 /// `stdin: 'pipe' | 'ignore'`.
 #[derive(Clone, Copy)]
 pub struct StdinOption {
@@ -481,8 +484,8 @@ pub fn spawn<'env>(
       signal: o.signal,
       interval: o.callback_interval_ms,
       encoding: o.encoding,
-      on_stdout: (o.on_stdout, At::arg("options.onStdout")),
-      on_stderr: (o.on_stderr, At::arg("options.onStderr")),
+      on_stdout: (o.on_stdout, OPTIONS.key("onStdout")),
+      on_stderr: (o.on_stderr, OPTIONS.key("onStderr")),
     };
     let st = streaming(env, setup, fields, None, &at)?;
     Ok((command, argv.unwrap_or_default(), piped, on_error, st))
