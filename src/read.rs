@@ -573,47 +573,34 @@ macro_rules! js_options {
       }
     }
   };
+  // a struct that holds JavaScript values (a callback, a signal): its
+  // lifetime is the call's
   (
     $(#[$meta:meta])*
-    pub struct $name:ident <$lt:lifetime> {
-      $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
-    }
+    pub struct $name:ident <$lt:lifetime> { $($fields:tt)* }
   ) => {
-    $(#[$meta])*
-    #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
-    #[derive(Default)]
-    pub struct $name<$lt> {
-      $( $(#[$fmeta])* pub $field: $ty ),*
-    }
-
-    impl<$lt> $crate::read::FromJs<$lt> for $name<$lt> {
-      fn from_js(v: napi::bindgen_prelude::Unknown<$lt>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
-        // the JavaScript names, made once
-        static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        let keys = KEYS.get_or_init(|| vec![$($crate::read::camel_case(stringify!($field))),*]);
-        let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
-        let mut key = keys.iter().map(String::as_str);
-        Ok($name {
-          $( $field: <$ty as $crate::read::Field>::read(&obj, at, key.next().unwrap_or_default())?, )*
-        })
-      }
-    }
+    js_options!(@emit [$(#[$meta])*] $name [<$lt>] $lt { $($fields)* });
   };
   (
     $(#[$meta:meta])*
-    pub struct $name:ident {
+    pub struct $name:ident { $($fields:tt)* }
+  ) => {
+    js_options!(@emit [$(#[$meta])*] $name [] 'env { $($fields)* });
+  };
+  (
+    @emit [$(#[$meta:meta])*] $name:ident [$($generics:tt)*] $lt:lifetime {
       $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
     }
   ) => {
     $(#[$meta])*
     #[napi_derive::napi(object, object_to_js = false, object_from_js = false)]
     #[derive(Default)]
-    pub struct $name {
+    pub struct $name $($generics)* {
       $( $(#[$fmeta])* pub $field: $ty ),*
     }
 
-    impl<'env> $crate::read::FromJs<'env> for $name {
-      fn from_js(v: napi::bindgen_prelude::Unknown<'env>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
+    impl<$lt> $crate::read::FromJs<$lt> for $name $($generics)* {
+      fn from_js(v: napi::bindgen_prelude::Unknown<$lt>, at: &$crate::read::At) -> $crate::read::ArgResult<Self> {
         // the JavaScript names, made once
         static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
         let keys = KEYS.get_or_init(|| vec![$($crate::read::camel_case(stringify!($field))),*]);
