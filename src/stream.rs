@@ -15,6 +15,7 @@
 //! over the next batch, already read and converted by the pump meanwhile.
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +52,16 @@ pub const CHUNK: usize = 64 * 1024;
 /// of 5): 4 chunks 1.89 GB/s, loop p99 1.49 ms; 8: 1.92 GB/s, 1.63 ms; 16:
 /// 1.84 GB/s, 2.55 ms; Node's `setEncoding('utf8')` 1.44 GB/s, 2.17 ms.
 const WINDOW: usize = 8;
+/// A Buffer stream's pump reads ahead until this many chunks (1 MiB) wait
+/// to be handed over, then stops (backpressure: the child blocks on the full
+/// pipe) ...
+const AHEAD: usize = 2 * WINDOW;
+/// ... and reads on once JavaScript has taken them down to one batch: when
+/// the JS thread ends a batch the next is staged already (it does not sleep
+/// until the pump wakes up and reads), and the pump reads a whole batch per
+/// wake-up. Further ahead ran faster still, but the loop p99 rose past
+/// Node's (the same collections in less time): docs/PERFORMANCE.md, item 6.
+const RESUME: usize = WINDOW;
 
 /// What the pump and the JS thread share for one stream.
 struct Shared {
@@ -318,6 +329,33 @@ impl OutputSink for CallbackSink {
     self.maybe_send(false);
   }
 
+  /// Buffer streams are read straight into what is left of the open chunk
+  /// (one copy less: the pump's buffer into the chunk; reads into a part
+  /// filled still coalesce); text goes through `write`, where it is decoded.
+  fn lend(&mut self) -> Option<&mut [MaybeUninit<u8>]> {
+    if self.text || self.shared.is_none() {
+      return None;
+    }
+    if self.open_bytes.capacity() == 0 {
+      self.open_bytes = crate::text::chunk_buffer(CHUNK);
+    }
+    let left = CHUNK - self.open_bytes.len();
+    Some(&mut self.open_bytes.spare_capacity_mut()[..left])
+  }
+
+  fn filled(&mut self, n: usize) {
+    assert!(
+      self.open_bytes.len() + n <= CHUNK,
+      "a read fills at most the room lent"
+    );
+    // SAFETY: the pump's read wrote the first `n` bytes of the room `lend` gave
+    unsafe { self.open_bytes.set_len(self.open_bytes.len() + n) };
+    if self.open_bytes.len() == CHUNK {
+      self.seal_now();
+    }
+    self.maybe_send(false);
+  }
+
   fn next_tick(&self) -> Option<Instant> {
     let shared = self.shared.as_ref()?;
     let st = shared.lock();
@@ -347,17 +385,24 @@ impl OutputSink for CallbackSink {
     let Some(shared) = self.shared.clone() else {
       return;
     };
-    let high = WINDOW * CHUNK;
+    // text stops at one batch and reads on below it: reading ahead as
+    // Buffer streams do took the strings' loop p99 up to Node's and their RSS
+    // growth over 16 MiB (docs/PERFORMANCE.md, item 6)
+    let (high, low) = if self.text {
+      (WINDOW * CHUNK, WINDOW * CHUNK - 1)
+    } else {
+      (AHEAD * CHUNK, RESUME * CHUNK)
+    };
     loop {
       self.maybe_send(false);
       let open = self.open_len();
       if self.pending_len() < high {
         return;
       }
-      // woken when the JS thread took a batch, or let the last one go with
-      // nothing staged (then the pump sends)
+      // woken when the JS thread took batches down to `low`, or let the
+      // last one go with nothing staged (then the pump sends)
       shared
-        .wait_until(|st, busy| st.bytes + open < high || !busy)
+        .wait_until(|st, busy| st.bytes + open <= low || !busy)
         .await;
     }
   }

@@ -74,15 +74,21 @@ pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {
 /// appended, nothing is zeroed first). `Ok(0)` is end of file; an empty
 /// non-blocking pipe is `WouldBlock`.
 pub fn read_into(fd: i32, buf: &mut Vec<u8>) -> io::Result<usize> {
-  let spare = buf.spare_capacity_mut();
-  let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
-  if n < 0 {
-    return Err(io::Error::last_os_error());
-  }
-  let n = n as usize;
+  let n = read_uninit(fd, buf.spare_capacity_mut())?;
   // SAFETY: read() initialised the first n bytes of the spare capacity
   unsafe { buf.set_len(buf.len() + n) };
   Ok(n)
+}
+
+/// One `read(2)` of `fd` into memory that need not be initialised; returns
+/// how many of its first bytes it filled. `Ok(0)` is end of file (or an
+/// empty `room`).
+pub fn read_uninit(fd: i32, room: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+  let n = unsafe { libc::read(fd, room.as_mut_ptr().cast(), room.len()) };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(n as usize)
 }
 
 /// One `write(2)` of `data`.

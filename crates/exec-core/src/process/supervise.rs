@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -111,11 +112,22 @@ impl Default for RunPolicy {
   }
 }
 
-/// Where a stream's bytes go. The pump calls `write` for each read, `tick` when
+/// Where a stream's bytes go. The pump calls `write` for each read (or reads
+/// into the room the sink lends, then calls `filled`), `tick` when
 /// `next_tick` is due (to flush coalesced data), and awaits `ready` before
 /// reading on (backpressure).
 pub trait OutputSink: Send + 'static {
   fn write(&mut self, data: &[u8]);
+  /// Room for the next read, in the sink's own buffer: the pump reads into
+  /// it in place (instead of into its buffer and then `write`, one copy
+  /// less) and calls [`OutputSink::filled`]. A read fills at most the room,
+  /// so a sink that coalesces lends what is left of its open chunk. `None`
+  /// or empty: the pump reads into its own buffer and calls `write`.
+  fn lend(&mut self) -> Option<&mut [MaybeUninit<u8>]> {
+    None
+  }
+  /// The pump read `n` (> 0) bytes into the start of the room `lend` gave.
+  fn filled(&mut self, _n: usize) {}
   fn next_tick(&self) -> Option<Instant> {
     None
   }
@@ -876,14 +888,12 @@ where
           }
           // the writers are gone: the rest is read, to EOF
         }
-        buf.clear();
-        match g.try_io(|_| platform::read_into(fd, &mut buf)) {
+        match g.try_io(|_| read_to_sink(fd, &mut buf, &mut sink)) {
           // would block: the readiness was cleared
           Err(_) => continue,
           Ok(Ok(0)) => break,
           Ok(Ok(n)) => {
             total += n as u64;
-            sink.write(&buf[..n]);
             if !grown && n >= 65536 {
               grown = true;
               grow_pipe(fd);
@@ -992,16 +1002,30 @@ fn final_drain<S: OutputSink>(
   }
   let mut got = 0usize;
   while got < FINAL_DRAIN_MAX {
-    buf.clear();
-    match platform::read_into(fd, buf) {
+    match read_to_sink(fd, buf, sink) {
       Ok(0) | Err(_) => break,
-      Ok(n) => {
-        sink.write(&buf[..n]);
-        got += n;
-      }
+      Ok(n) => got += n,
     }
   }
   dropped + got as u64
+}
+
+/// One read of `fd` into `sink`: in place when it lends room, else into
+/// `buf` and then `write`. Returns the count (`Ok(0)`: end of file).
+fn read_to_sink<S: OutputSink>(fd: i32, buf: &mut Vec<u8>, sink: &mut S) -> std::io::Result<usize> {
+  if let Some(room) = sink.lend().filter(|r| !r.is_empty()) {
+    let n = platform::read_uninit(fd, room)?;
+    if n > 0 {
+      sink.filled(n);
+    }
+    return Ok(n);
+  }
+  buf.clear();
+  let n = platform::read_into(fd, buf)?;
+  if n > 0 {
+    sink.write(&buf[..n]);
+  }
+  Ok(n)
 }
 
 #[cfg(test)]
@@ -1391,6 +1415,83 @@ mod capture_tests {
   impl OutputSink for ReadAll {
     fn write(&mut self, data: &[u8]) {
       self.0.push(data);
+    }
+  }
+
+  /// A sink that lends room for the reads, as a streaming sink filling
+  /// chunks does: rooms of `room` bytes at most, every other one declined
+  /// (those reads go through `write`), and what is left of a room lent again.
+  struct Lending {
+    got: Vec<u8>,
+    open: Vec<u8>,
+    room: usize,
+    lends: u64,
+    writes: u64,
+  }
+  impl Lending {
+    fn new(room: usize) -> Self {
+      Lending {
+        got: Vec::new(),
+        open: Vec::with_capacity(room),
+        room,
+        lends: 0,
+        writes: 0,
+      }
+    }
+  }
+  impl OutputSink for Lending {
+    fn write(&mut self, data: &[u8]) {
+      self.writes += 1;
+      self.got.extend_from_slice(&self.open);
+      self.open.clear();
+      self.got.extend_from_slice(data);
+    }
+    fn lend(&mut self) -> Option<&mut [MaybeUninit<u8>]> {
+      if (self.lends + self.writes).is_multiple_of(2) && self.open.is_empty() {
+        return None;
+      }
+      let left = self.room - self.open.len();
+      Some(&mut self.open.spare_capacity_mut()[..left])
+    }
+    fn filled(&mut self, n: usize) {
+      self.lends += 1;
+      assert!(
+        self.open.len() + n <= self.room,
+        "a read fills at most the room lent"
+      );
+      // SAFETY: the pump wrote the first `n` bytes of the room
+      unsafe { self.open.set_len(self.open.len() + n) };
+      if self.open.len() == self.room {
+        self.got.extend_from_slice(&self.open);
+        self.open.clear();
+      }
+    }
+    async fn finish(&mut self) {
+      self.got.extend_from_slice(&self.open);
+      self.open.clear();
+    }
+  }
+
+  #[tokio::test]
+  async fn a_sink_that_lends_room_gets_every_byte_in_order() {
+    let all = seq(1, 300_000);
+    let f = run(
+      &bash("seq 1 300000; seq 1 300000 >&2"),
+      &RunPolicy::default(),
+      Lending::new(4093),
+      Lending::new(65536),
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(f.outcome.exit_code, 0);
+    for (sink, count) in [
+      (&f.stdout, f.outcome.stdout_bytes),
+      (&f.stderr, f.outcome.stderr_bytes),
+    ] {
+      assert_eq!(count, all.len() as u64);
+      assert!(sink.got == all, "bytes lost or out of order");
+      assert!(sink.lends > 0 && sink.writes > 0, "both ways were taken");
     }
   }
 
