@@ -48,9 +48,8 @@ pub enum Callback {
 /// `'data'` listener, and a string V8 allocates in its young generation.
 pub const CHUNK: usize = 64 * 1024;
 /// Chunks handed to the JS thread in one batch (one turn of the event loop),
-/// at most: 512 KiB. A/B in one run (`benchmark/stream.mjs`, 1 GiB, medians
-/// of 5): 4 chunks 1.89 GB/s, loop p99 1.49 ms; 8: 1.92 GB/s, 1.63 ms; 16:
-/// 1.84 GB/s, 2.55 ms; Node's `setEncoding('utf8')` 1.44 GB/s, 2.17 ms.
+/// at most: 512 KiB. Fewer cost throughput, more the loop's p99 (the
+/// comparison is in docs/PERFORMANCE.md).
 const WINDOW: usize = 8;
 /// A Buffer stream's pump reads ahead until this many chunks (1 MiB) wait
 /// to be handed over, then stops (backpressure: the child blocks on the full
@@ -140,7 +139,7 @@ impl Shared {
     // The last call of the batch. Node runs the queued calls of a threadsafe
     // function back to back, and keeps going (up to 1000 calls) when more
     // were queued meanwhile: handing over the next batch right away let one
-    // turn of the loop run 350 calls (22 MiB, 9 ms). The next batch goes
+    // turn of the loop run hundreds of calls. The next batch goes
     // after a turn of the event loop instead (setImmediate runs after the I/O
     // callbacks of this turn), from this thread: it is staged already, so
     // JavaScript does not wait for the pump to wake up.

@@ -65,9 +65,8 @@ impl TypeName for JsText {
 /// From this many units a string is handed to V8 as an external string, below
 /// it is copied. Streamed chunks are at most 64 KiB (`stream.rs`) and always
 /// copied: a copy lands in V8's young generation, where a cheap scavenge
-/// frees it, while an external string waits for a full collection (A/B in one
-/// run, 1 GiB streamed in 64 KiB chunks: copied 2.30 GB/s and +0 MiB peak
-/// RSS, external 1.48 GB/s and +35 MiB). Captured results over 64 KiB still
+/// frees it, while an external string waits for a full collection (measured
+/// in docs/PERFORMANCE.md, streaming item 1). Captured results over 64 KiB still
 /// go external (one big string, no copy on the JS thread).
 const EXTERNAL_MIN: usize = 64 * 1024 + 1;
 
@@ -255,10 +254,8 @@ impl ToNapiValue for JsBytes {
     // Copied into a Buffer of Node's, and the chunk buffer goes back to the
     // pool at once, its pages still mapped and in cache. Handing the Vec over
     // as an external Buffer (no copy) kept it until a garbage collection and
-    // its finalizer a turn later: fresh pages for the pump meanwhile and, in
-    // a fresh host, +131 MiB peak RSS for 1 GiB (Node's own Buffers: +41 MiB);
-    // A/B in one run, 1 GiB: copied 1.63 GB/s and loop p99 2.3 ms, external
-    // 1.50 GB/s and 4.0 ms.
+    // its finalizer a turn later: fresh pages for the pump meanwhile and a
+    // peak RSS three times Node's own (docs/PERFORMANCE.md, streaming item 4).
     let len = val.0.len();
     let mut out = ptr::null_mut();
     let mut data = ptr::null_mut();

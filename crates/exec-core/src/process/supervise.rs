@@ -834,8 +834,8 @@ where
 {
   let io = io.borrow();
   let fd = io.get_ref().as_raw_fd();
-  // not zeroed: `read_into` fills the spare capacity (callgrind: zeroing two
-  // 128 KiB buffers was 60% of the host's instructions per `/bin/true` run)
+  // not zeroed: `read_into` fills the spare capacity (zeroing it was most of
+  // a short run's instructions: docs/PERFORMANCE.md)
   let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
   let mut total = 0u64;
   let mut grown = false;
