@@ -159,6 +159,11 @@ pub fn truncate_tail(text: &str, limits: OutputLimits) -> (&str, Truncation) {
     start = line_start;
     lines += 1;
   }
+  if start == 0 {
+    // the floor kept the only line whole (`"\t\n"` under a 1-byte limit):
+    // nothing was cut, and the result says so
+    return (text, Truncation::whole(total_lines, total_bytes));
+  }
   let out = &text[start..];
   (
     out,
@@ -186,6 +191,22 @@ mod tests {
 
   fn numbered(n: usize) -> String {
     (1..=n).map(|i| format!("{i}\n")).collect()
+  }
+
+  #[test]
+  fn a_one_character_line_over_the_byte_limit_is_kept_and_not_reported_cut() {
+    // found by tests/properties.rs: the floor (a cut line keeps its last
+    // character and its newline) kept all of "\t\n" under a 1-byte limit
+    // while the result said it was truncated by bytes
+    let (kept, t) = truncate_tail("\t\n", lim(1, 1));
+    assert_eq!(kept, "\t\n");
+    assert!(!t.truncated());
+    assert!(!t.last_line_partial);
+    assert_eq!((t.output_lines, t.output_bytes), (1, 2));
+    // a longer line is still cut to its last character
+    let (kept, t) = truncate_tail("ab\n", lim(1, 1));
+    assert_eq!(kept, "b\n");
+    assert!(t.truncated() && t.last_line_partial);
   }
 
   #[test]
