@@ -24,7 +24,7 @@ const cases = {
   'captureCall with options': {
     count: 200,
     run: (a) =>
-      a.captureCall('/bin/true', [], { env: { A: '1' }, envDenylist: ['*_TOKEN'], limits: undefined, timeout: 5000, maxOutputBytes: 4096 }),
+      a.captureCall('/bin/true', [], { env: { A: '1' }, envDenylist: ['*_TOKEN'], timeout: 5000, maxOutputBytes: 4096 }),
   },
   'capture 256 MiB (cap 1 MiB)': {
     count: 3,

@@ -22,41 +22,29 @@ use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Required, Size};
 
 const DEFAULT_TERMINATE_TIMEOUT: Duration = Duration::from_millis(DEFAULT_TERMINATE_TIMEOUT_MS);
 
-/// A setting of a `ProcessManager` (or of `serve`), checked by the core's
-/// `ManagerConfig::set` under its JavaScript name.
-pub struct Setting(pub f64);
-
-impl<'env> FromJs<'env> for Setting {
-  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    f64::from_js(v, at).map(Setting)
-  }
-}
-
 js_options! {
   /// Limits of a `ProcessManager`. They hold for every process it starts, so
   /// memory stays predictable whatever the callers ask.
   pub struct ProcessManagerConfig {
     /// Bytes of output kept per process: per stream buffer (head + tail) and for
     /// the interleaved log that `read` serves. @default 1048576
-    #[napi(ts_type = "number")]
-    pub retained_output_bytes: Option<Setting>,
+    pub retained_output_bytes: Option<f64>,
     /// Processes that may run at once (at least 1); `start` fails with `EBUSY`
     /// past it. @default 64
-    #[napi(ts_type = "number")]
-    pub max_processes: Option<Setting>,
+    pub max_processes: Option<f64>,
     /// Milliseconds an exited process stays readable (`snapshot`, `read`,
     /// `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
-    #[napi(ts_type = "number")]
-    pub exited_retention_ms: Option<Setting>,
+    pub exited_retention_ms: Option<f64>,
   }
 }
 
-/// A manager's settings (`ProcessManager`, `serve`) at `at`, over the core's defaults.
+/// A manager's settings (`ProcessManager`, `serve`) at `at`, over the core's
+/// defaults, each checked by the core's `ManagerConfig::set`.
 pub fn manager_config(
   at: &At,
-  retained_output_bytes: Option<Setting>,
-  max_processes: Option<Setting>,
-  exited_retention_ms: Option<Setting>,
+  retained_output_bytes: Option<f64>,
+  max_processes: Option<f64>,
+  exited_retention_ms: Option<f64>,
 ) -> ArgResult<ManagerConfig> {
   let mut c = ManagerConfig {
     owner: host::owner(),
@@ -64,7 +52,7 @@ pub fn manager_config(
   };
   let given = [retained_output_bytes, max_processes, exited_retention_ms];
   for (name, n) in ManagerConfig::NAMES.iter().zip(given) {
-    if let Some(Setting(n)) = n {
+    if let Some(n) = n {
       c.set(name, n).map_err(|e| at.key(name).error(e))?;
     }
   }

@@ -364,7 +364,8 @@ impl TryFrom<ProcessFields> for ProcessSetup {
   /// its own env lists (`exec_core::sandbox::SECRET_ENV`).
   fn try_from(f: ProcessFields) -> ArgResult<Self> {
     let explicit_lists = f.env_allowlist.is_some() || f.env_denylist.is_some();
-    let mut env = read::env_spec(f.env, f.extend_env, f.env_allowlist, f.env_denylist)?;
+    let vars = f.env.map(|v| v.0).unwrap_or_default();
+    let mut env = EnvSpec::from_options(f.extend_env, vars, f.env_allowlist, f.env_denylist)?;
     let sandbox = f.sandbox.and_then(|s| s.0);
     exec_core::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
     Ok(ProcessSetup {

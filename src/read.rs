@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use exec_core::{EnvSpec, ErrorCode, ExecError};
+use exec_core::{ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi::ValueType;
 
@@ -492,17 +492,6 @@ pub fn host_cwd() -> ArgResult<PathBuf> {
   })
 }
 
-/// `env` / `extendEnv` / `envAllowlist` / `envDenylist` of any options
-/// object, into the core's spec (its own checks: names, NUL bytes).
-pub fn env_spec(
-  vars: Option<EnvVars>,
-  extend: Option<bool>,
-  allow: Option<Vec<String>>,
-  deny: Option<Vec<String>>,
-) -> ArgResult<EnvSpec> {
-  EnvSpec::from_options(extend, vars.map(|v| v.0).unwrap_or_default(), allow, deny)
-}
-
 /// Declares an options object once. napi-rs makes its TypeScript interface
 /// from the declaration and its doc comments (it is never converted by
 /// napi-rs: `object_from_js = false`); the same declaration gets a
@@ -558,7 +547,6 @@ macro_rules! js_options {
 
     impl $(<$lt>)? $name $(<$lt>)? {
       /// The fields every process takes, moved out.
-      #[allow(dead_code)]
       pub fn process(&mut self) -> $crate::options::ProcessFields {
         $crate::options::ProcessFields {
           cwd: self.cwd.take(),

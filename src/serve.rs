@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::call;
 use crate::error::reject_type_error;
 use crate::host;
-use crate::manager::{manager_config, Setting};
+use crate::manager::manager_config;
 use crate::read::{self, ArgResult, At, Positive};
 
 js_options! {
@@ -26,14 +26,11 @@ js_options! {
     /// can run commands as this user. @default false
     pub allow_remote: Option<bool>,
     /// Per connection, as in `ProcessManagerConfig`. @default 1048576
-    #[napi(ts_type = "number")]
-    pub retained_output_bytes: Option<Setting>,
+    pub retained_output_bytes: Option<f64>,
     /// Per connection (at least 1). @default 64
-    #[napi(ts_type = "number")]
-    pub max_processes: Option<Setting>,
+    pub max_processes: Option<f64>,
     /// @default 30000
-    #[napi(ts_type = "number")]
-    pub exited_retention_ms: Option<Setting>,
+    pub exited_retention_ms: Option<f64>,
     /// The token WebSocket clients must send (`Authorization: Bearer <token>`,
     /// or `?token=<token>`). Absent: read from `tokenFile`, else from
     /// `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
