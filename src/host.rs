@@ -37,6 +37,7 @@ pub fn init_env(env: &Env) -> Result<()> {
     // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
     exec_core::cgroup::sweep_stale();
   });
+  crate::stream::init_env(env)?;
   // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
   exec_core::hostguard::install();
   // PID 1, or EXEC_NATIVE_SUBREAPER=1: reap the orphans of our runs

@@ -14,15 +14,18 @@
 //! the loop gets a turn (setImmediate), and then the JS thread itself hands
 //! over the next batch, already read and converted by the pump meanwhile.
 
-use std::collections::VecDeque;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use exec_core::process::supervise::OutputSink;
-use exec_core::utf8::Utf8Decoder;
+use exec_core::utf8::incomplete_suffix_len;
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -61,6 +64,36 @@ const AHEAD: usize = 2 * WINDOW;
 /// wake-up. Further ahead ran faster still, but the loop p99 rose past
 /// Node's (the same collections in less time): docs/PERFORMANCE.md, item 6.
 const RESUME: usize = WINDOW;
+
+thread_local! {
+  /// Streams whose next batch waits for a turn of this thread's event loop.
+  static WAITING: RefCell<HashMap<u32, Arc<Shared>>> = RefCell::new(HashMap::new());
+  /// `execStreamTurn` of this thread's environment (a reference).
+  static TURN: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
+}
+static NEXT_WAIT: AtomicU32 = AtomicU32::new(0);
+
+/// Once per environment: the function `setImmediate` calls between batches.
+pub fn init_env(env: &Env) -> Result<()> {
+  let turn = env.create_function_from_closure::<u32, (), _>("execStreamTurn", |ctx| {
+    let id: u32 = ctx.get(0)?;
+    if let Some(stream) = WAITING.with(|w| w.borrow_mut().remove(&id)) {
+      stream.next_turn();
+    }
+    Ok(())
+  })?;
+  let mut r = ptr::null_mut();
+  check_status!(unsafe { sys::napi_create_reference(env.raw(), turn.raw(), 1, &mut r) })?;
+  TURN.with(|t| t.set(r));
+  // teardown: the streams still waiting are let go on this thread, as the
+  // functions' finalizers let them go before
+  env.add_env_cleanup_hook((), |()| {
+    TURN.with(|t| t.set(ptr::null_mut()));
+    let waiting = WAITING.with(|w| std::mem::take(&mut *w.borrow_mut()));
+    drop(waiting);
+  })?;
+  Ok(())
+}
 
 /// What the pump and the JS thread share for one stream.
 struct Shared {
@@ -143,22 +176,39 @@ impl Shared {
     // after a turn of the event loop instead (setImmediate runs after the I/O
     // callbacks of this turn), from this thread: it is staged already, so
     // JavaScript does not wait for the pump to wake up.
-    let deferred = env.map(|env| -> Result<()> {
-      let me = self.clone();
-      let turn = env.create_function_from_closure("execStreamTurn", move |_| {
-        me.next_turn();
-        Ok(())
-      })?;
-      let set_immediate: Function<Function<(), ()>, Unknown> =
-        env.get_global()?.get_named_property("setImmediate")?;
-      set_immediate.call(turn)?;
-      Ok(())
-    });
+    let deferred = env.map(|env| self.after_a_turn(env));
     if !matches!(deferred, Some(Ok(()))) {
       // (not locked: a failed call is seen inside `send_batch`, which holds the lock)
       self.busy.store(false, Ordering::Release);
       self.changed.notify_waiters();
     }
+  }
+
+  /// `setImmediate(execStreamTurn, id)`: the function is made once per
+  /// environment (one made per batch, with this stream in its closure, was
+  /// garbage that survived scavenges, 2000 per GiB: docs/PERFORMANCE.md,
+  /// streaming item 7); the stream waits in `WAITING` under `id`.
+  fn after_a_turn(self: &Arc<Self>, env: &Env) -> Result<()> {
+    let r = TURN.with(|t| t.get());
+    if r.is_null() {
+      return Err(Error::from_reason(
+        "exec: the stream's turn function is gone (EIO)",
+      ));
+    }
+    let mut f = ptr::null_mut();
+    check_status!(unsafe { sys::napi_get_reference_value(env.raw(), r, &mut f) })?;
+    // SAFETY: the reference holds the function made in `init_env`
+    let turn: Function<u32, ()> = unsafe { Function::from_napi_value(env.raw(), f)? };
+    let id = NEXT_WAIT.fetch_add(1, Ordering::Relaxed);
+    WAITING.with(|w| w.borrow_mut().insert(id, self.clone()));
+    let set_immediate: Function<FnArgs<(Function<u32, ()>, u32)>, Unknown> =
+      env.get_global()?.get_named_property("setImmediate")?;
+    set_immediate
+      .call(FnArgs::from((turn, id)))
+      .map(drop)
+      .inspect_err(|_| {
+        WAITING.with(|w| w.borrow_mut().remove(&id));
+      })
   }
 
   /// A turn of the event loop after a batch: the next one goes.
@@ -188,6 +238,148 @@ impl Shared {
   }
 }
 
+/// A text chunk being filled in place: the pump reads into its spare room
+/// and the new bytes are checked as UTF-8 where they lie. ASCII (the common
+/// case) costs one pass and no copy before V8's; before, every byte was read
+/// into the pump's buffer, validated, copied into the chunk and scanned for
+/// ASCII again (docs/PERFORMANCE.md, streaming item 7).
+///
+/// `buf[..valid]` is checked UTF-8 of whole characters; the bytes after it
+/// (at most 3) start a character that the next read completes. Invalid
+/// bytes become U+FFFD, as `String::from_utf8_lossy` makes them.
+struct OpenText {
+  buf: Vec<u8>,
+  valid: usize,
+  /// Every checked byte is ASCII (a hint: when false the chunk is scanned
+  /// again on its way out).
+  ascii: bool,
+}
+
+impl OpenText {
+  fn new() -> Self {
+    OpenText {
+      buf: Vec::new(),
+      valid: 0,
+      ascii: true,
+    }
+  }
+
+  fn len(&self) -> usize {
+    self.buf.len()
+  }
+
+  /// The room left in the chunk, for a read.
+  fn room(&mut self) -> &mut [MaybeUninit<u8>] {
+    if self.buf.capacity() == 0 {
+      self.buf = crate::text::chunk_buffer(CHUNK);
+    }
+    let left = CHUNK.saturating_sub(self.buf.len());
+    if self.buf.capacity() - self.buf.len() < left {
+      self.buf.reserve(left);
+    }
+    &mut self.buf.spare_capacity_mut()[..left]
+  }
+
+  /// `n` bytes were written at the start of `room()`.
+  fn filled(&mut self, n: usize) {
+    assert!(
+      n <= CHUNK.saturating_sub(self.buf.len()) && n <= self.buf.capacity() - self.buf.len(),
+      "a read fills at most the room lent"
+    );
+    // SAFETY: the first `n` bytes of the spare capacity were written
+    unsafe { self.buf.set_len(self.buf.len() + n) };
+    self.check();
+  }
+
+  /// Check what came after `valid`.
+  fn check(&mut self) {
+    let new = &self.buf[self.valid..];
+    if new.is_ascii() {
+      self.valid = self.buf.len();
+      return;
+    }
+    self.ascii = false;
+    let end = self.buf.len() - incomplete_suffix_len(new);
+    if std::str::from_utf8(&self.buf[self.valid..end]).is_ok() {
+      self.valid = end;
+      return;
+    }
+    // invalid bytes: the checked part is rewritten with U+FFFD (rare: a
+    // stream that is not UTF-8; one pass, not a shift per bad byte)
+    let region = self.buf.split_off(self.valid);
+    let end = region.len() - incomplete_suffix_len(&region);
+    for part in region[..end].utf8_chunks() {
+      self.buf.extend_from_slice(part.valid().as_bytes());
+      if !part.invalid().is_empty() {
+        self.buf.extend_from_slice("\u{FFFD}".as_bytes());
+      }
+    }
+    self.valid = self.buf.len();
+    self.buf.extend_from_slice(&region[end..]);
+  }
+
+  /// The chunk is full (a read could add at most the bytes of one character).
+  fn is_full(&self) -> bool {
+    self.buf.len() >= CHUNK
+  }
+
+  /// The checked text, at most [`CHUNK`] bytes cut on a character boundary;
+  /// what follows starts the next chunk. None if nothing is checked.
+  fn take(&mut self) -> Option<CheckedText> {
+    if self.valid == 0 {
+      return None;
+    }
+    let mut cut = self.valid.min(CHUNK);
+    while cut < self.valid && self.buf[cut] & 0xC0 == 0x80 {
+      cut -= 1;
+    }
+    let mut next = crate::text::chunk_buffer(CHUNK);
+    next.extend_from_slice(&self.buf[cut..]);
+    let mut chunk = std::mem::replace(&mut self.buf, next);
+    chunk.truncate(cut);
+    let ascii = self.ascii;
+    self.valid -= cut;
+    self.ascii = self.buf[..self.valid].is_ascii();
+    Some(CheckedText {
+      bytes: chunk,
+      ascii,
+    })
+  }
+
+  /// The end of the stream: a character left incomplete becomes U+FFFD.
+  fn finish(&mut self) {
+    if self.valid < self.buf.len() {
+      let rest = self.buf.split_off(self.valid);
+      self
+        .buf
+        .extend_from_slice(String::from_utf8_lossy(&rest).as_bytes());
+      self.valid = self.buf.len();
+      self.ascii = false;
+    }
+  }
+}
+
+/// A chunk of text, UTF-8 by construction.
+struct CheckedText {
+  bytes: Vec<u8>,
+  ascii: bool,
+}
+
+impl CheckedText {
+  fn len(&self) -> usize {
+    self.bytes.len()
+  }
+
+  fn into_js(self) -> JsText {
+    if self.ascii {
+      JsText::Latin1(self.bytes)
+    } else {
+      // SAFETY: `OpenText` hands out checked UTF-8 cut on character boundaries
+      JsText::new(unsafe { String::from_utf8_unchecked(self.bytes) })
+    }
+  }
+}
+
 /// A chunk ready to go.
 enum Ready {
   Text(JsText),
@@ -196,9 +388,9 @@ enum Ready {
 
 pub struct CallbackSink {
   shared: Option<Arc<Shared>>,
-  decoder: Utf8Decoder,
-  /// The chunk being filled (text callbacks).
-  open: String,
+  /// The chunk being filled (text callbacks): read into in place, checked as
+  /// UTF-8 where it lies.
+  open: OpenText,
   /// The chunk being filled (Buffer callbacks).
   open_bytes: Vec<u8>,
   interval: Duration,
@@ -218,8 +410,7 @@ impl CallbackSink {
           changed: Notify::new(),
         })
       }),
-      decoder: Utf8Decoder::new(),
-      open: String::new(),
+      open: OpenText::new(),
       open_bytes: Vec::new(),
       interval,
     }
@@ -232,13 +423,10 @@ impl CallbackSink {
   /// The open chunk is staged (converted here, on the runtime's thread, so
   /// that the JS thread only copies).
   fn seal(&mut self, st: &mut Staged) {
-    if !self.open.is_empty() {
-      // SAFETY: an empty buffer is a valid string
-      let next = unsafe { String::from_utf8_unchecked(crate::text::chunk_buffer(CHUNK)) };
-      let s = std::mem::replace(&mut self.open, next);
-      st.bytes += s.len();
-      let n = s.len();
-      st.chunks.push_back((Ready::Text(JsText::new(s)), n));
+    while let Some(text) = self.open.take() {
+      st.bytes += text.len();
+      let n = text.len();
+      st.chunks.push_back((Ready::Text(text.into_js()), n));
     }
     if !self.open_bytes.is_empty() {
       let b = std::mem::replace(&mut self.open_bytes, crate::text::chunk_buffer(CHUNK));
@@ -257,22 +445,20 @@ impl CallbackSink {
 
   fn write_text(&mut self, mut data: &[u8]) {
     while !data.is_empty() {
-      if self.open.capacity() == 0 {
-        // SAFETY: an empty buffer is a valid string
-        self.open = unsafe { String::from_utf8_unchecked(crate::text::chunk_buffer(CHUNK)) };
-      }
-      let take = (CHUNK - self.open.len()).min(data.len());
-      self.decoder.decode_into(&data[..take], &mut self.open);
-      data = &data[take..];
-      if self.open.len() >= CHUNK {
-        // a carried character may overshoot by up to 3 bytes: it starts the next chunk
-        let mut cut = CHUNK;
-        while !self.open.is_char_boundary(cut) {
-          cut -= 1;
-        }
-        let tail = self.open.split_off(cut);
+      if self.open.is_full() {
+        // (not reached: a full chunk is sealed as soon as it fills)
         self.seal_now();
-        self.open.push_str(&tail);
+      }
+      let room = self.open.room();
+      let take = room.len().min(data.len());
+      // SAFETY: `&[u8]` and `&[MaybeUninit<u8>]` have the same layout
+      room[..take].copy_from_slice(unsafe {
+        &*(std::ptr::from_ref(&data[..take]) as *const [MaybeUninit<u8>])
+      });
+      self.open.filled(take);
+      data = &data[take..];
+      if self.open.is_full() {
+        self.seal_now();
       }
     }
   }
@@ -328,12 +514,15 @@ impl OutputSink for CallbackSink {
     self.maybe_send(false);
   }
 
-  /// Buffer streams are read straight into what is left of the open chunk
-  /// (one copy less: the pump's buffer into the chunk; reads into a part
-  /// filled still coalesce); text goes through `write`, where it is decoded.
+  /// The pump reads straight into what is left of the open chunk (one copy
+  /// less: the pump's buffer into the chunk; reads into a part filled still
+  /// coalesce); text is checked as UTF-8 where it lies (`OpenText`).
   fn lend(&mut self) -> Option<&mut [MaybeUninit<u8>]> {
-    if self.text || self.shared.is_none() {
+    if self.shared.is_none() {
       return None;
+    }
+    if self.text {
+      return Some(self.open.room());
     }
     if self.open_bytes.capacity() == 0 {
       self.open_bytes = crate::text::chunk_buffer(CHUNK);
@@ -343,6 +532,14 @@ impl OutputSink for CallbackSink {
   }
 
   fn filled(&mut self, n: usize) {
+    if self.text {
+      self.open.filled(n);
+      if self.open.is_full() {
+        self.seal_now();
+      }
+      self.maybe_send(false);
+      return;
+    }
     assert!(
       self.open_bytes.len() + n <= CHUNK,
       "a read fills at most the room lent"
@@ -410,11 +607,8 @@ impl OutputSink for CallbackSink {
     let Some(shared) = self.shared.clone() else {
       return;
     };
-    let rest = self.decoder.finish();
-    if self.open.len() + rest.len() > CHUNK {
-      self.seal_now();
-    }
-    self.open.push_str(&rest);
+    // an incomplete character at the very end becomes U+FFFD
+    self.open.finish();
     self.seal_now();
     loop {
       self.maybe_send(true);
@@ -430,5 +624,117 @@ impl OutputSink for CallbackSink {
       }
       w.await;
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// Feed `input` in pieces of the sizes `sizes` cycles through, as the pump
+  /// does (into the room lent, sealed when full), and collect the chunks.
+  fn chunked(input: &[u8], sizes: &[usize]) -> Vec<CheckedText> {
+    let mut open = OpenText::new();
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut i = 0;
+    while at < input.len() {
+      let room = open.room();
+      let n = sizes[i % sizes.len()].min(room.len()).min(input.len() - at);
+      i += 1;
+      for (d, s) in room[..n].iter_mut().zip(&input[at..at + n]) {
+        d.write(*s);
+      }
+      open.filled(n);
+      at += n;
+      if open.is_full() || i % 7 == 0 {
+        // full, or a partial chunk that is due
+        out.extend(std::iter::from_fn(|| open.take()));
+      }
+    }
+    open.finish();
+    out.extend(std::iter::from_fn(|| open.take()));
+    out
+  }
+
+  fn check(input: &[u8], sizes: &[usize]) {
+    let chunks = chunked(input, sizes);
+    let mut all = String::new();
+    for c in &chunks {
+      assert!(c.len() <= CHUNK, "a chunk of {} bytes", c.len());
+      assert!(!c.bytes.is_empty());
+      let s = std::str::from_utf8(&c.bytes).expect("every chunk is whole UTF-8");
+      if c.ascii {
+        assert!(s.is_ascii());
+      }
+      all.push_str(s);
+    }
+    assert_eq!(all, String::from_utf8_lossy(input), "sizes {sizes:?}");
+  }
+
+  #[test]
+  fn text_chunks_match_a_lossy_decode_of_the_whole() {
+    let mut input = Vec::new();
+    let mut seed = 7u64;
+    for _ in 0..40_000 {
+      seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+      match (seed >> 33) % 16 {
+        0 => input.extend_from_slice("é".as_bytes()),
+        1 => input.extend_from_slice("😀".as_bytes()),
+        2 => input.extend_from_slice("€".as_bytes()),
+        3 => input.push(0xFF),
+        4 => input.extend_from_slice(&[0xE2, 0x28]),
+        5 => input.extend_from_slice(&[0xF0, 0x9F]),
+        _ => input.extend_from_slice(b"abc"),
+      }
+    }
+    for sizes in [
+      &[1usize][..],
+      &[2, 3],
+      &[5, 64 * 1024],
+      &[4096],
+      &[65535, 1, 2],
+      &[100_000],
+    ] {
+      check(&input, sizes);
+    }
+    // an incomplete character at the very end
+    let mut cut = input.clone();
+    cut.extend_from_slice(&[0xF0, 0x9F, 0x98]);
+    check(&cut, &[3, 7]);
+  }
+
+  #[test]
+  fn ascii_fills_whole_chunks_without_a_rescan() {
+    let input = vec![b'x'; 3 * CHUNK + 10];
+    let chunks = chunked(&input, &[CHUNK]);
+    assert!(chunks.iter().all(|c| c.ascii));
+    assert_eq!(
+      chunks.iter().map(CheckedText::len).sum::<usize>(),
+      input.len()
+    );
+    assert!(chunks.iter().filter(|c| c.len() == CHUNK).count() >= 3);
+  }
+
+  #[test]
+  fn invalid_bytes_that_expand_past_a_chunk_are_cut_into_chunks() {
+    // each 0xFF becomes 3 bytes of U+FFFD: one chunk of input makes three
+    let input = vec![0xFFu8; CHUNK];
+    check(&input, &[CHUNK]);
+    let chunks = chunked(&input, &[CHUNK]);
+    assert!(chunks.len() >= 3);
+  }
+
+  #[test]
+  fn a_character_is_never_split_between_chunks() {
+    // 4-byte characters straddling every chunk boundary
+    let mut input = vec![b'a'; CHUNK - 2];
+    for _ in 0..(2 * CHUNK / 4) {
+      input.extend_from_slice("😀".as_bytes());
+    }
+    check(&input, &[CHUNK]);
+    check(&input, &[CHUNK - 1, 3]);
   }
 }
