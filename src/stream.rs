@@ -72,6 +72,8 @@ thread_local! {
   static TURN: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
 }
 static NEXT_WAIT: AtomicU32 = AtomicU32::new(0);
+/// `setImmediate(fn, id)`.
+type SetImmediate<'a> = Function<'a, FnArgs<(Function<'a, u32, ()>, u32)>, Unknown<'a>>;
 
 /// Once per environment: the function `setImmediate` calls between batches.
 pub fn init_env(env: &Env) -> Result<()> {
@@ -201,8 +203,7 @@ impl Shared {
     let turn: Function<u32, ()> = unsafe { Function::from_napi_value(env.raw(), f)? };
     let id = NEXT_WAIT.fetch_add(1, Ordering::Relaxed);
     WAITING.with(|w| w.borrow_mut().insert(id, self.clone()));
-    let set_immediate: Function<FnArgs<(Function<u32, ()>, u32)>, Unknown> =
-      env.get_global()?.get_named_property("setImmediate")?;
+    let set_immediate: SetImmediate = env.get_global()?.get_named_property("setImmediate")?;
     set_immediate
       .call(FnArgs::from((turn, id)))
       .map(drop)
@@ -518,9 +519,7 @@ impl OutputSink for CallbackSink {
   /// less: the pump's buffer into the chunk; reads into a part filled still
   /// coalesce); text is checked as UTF-8 where it lies (`OpenText`).
   fn lend(&mut self) -> Option<&mut [MaybeUninit<u8>]> {
-    if self.shared.is_none() {
-      return None;
-    }
+    self.shared.as_ref()?;
     if self.text {
       return Some(self.open.room());
     }
