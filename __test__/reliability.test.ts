@@ -127,6 +127,60 @@ describe('worker threads', () => {
   })
 })
 
+describe('worker threads, streaming', () => {
+  it('a stream of many batches in each of several workers and the main thread gets every byte', () => {
+    // 4 MiB is 64 chunks, 8 batches: each batch after the first waits for a
+    // turn of its own environment's loop (one turn function per environment)
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      const { spawnCall } = require(${JSON.stringify(addon)});
+      const code = \`
+        const { parentPort } = require('node:worker_threads');
+        const { spawnCall } = require(${JSON.stringify(addon)});
+        let got = 0, calls = 0;
+        spawnCall('head', ['-c', '4194304', '/dev/zero'], {}, (d) => { got += d.length; calls++ })
+          .then((r) => parentPort.postMessage({ got, calls, code: r.exitCode }));
+      \`;
+      const main = { got: 0 };
+      const runs = [0, 1].map(() => new Promise((res) => {
+        const w = new Worker(code, { eval: true });
+        w.on('message', (m) => { res(m); w.terminate(); });
+      }));
+      runs.push(spawnCall('head', ['-c', '4194304', '/dev/zero'], { encoding: 'buffer' }, (d) => { main.got += d.length })
+        .then((r) => ({ got: main.got, code: r.exitCode })));
+      Promise.all(runs).then((rs) => console.log(JSON.stringify(rs)));
+    `
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 })
+    expect(r.status).toBe(0)
+    const rs = JSON.parse(r.stdout)
+    expect(rs.map((x: { got: number }) => x.got)).toEqual([4194304, 4194304, 4194304])
+    expect(rs.map((x: { code: number }) => x.code)).toEqual([0, 0, 0])
+    expect(rs[0].calls).toBeGreaterThanOrEqual(64)
+  })
+
+  it('a worker terminated in the middle of a heavy stream leaves the host running and no child behind', () => {
+    // the stream's next batch may be waiting for a turn of the worker's loop
+    // when the worker goes: the environment's teardown lets it go
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      const code = \`
+        const { parentPort } = require('node:worker_threads');
+        const { spawnCall } = require(${JSON.stringify(addon)});
+        let sent = false;
+        spawnCall('sh', ['-c', 'echo $$ >&2; exec yes'], { timeout: 0 }, () => {},
+          (d) => { if (!sent) { sent = true; parentPort.postMessage(Number(d)) } });
+      \`;
+      const w = new Worker(code, { eval: true });
+      w.on('message', (pid) => setTimeout(() => w.terminate().then(() =>
+        setTimeout(() => console.log(JSON.stringify({ pid })), 300)), 200));
+    `
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 })
+    expect(r.status).toBe(0)
+    const { pid } = JSON.parse(r.stdout)
+    return waitGone([pid]).then((left) => expect(left).toEqual([]))
+  })
+})
+
 describe('hostile input and output', () => {
   it('NUL bytes and invalid UTF-8 in output', async () => {
     const r = await executeAndCapture("printf 'a\\0b\\xfe\\xffc'", 'bash')
