@@ -852,6 +852,14 @@ where
   let mut armed = false;
   let mut wakes = 0u64;
   let mut wakes_at_arm = 0u64;
+  // the sink's tick timer, likewise armed once and moved only when the sink
+  // wants it sooner: a timer made per loop (per read) cost a timer-wheel
+  // insertion and removal per read, and with another timer pending (a
+  // run's timeout) a string stream ran 1.57 GB/s instead of 1.90
+  // (docs/PERFORMANCE.md, streaming item 7)
+  let ticker = tokio::time::sleep(Duration::ZERO);
+  tokio::pin!(ticker);
+  let mut tick_at: Option<Instant> = None;
   loop {
     if may_skim {
       if let Some(keep) = sink.tail_window() {
@@ -862,7 +870,15 @@ where
         }
       }
     }
-    let tick = sink.next_tick();
+    match sink.next_tick() {
+      None => tick_at = None,
+      // armed sooner: it fires then, and the sink is asked again
+      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
+      Some(t) => {
+        ticker.as_mut().reset(t);
+        tick_at = Some(t);
+      }
+    }
     tokio::select! {
       biased;
       r = io.readable() => {
@@ -934,7 +950,10 @@ where
         }
         total += final_drain(fd, &mut buf, &mut sink, None);
       }
-      _ = sleep_until_opt(tick), if tick.is_some() => sink.tick(),
+      _ = &mut ticker, if tick_at.is_some() => {
+        tick_at = None;
+        sink.tick();
+      }
       _ = catchup.asked.notified() => {
         // (the generation is read before the drain: a request made during it
         // is answered only by the next round)
