@@ -8,7 +8,7 @@
 //! one. A batch holds the full chunks (64 KiB each) read meanwhile; a partial
 //! chunk joins it only when `interval` has passed since the last batch (the
 //! first goes at once). So a trickle of output gets at most one call per
-//! interval, and a flood gets 64 KiB per call, up to 8 calls (512 KiB) per
+//! interval, and a flood gets 64 KiB per call, up to 4 calls (256 KiB) per
 //! turn of the event loop: the calls of a batch are calls of one threadsafe
 //! function, which Node runs back to back in one wake-up; after the last one
 //! the loop gets a turn (setImmediate), and then the JS thread itself hands
@@ -51,19 +51,22 @@ pub enum Callback {
 /// `'data'` listener, and a string V8 allocates in its young generation.
 pub const CHUNK: usize = 64 * 1024;
 /// Chunks handed to the JS thread in one batch (one turn of the event loop),
-/// at most: 512 KiB. Fewer cost throughput, more the loop's p99 (the
-/// comparison is in docs/PERFORMANCE.md).
-const WINDOW: usize = 8;
+/// at most: 256 KiB. 8 gave 3% more throughput and a loop p99 over Node's in
+/// some runs (docs/PERFORMANCE.md, streaming item 7).
+const WINDOW: usize = 4;
+/// A text stream's pump stops reading while this many chunks (512 KiB) wait
+/// to be handed over: two batches.
+const TEXT_AHEAD: usize = 2 * WINDOW;
 /// A Buffer stream's pump reads ahead until this many chunks (1 MiB) wait
 /// to be handed over, then stops (backpressure: the child blocks on the full
 /// pipe) ...
-const AHEAD: usize = 2 * WINDOW;
-/// ... and reads on once JavaScript has taken them down to one batch: when
+const AHEAD: usize = 4 * WINDOW;
+/// ... and reads on once JavaScript has taken them down to 512 KiB: when
 /// the JS thread ends a batch the next is staged already (it does not sleep
-/// until the pump wakes up and reads), and the pump reads a whole batch per
+/// until the pump wakes up and reads), and the pump reads two batches per
 /// wake-up. Further ahead ran faster still, but the loop p99 rose past
 /// Node's (the same collections in less time): docs/PERFORMANCE.md, item 6.
-const RESUME: usize = WINDOW;
+const RESUME: usize = 2 * WINDOW;
 
 thread_local! {
   /// Streams whose next batch waits for a turn of this thread's event loop.
@@ -580,11 +583,11 @@ impl OutputSink for CallbackSink {
     let Some(shared) = self.shared.clone() else {
       return;
     };
-    // text stops at one batch and reads on below it: reading ahead as
+    // text stops at two batches and reads on below that: reading ahead as
     // Buffer streams do took the strings' loop p99 up to Node's and their RSS
     // growth over 16 MiB (docs/PERFORMANCE.md, item 6)
     let (high, low) = if self.text {
-      (WINDOW * CHUNK, WINDOW * CHUNK - 1)
+      (TEXT_AHEAD * CHUNK, TEXT_AHEAD * CHUNK - 1)
     } else {
       (AHEAD * CHUNK, RESUME * CHUNK)
     };
