@@ -1480,7 +1480,7 @@ export interface SpawnOptions {
   /**
    * Output is cut into chunks of at most 64 KiB (whole characters; a
    * Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-   * 8 calls per turn of the event loop, the next batch once JavaScript
+   * 4 calls per turn of the event loop, the next batch once JavaScript
    * returned from the previous one. A full chunk goes in the next batch; a
    * partial one waits until this many milliseconds have passed since the
    * last batch (the first goes at once), so a trickle of output gets at most
@@ -1664,7 +1664,7 @@ export interface SubprocessOptions {
   /**
    * Output is cut into chunks of at most 64 KiB (whole characters; a
    * Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-   * 8 calls per turn of the event loop, the next batch once JavaScript
+   * 4 calls per turn of the event loop, the next batch once JavaScript
    * returned from the previous one. A full chunk goes in the next batch; a
    * partial one waits until this many milliseconds have passed since the
    * last batch (the first goes at once), so a trickle of output gets at most

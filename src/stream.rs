@@ -322,7 +322,8 @@ impl OpenText {
     self.buf.extend_from_slice(&region[end..]);
   }
 
-  /// The chunk is full (a read could add at most the bytes of one character).
+  /// Nothing more fits: the checked part goes, and a character cut at the
+  /// end of the chunk starts the next one.
   fn is_full(&self) -> bool {
     self.buf.len() >= CHUNK
   }
