@@ -601,16 +601,6 @@ async function caseStream() {
   target('stream', 'partial chunks per second (coalescing, 10 ms)', partial, '<= 100', partial <= 100, '/s')
 }
 
-function cpData(cmd, utf8, on) {
-  return new Promise((res, rej) => {
-    const c = spawn(cmd[0], cmd[1], { stdio: ['ignore', 'pipe', 'inherit'] })
-    if (utf8) c.stdout.setEncoding('utf8')
-    c.stdout.on('data', on)
-    c.on('error', rej)
-    c.on('close', res)
-  })
-}
-
 async function caseEventLoop() {
   const bytes = Math.max(32 * 2 ** 20, Math.round(200e6 * SCALE))
   const rounds = SCALE >= 0.5 ? 3 : 2

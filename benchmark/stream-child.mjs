@@ -26,7 +26,7 @@ const require = createRequire(import.meta.url)
 const here = fileURLToPath(import.meta.url)
 
 /** One run of `kind`; `on` counts what arrives. Resolves when every byte came. */
-function start(addon, kind, bytes, on) {
+export function start(addon, kind, bytes, on) {
   const cmd = ['head', ['-c', String(bytes), '/dev/zero']]
   const node = (utf8) =>
     new Promise((res, rej) => {
@@ -55,12 +55,12 @@ function start(addon, kind, bytes, on) {
 }
 
 /** CPU seconds of this process's JS thread (its task has the process id). */
-function jsThreadCpu() {
+export function jsThreadCpu() {
   const st = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8')
   const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
   return (Number(f[11]) + Number(f[12])) / 100
 }
-const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024
+export const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024
 
 /** Measure one run in this process. */
 export async function measure(addon, kind, bytes) {

@@ -12,37 +12,20 @@
 // exec-native strings, every later Buffer run, ours or Node's, faulted its
 // Buffers in afresh (glibc trimmed the heap after each collection); a higher
 // trim threshold makes it go away.
-import { spawn } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { PerformanceObserver } from 'node:perf_hooks'
 import v8 from 'node:v8'
+import { start, jsThreadCpu, hwm } from './stream-child.mjs'
 
 const require = createRequire(import.meta.url)
 const args = process.argv.slice(2)
 const at = args.indexOf('--addon')
 const addon = require(at >= 0 ? args.splice(at, 2)[1] : '../index.js')
 const bytes = 2 ** 30
-const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) / 1024
-function jsCpu() {
-  const st = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8')
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
-  return (Number(f[11]) + Number(f[12])) / 100
-}
 const newSpace = () => v8.getHeapSpaceStatistics().find((x) => x.space_name === 'new_space').space_size / 2 ** 20
-const node = (utf8, on) =>
-  new Promise((res) => {
-    const c = spawn('head', ['-c', String(bytes), '/dev/zero'], { stdio: ['ignore', 'pipe', 'inherit'] })
-    if (utf8) c.stdout.setEncoding('utf8')
-    c.stdout.on('data', on)
-    c.on('close', res)
-  })
-const kinds = {
-  str: (on) => addon.spawn('head', ['-c', String(bytes), '/dev/zero'], { onStdout: on }).exited,
-  buf: (on) => addon.spawn('head', ['-c', String(bytes), '/dev/zero'], { onStdout: on, encoding: 'buffer' }).exited,
-  nstr: (on) => node(true, on),
-  nbuf: (on) => node(false, on),
-}
+/** The kinds of stream-child.mjs, by short name. */
+const kinds = { str: 'spawn-str', buf: 'spawn-buf', nstr: 'node-str', nbuf: 'node-buf' }
 const GC = { 1: 'scavenge', 2: 'minor-mc', 4: 'mark-compact', 8: 'incremental', 16: 'weak' }
 let gcs = {}
 new PerformanceObserver((list) => {
@@ -58,19 +41,19 @@ for (const k of args) {
   await new Promise((r) => setImmediate(r))
   gcs = {}
   const ns0 = newSpace()
-  const base = process.memoryUsage.rss() / 2 ** 20
+  const base = process.memoryUsage.rss()
   writeFileSync('/proc/self/clear_refs', '5')
   const faults0 = process.resourceUsage().minorPageFault
-  const js0 = jsCpu()
+  const js0 = jsThreadCpu()
   let got = 0
   const t = performance.now()
-  await kinds[k]((d) => (got += d.length))
+  await start(addon, kinds[k], bytes, (d) => (got += d.length))
   const s = (performance.now() - t) / 1000
   if (got !== bytes) throw new Error(`stream-state: ${k} got ${got} of ${bytes}`)
   const faults = process.resourceUsage().minorPageFault - faults0
   await new Promise((r) => setImmediate(r))
   console.log(
-    `${k.padEnd(4)} ${(bytes / s / 1e9).toFixed(2)} GB/s  JS thread ${(jsCpu() - js0).toFixed(2)} s  RSS +${(hwm() - base).toFixed(1)} MiB  ` +
+    `${k.padEnd(4)} ${(bytes / s / 1e9).toFixed(2)} GB/s  JS thread ${(jsThreadCpu() - js0).toFixed(2)} s  RSS +${((hwm() - base) / 2 ** 20).toFixed(1)} MiB  ` +
       `new space ${ns0.toFixed(0)} -> ${newSpace().toFixed(0)} MiB  page faults ${faults}  GCs ${JSON.stringify(gcs)}`,
   )
 }
