@@ -277,10 +277,8 @@ impl OpenText {
     if self.buf.capacity() == 0 {
       self.buf = crate::text::chunk_buffer(CHUNK);
     }
+    // (a buffer, once made, holds at least CHUNK: chunk_buffer's, or grown)
     let left = CHUNK.saturating_sub(self.buf.len());
-    if self.buf.capacity() - self.buf.len() < left {
-      self.buf.reserve(left);
-    }
     &mut self.buf.spare_capacity_mut()[..left]
   }
 
@@ -450,21 +448,23 @@ impl CallbackSink {
 
   fn write_text(&mut self, mut data: &[u8]) {
     while !data.is_empty() {
-      if self.open.is_full() {
-        // (not reached: a full chunk is sealed as soon as it fills)
-        self.seal_now();
-      }
       let room = self.open.room();
       let take = room.len().min(data.len());
       // SAFETY: `&[u8]` and `&[MaybeUninit<u8>]` have the same layout
       room[..take].copy_from_slice(unsafe {
         &*(std::ptr::from_ref(&data[..take]) as *const [MaybeUninit<u8>])
       });
-      self.open.filled(take);
+      self.text_filled(take);
       data = &data[take..];
-      if self.open.is_full() {
-        self.seal_now();
-      }
+    }
+  }
+
+  /// `n` bytes were written into the open text chunk's room; a full chunk
+  /// is sealed at once, so the room is never empty when asked for.
+  fn text_filled(&mut self, n: usize) {
+    self.open.filled(n);
+    if self.open.is_full() {
+      self.seal_now();
     }
   }
 
@@ -536,10 +536,7 @@ impl OutputSink for CallbackSink {
 
   fn filled(&mut self, n: usize) {
     if self.text {
-      self.open.filled(n);
-      if self.open.is_full() {
-        self.seal_now();
-      }
+      self.text_filled(n);
       self.maybe_send(false);
       return;
     }
