@@ -277,8 +277,10 @@ impl OpenText {
     if self.buf.capacity() == 0 {
       self.buf = crate::text::chunk_buffer(CHUNK);
     }
-    // (a buffer, once made, holds at least CHUNK: chunk_buffer's, or grown)
     let left = CHUNK.saturating_sub(self.buf.len());
+    if self.buf.capacity() - self.buf.len() < left {
+      self.buf.reserve(left);
+    }
     &mut self.buf.spare_capacity_mut()[..left]
   }
 
@@ -448,23 +450,21 @@ impl CallbackSink {
 
   fn write_text(&mut self, mut data: &[u8]) {
     while !data.is_empty() {
+      if self.open.is_full() {
+        // (not reached: a full chunk is sealed as soon as it fills)
+        self.seal_now();
+      }
       let room = self.open.room();
       let take = room.len().min(data.len());
       // SAFETY: `&[u8]` and `&[MaybeUninit<u8>]` have the same layout
       room[..take].copy_from_slice(unsafe {
         &*(std::ptr::from_ref(&data[..take]) as *const [MaybeUninit<u8>])
       });
-      self.text_filled(take);
+      self.open.filled(take);
       data = &data[take..];
-    }
-  }
-
-  /// `n` bytes were written into the open text chunk's room; a full chunk
-  /// is sealed at once, so the room is never empty when asked for.
-  fn text_filled(&mut self, n: usize) {
-    self.open.filled(n);
-    if self.open.is_full() {
-      self.seal_now();
+      if self.open.is_full() {
+        self.seal_now();
+      }
     }
   }
 
@@ -536,7 +536,10 @@ impl OutputSink for CallbackSink {
 
   fn filled(&mut self, n: usize) {
     if self.text {
-      self.text_filled(n);
+      self.open.filled(n);
+      if self.open.is_full() {
+        self.seal_now();
+      }
       self.maybe_send(false);
       return;
     }
