@@ -284,6 +284,7 @@ pub fn execute_and_capture<'env>(
           &common.env,
           host::toolchain(),
           a.ts,
+          common.sandbox.as_ref().is_some_and(|s| !s.network),
         )
       })();
       let launch = match prepared {

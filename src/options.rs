@@ -149,12 +149,21 @@ pub struct SandboxResult {
   /// The sandbox was in force. False only when `onUnavailable` (`'warn'`,
   /// `'run-unsandboxed'`) let the run go on without it; `warning` says why.
   pub applied: bool,
+  /// How it was applied: `'namespaces+landlock+seccomp'` (the full
+  /// boundary), `'landlock+seccomp'` (no user namespaces here: see
+  /// `missing`), `'seatbelt'` (macOS); `''` when not applied.
+  pub mechanism: String,
   /// The kernel's Landlock ABI (0: none).
   pub abi: u32,
-  /// Guarantees this kernel cannot give: `'refer'` (ABI < 2), `'truncate'`
-  /// (< 3), `'signalScope'` and `'abstractUnixSockets'` (< 6),
-  /// `'unixSockets'` (pathname Unix sockets, < 9).
+  /// Guarantees not given here: `'mountNamespace'`, `'pidNamespace'`,
+  /// `'networkNamespace'` (no user namespaces: `.git` and file metadata
+  /// outside the roots are not protected, the host's processes are visible
+  /// though not reachable); `'refer'` (Landlock ABI < 2), `'truncate'` (< 3),
+  /// `'signalScope'` and `'abstractUnixSockets'` (< 6); `'unixSockets'`
+  /// (pathname Unix sockets with `network: true`, ABI < 9).
   pub missing: Vec<String>,
+  /// The paths kept read-only inside the writable roots (`.git`, `protect`).
+  pub protected: Vec<String>,
   /// Why it was not applied.
   pub warning: Option<String>,
   /// A denial likely explains the run's failure: it failed, and its output
@@ -182,8 +191,14 @@ impl From<exec_core::sandbox::SandboxReport> for SandboxResult {
   fn from(r: exec_core::sandbox::SandboxReport) -> Self {
     SandboxResult {
       applied: r.applied,
+      mechanism: r.mechanism.to_owned(),
       abi: r.abi,
       missing: r.missing.iter().map(|m| (*m).to_owned()).collect(),
+      protected: r
+        .protected
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect(),
       warning: r.warning,
       denied: r.denied,
       violations: r
@@ -217,8 +232,17 @@ js_options! {
     pub writable_roots: Option<Vec<String>>,
     /// Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false
     pub exclude_tmp: Option<bool>,
-    /// Allow network sockets (TCP, UDP, ...). Off: only Unix sockets. @default false
+    /// Allow network sockets (TCP, UDP, ...). Off: an empty network
+    /// namespace (where user namespaces work) and no socket at all but a Unix
+    /// `socketpair` (so no host Unix socket either, `docker.sock` included).
+    /// @default false
     pub network: Option<bool>,
+    /// More paths kept read-only inside the writable roots (absolute, or
+    /// relative to the cwd). Each writable root's `.git` (and a worktree's
+    /// `gitdir:`) always is, where a mount namespace is available. Given
+    /// explicitly, they need one: without it the sandbox is unavailable
+    /// (`onUnavailable`).
+    pub protect: Option<Vec<String>>,
     /// `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
     /// applied; `'warn'`: run without it, say so in the result's
     /// `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
@@ -238,6 +262,9 @@ impl From<SandboxOptions> for SandboxPolicy {
       }),
       exclude_tmp: o.exclude_tmp.unwrap_or(d.exclude_tmp),
       network: o.network.unwrap_or(d.network),
+      protect: o
+        .protect
+        .map_or(d.protect, |r| r.into_iter().map(PathBuf::from).collect()),
       on_unavailable: o.on_unavailable.map_or(d.on_unavailable, |u| u.0),
     }
   }

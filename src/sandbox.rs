@@ -1,6 +1,5 @@
-//! `sandboxStatus()`: what this machine offers an OS sandbox. The `sandbox`
-//! option itself is not built yet (see docs/ARCHITECTURE.md); hosts can
-//! already show what it would stand on.
+//! `sandboxStatus()`: what this machine offers an OS sandbox, and which
+//! boundary a `sandbox` option gets here (docs/SANDBOX.md).
 
 use napi_derive::napi;
 
@@ -21,6 +20,18 @@ pub struct SandboxStatus {
   pub user_namespaces_restricted: bool,
   /// macOS: `/usr/bin/sandbox-exec` (Seatbelt) is present.
   pub sandbox_exec: bool,
+  /// Linux: the sandbox helper (`exec-native-sandbox`, shipped beside the
+  /// addon) that a sandboxed child restricts itself with; null when missing.
+  pub helper: Option<String>,
+  /// The full boundary works here: the helper put a probe in new user,
+  /// mount, PID and network namespaces (tried once).
+  pub namespaces: bool,
+  /// Why not (`namespaces: false`): sandboxed runs then get Landlock +
+  /// seccomp only, and their `sandbox.missing` lists the namespaces.
+  pub namespaces_unavailable: Option<String>,
+  /// What `sandbox: true` gets here: `'namespaces+landlock+seccomp'`,
+  /// `'landlock+seccomp'`, `'seatbelt'`, or `''` (none: `ESANDBOX`).
+  pub mechanism: String,
 }
 
 /// What this machine offers an OS sandbox: Landlock ABI, seccomp, user
@@ -28,6 +39,23 @@ pub struct SandboxStatus {
 #[napi]
 pub fn sandbox_status() -> SandboxStatus {
   let s = exec_core::sandbox::sandbox_support();
+  let linux = cfg!(target_os = "linux");
+  let helper = if linux {
+    exec_core::sandbox::helper()
+  } else {
+    Err("Linux only".into())
+  };
+  let ns = if linux && helper.is_ok() {
+    exec_core::sandbox::namespaces()
+  } else {
+    Err(helper.clone().err().unwrap_or_else(|| "Linux only".into()))
+  };
+  let mechanism = match () {
+    _ if !linux && s.sandbox_exec => "seatbelt",
+    _ if !linux || s.landlock_abi == 0 || helper.is_err() => "",
+    _ if ns.is_ok() => "namespaces+landlock+seccomp",
+    _ => "landlock+seccomp",
+  };
   SandboxStatus {
     platform: if cfg!(target_os = "macos") {
       "darwin"
@@ -40,5 +68,9 @@ pub fn sandbox_status() -> SandboxStatus {
     user_namespaces: s.user_namespaces,
     user_namespaces_restricted: s.user_namespaces_restricted,
     sandbox_exec: s.sandbox_exec,
+    helper: helper.as_ref().ok().map(|p| p.to_string_lossy().into_owned()),
+    namespaces: ns.is_ok(),
+    namespaces_unavailable: ns.err(),
+    mechanism: mechanism.to_owned(),
   }
 }

@@ -139,10 +139,11 @@ pub fn execute_streaming<'env>(
     |(code, language, ts, st)| {
       let cwd = st.common.cwd.clone();
       let child_env = st.common.env.clone();
+      let no_unix = st.common.sandbox.as_ref().is_some_and(|s| !s.network);
       stream_run(st, move || {
         let lang: Language = language.parse()?;
         check_cwd(&cwd)?;
-        language::prepare_with(lang, &code, &cwd, &child_env, host::toolchain(), ts)
+        language::prepare_with(lang, &code, &cwd, &child_env, host::toolchain(), ts, no_unix)
       })
     },
     |_, r| Ok(r),

@@ -127,11 +127,15 @@ pub fn prepare(
   env: &EnvSpec,
   tc: &Toolchain,
 ) -> Result<Launch, ExecError> {
-  prepare_with(lang, code, cwd, env, tc, TsPath::Auto)
+  prepare_with(lang, code, cwd, env, tc, TsPath::Auto, false)
 }
 
 /// [`prepare`], choosing how TypeScript runs: its types stripped in-process
 /// and plain node (`Auto` when code and project allow it, or `Strip`), or tsx.
+/// `no_unix_sockets` (a sandbox with network off): tsx's command line opens
+/// a Unix socket server, which such a sandbox refuses, so tsx runs as a
+/// loader of node instead (`node --import <tsx>/dist/loader.mjs <file>`,
+/// the code in a file beside the caller's).
 pub fn prepare_with(
   lang: Language,
   code: &str,
@@ -139,6 +143,7 @@ pub fn prepare_with(
   env: &EnvSpec,
   tc: &Toolchain,
   ts: TsPath,
+  no_unix_sockets: bool,
 ) -> Result<Launch, ExecError> {
   if lang == Language::TypeScript && ts != TsPath::Tsx {
     let stripped = match ts_strip::project_wants_tsx(cwd) {
@@ -146,7 +151,7 @@ pub fn prepare_with(
       _ => ts_strip::strip(code),
     };
     match stripped {
-      Ok(js) => return prepare_with(Language::JavaScript, &js, cwd, env, tc, ts),
+      Ok(js) => return prepare_with(Language::JavaScript, &js, cwd, env, tc, ts, no_unix_sockets),
       Err(why) if ts == TsPath::Strip => {
         return Err(ExecError::invalid(format!(
           "this TypeScript needs more than stripping types (use typescript: 'tsx'): {why}"
@@ -182,9 +187,13 @@ pub fn prepare_with(
     ),
     // the caller's own tsx first, then the one shipped with the package; a
     // file goes beside the caller's code, so relative imports resolve from cwd
+    Language::TypeScript if no_unix_sockets => {
+      (tsx_loader_spec(env, cwd, tc)?, "-e", None, ".ts", Some(cwd))
+    }
     Language::TypeScript => (tsx_spec(env, cwd, tc)?, "-e", None, ".ts", Some(cwd)),
   };
-  if !needs_file(code) {
+  let as_loader = lang == Language::TypeScript && no_unix_sockets;
+  if !needs_file(code) && !as_loader {
     spec.args.push(OsString::from(flag));
     spec.args.push(OsString::from(code));
     return Ok(Launch { spec, temp: None });
@@ -199,6 +208,33 @@ pub fn prepare_with(
     spec,
     temp: Some(t),
   })
+}
+
+/// tsx as a loader of node, for `cwd`: `<cwd>/node_modules/tsx`'s, else the
+/// bundled one.
+fn tsx_loader_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessSpec, ExecError> {
+  let local = cwd.join("node_modules/tsx/dist/loader.mjs");
+  let loader = if local.is_file() {
+    local
+  } else if let Some(l) = tc
+    .bundled_tsx
+    .as_ref()
+    .and_then(|cli| cli.parent())
+    .map(|d| d.join("loader.mjs"))
+    .filter(|p| p.is_file())
+  {
+    l
+  } else {
+    return Err(ExecError::new(
+      ErrorCode::ENOENT,
+      "tsx's loader not found (neither <cwd>/node_modules/tsx nor the bundled copy)",
+    ));
+  };
+  Ok(
+    ProcessSpec::new(find_node(env, cwd, tc)?)
+      .arg("--import")
+      .arg(loader),
+  )
 }
 
 /// tsx for `cwd`: `<cwd>/node_modules/.bin/tsx`, else the bundled CLI on node.

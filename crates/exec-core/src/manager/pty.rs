@@ -82,18 +82,33 @@ pub(crate) fn spawn(
       .map(Stdio::from)
       .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot duplicate the pty: {e}")))
   };
+  // under a sandbox, its helper in front of the program
+  let path_var = env
+    .iter()
+    .rev()
+    .find(|(k, _)| k == "PATH")
+    .map(|(_, v)| v.clone());
+  let inv = setup.invocation(
+    &mut prepared,
+    crate::sandbox::Invocation {
+      program: program.to_path_buf(),
+      argv0: Some(argv[0].clone().into()),
+      args: argv[1..].iter().map(OsString::from).collect(),
+    },
+    path_var,
+  )?;
+  let mut full_argv = vec![inv
+    .argv0
+    .clone()
+    .unwrap_or_else(|| inv.program.clone().into_os_string())];
+  full_argv.extend(inv.args.iter().cloned());
   // the child execs itself (no execvp /bin/sh fallback, as on the
   // posix_spawn path of pipes): the last step
-  let image = crate::process::spec::ExecImage::new(
-    program,
-    &argv.iter().map(OsString::from).collect::<Vec<_>>(),
-    &env,
-    Some(cwd),
-  )?;
-  let mut cmd = Command::new(program);
+  let image = crate::process::spec::ExecImage::new(&inv.program, &full_argv, &env, Some(cwd))?;
+  let mut cmd = Command::new(&inv.program);
   cmd
-    .arg0(&argv[0])
-    .args(&argv[1..])
+    .arg0(&full_argv[0])
+    .args(&inv.args)
     .current_dir(cwd)
     .env_clear()
     .envs(env)
@@ -107,8 +122,6 @@ pub(crate) fn spawn(
       Err(image.exec())
     });
   }
-  // the terminal is open already: only the fork happens on the sandboxed
-  // thread, and the child inherits its restrictions
   let shown = argv[0].clone();
   let mut cmd = tokio::process::Command::from(cmd);
   let spawned = setup.spawn(prepared, move || {
@@ -141,7 +154,6 @@ pub(crate) fn spawn(
     mark: spawned.mark,
     guard: spawned.guard,
     sandbox: spawned.sandbox,
-    anchor: spawned.anchor,
   })
 }
 

@@ -13,11 +13,6 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
 
-#[cfg(target_os = "linux")]
-mod sandbox_linux;
-#[cfg(target_os = "linux")]
-pub use sandbox_linux::restrict_thread;
-
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
@@ -67,6 +62,22 @@ pub enum Environ {
   Empty,
   /// Could not be opened (gone, not ours to read, or no `/proc`).
   Unreadable,
+}
+
+/// The file of the shared object (or program) this code was loaded from
+/// (`dladdr`): where the sandbox helper is looked for.
+pub fn this_library() -> Option<std::path::PathBuf> {
+  use std::os::unix::ffi::OsStrExt;
+  let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+  let addr = this_library as *const () as *const libc::c_void;
+  // SAFETY: dladdr only reads the loader's tables for an address of ours
+  if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+    return None;
+  }
+  // SAFETY: dli_fname is a NUL-terminated path owned by the loader
+  let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+  let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
+  p.canonicalize().ok().or(Some(p))
 }
 
 /// Send `sig` to `pid` (POSIX `kill`; 0 probes). Async-signal-safe.

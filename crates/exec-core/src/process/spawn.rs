@@ -1,23 +1,23 @@
 //! One spawn sequence for every path (a pipe child, a session worker, a PTY
 //! child): the run's mark, its limit guard and the plan the child applies
-//! before exec ([`ChildSetup::prepare`]), then the spawn itself
-//! ([`ChildSetup::spawn`]): a spawn ticket held from before the fork until
-//! the child is registered (so the host's exit paths wait for it and the
-//! reaper never takes it for an orphan), the sandbox's restricted spawning
-//! thread when asked (kept for the run when the child has a parent-death
-//! signal, which follows the thread that spawned), and the leader recorded
-//! for the limits' watchdog.
+//! before exec ([`ChildSetup::prepare`]), the command line under the
+//! sandbox ([`ChildSetup::invocation`]: the sandbox helper in front of the
+//! program), then the spawn itself ([`ChildSetup::spawn`]): a spawn ticket
+//! held from before the fork until the child is registered (so the host's
+//! exit paths wait for it and the reaper never takes it for an orphan), and
+//! the leader recorded for the limits' watchdog.
 //!
 //! The caller builds the command (stdio, environment with the mark, the
-//! pre-exec step that applies [`Prepared::plan`]) and hands over a closure
-//! that forks or posix_spawns it: that closure is all that runs on the
-//! sandboxed thread.
+//! pre-exec step that applies [`Prepared::plan`]) from the invocation and
+//! hands over a closure that forks or posix_spawns it. A sandboxed spawn
+//! whose command line was not made by [`ChildSetup::invocation`] is refused
+//! (fail closed).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::error::ExecError;
+use crate::error::{ErrorCode, ExecError};
 use crate::limits::{ChildPlan, LimitGuard, Limits};
-use crate::sandbox::{Anchor, SandboxPolicy, SandboxReport};
+use crate::sandbox::{Invocation, SandboxPolicy, SandboxReport};
 
 /// What a child gets besides its command: the same for every path.
 pub struct ChildSetup<'a> {
@@ -41,8 +41,9 @@ pub struct Prepared {
   /// signal): `None` keeps the posix_spawn fast path. The caller moves it
   /// into its pre-exec step.
   pub plan: Option<ChildPlan>,
-  /// Files the child writes before exec (its cgroups): the sandbox lets it.
-  writes: Vec<PathBuf>,
+  /// How the sandbox was applied, once [`ChildSetup::invocation`] made the
+  /// command line (a sandboxed spawn without it is refused).
+  sandbox: Option<SandboxReport>,
 }
 
 /// A child that was spawned and registered.
@@ -55,10 +56,6 @@ pub struct Spawned<T> {
   pub guard: LimitGuard,
   /// A sandboxed child: how the sandbox was applied.
   pub sandbox: Option<SandboxReport>,
-  /// A sandboxed child with a parent-death signal: its spawning thread,
-  /// which must live as long as the child may (drop it when the child is
-  /// reaped).
-  pub anchor: Option<Anchor>,
 }
 
 impl ChildSetup<'_> {
@@ -67,13 +64,31 @@ impl ChildSetup<'_> {
     let mark = crate::process::marks::new_mark(self.owner);
     let guard = LimitGuard::new(self.limits, &mark);
     let plan = guard.child_plan(self.die_with_parent)?;
-    let writes = plan.as_ref().map(|p| p.written_files()).unwrap_or_default();
     Ok(Prepared {
       mark,
       guard,
       plan,
-      writes,
+      sandbox: None,
     })
+  }
+
+  /// The command line to spawn for `plain`: itself without a sandbox; the
+  /// sandbox helper (or `sandbox-exec`) in front of it with one. `path_var`
+  /// is the child's `PATH` (the program is found before the spawn).
+  pub fn invocation(
+    &self,
+    prepared: &mut Prepared,
+    plain: Invocation,
+    path_var: Option<std::ffi::OsString>,
+  ) -> Result<Invocation, ExecError> {
+    match self.sandbox {
+      None => Ok(plain),
+      Some(policy) => {
+        let (inv, report) = crate::sandbox::wrap_command(policy, self.cwd, plain, path_var)?;
+        prepared.sandbox = Some(report);
+        Ok(inv)
+      }
+    }
   }
 
   /// Spawn with `spawn`, which returns the child and its pid, and register
@@ -88,21 +103,16 @@ impl ChildSetup<'_> {
       mark,
       guard,
       plan: _,
-      writes,
+      sandbox,
     } = prepared;
+    if self.sandbox.is_some() && sandbox.is_none() {
+      return Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        "sandbox: the command line was not made by ChildSetup::invocation (nothing ran)",
+      ));
+    }
     let ticket = crate::process::registry::begin_spawn(self.owner)?;
-    let ((child, pid), sandbox, anchor) = match self.sandbox {
-      None => (spawn()?, None, None),
-      // spawned from a thread that restricted itself: the child inherits it
-      Some(policy) if self.die_with_parent => {
-        let (c, report, anchor) = crate::sandbox::spawn_anchored(policy, self.cwd, &writes, spawn)?;
-        (c, Some(report), Some(anchor))
-      }
-      Some(policy) => {
-        let (c, report) = crate::sandbox::spawn_in(policy, self.cwd, &writes, spawn)?;
-        (c, Some(report), None)
-      }
-    };
+    let (child, pid) = spawn()?;
     ticket.register(pid);
     guard.set_leader(pid);
     Ok(Spawned {
@@ -111,7 +121,6 @@ impl ChildSetup<'_> {
       mark,
       guard,
       sandbox,
-      anchor,
     })
   }
 }

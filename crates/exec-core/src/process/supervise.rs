@@ -230,8 +230,6 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   mark: String,
   guard: LimitGuard,
   sandbox: Option<crate::sandbox::SandboxReport>,
-  /// Keeps a sandboxed `dieWithParent` child's spawning thread alive.
-  _pdeath_anchor: Option<crate::sandbox::Anchor>,
 }
 
 /// The directory a spec runs in.
@@ -321,27 +319,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       Some(_) => spec_cwd(spec)?,
       None => spec.cwd.clone().unwrap_or_default(),
     };
-    // macOS: the command runs behind sandbox-exec (Linux: None)
-    let wrapped;
-    let mut sandbox = None;
-    let spec = match &spec.sandbox {
-      Some(policy) => {
-        match crate::sandbox::wrap_command(policy, &cwd, &spec.program, &spec.args)? {
-          Some((program, args, report)) => {
-            sandbox = Some(report);
-            wrapped = ProcessSpec {
-              program,
-              args,
-              sandbox: None,
-              ..spec.clone()
-            };
-            &wrapped
-          }
-          None => spec,
-        }
-      }
-      None => spec,
-    };
     let setup = crate::process::ChildSetup {
       owner,
       limits: &spec.limits,
@@ -350,6 +327,33 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       cwd: &cwd,
     };
     let mut prepared = setup.prepare()?;
+    // under a sandbox, its helper in front of the program
+    let inv = setup.invocation(
+      &mut prepared,
+      crate::sandbox::Invocation {
+        program: spec.program.clone(),
+        argv0: spec.arg0.clone(),
+        args: spec.args.clone(),
+      },
+      if spec.sandbox.is_some() {
+        spec.env.path_var()
+      } else {
+        None
+      },
+    )?;
+    let wrapped;
+    let spec = if spec.sandbox.is_some() {
+      wrapped = ProcessSpec {
+        program: inv.program,
+        args: inv.args,
+        arg0: inv.argv0,
+        sandbox: None,
+        ..spec.clone()
+      };
+      &wrapped
+    } else {
+      spec
+    };
     let mut cmd = build_command(spec, &prepared.mark);
     // limits are set in the child before exec (exact, but a real fork instead
     // of posix_spawn: only when limits are asked for)
@@ -373,10 +377,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let mut child = spawned.child;
     let pid = spawned.pid as u32;
     let (mark, guard) = (spawned.mark, spawned.guard);
-    if spawned.sandbox.is_some() {
-      sandbox = spawned.sandbox;
-    }
-    let pdeath_anchor = spawned.anchor;
+    let sandbox = spawned.sandbox;
 
     let stop = CancellationToken::new();
     let out = child
@@ -434,7 +435,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       mark,
       guard,
       sandbox,
-      _pdeath_anchor: pdeath_anchor,
     })
   }
 

@@ -1,26 +1,23 @@
-//! The opt-in sandbox for model-written code (Linux: Landlock + seccomp).
+//! The opt-in sandbox for model-written code.
 //!
-//! A spawning thread restricts itself and then spawns: Landlock domains,
-//! seccomp filters and `no_new_privs` belong to the calling thread, the child
-//! inherits them, the host's other threads stay free, and the posix_spawn fast
-//! path is kept (no fork of the host's memory). The fork path of `limits`
-//! forks from that same thread, so its child inherits them too. A restricted
-//! thread is kept for the next spawns of the same policy ([`threads`]).
+//! Linux: the host posix_spawns the sandbox helper (`exec-native-sandbox`,
+//! crate `crates/sandbox`) in place of the command, and the helper restricts
+//! *itself* before it execs the command: every run gets a Landlock domain of
+//! its own, and no task of the host is ever in one. Where user namespaces
+//! work (checked once, [`namespaces`]), the helper also puts the command in
+//! new user, mount, IPC, PID and (network off) network namespaces: `/`
+//! read-only, the writable roots bound read-write, `.git` read-only again,
+//! `/run` hidden, a private `/dev`, a fresh `/proc`. macOS: Seatbelt
+//! (`sandbox-exec`).
 //!
-//! What it guarantees: writes only under the writable roots (and `/dev/null`,
-//! `/dev/zero`, `/dev/full`, `/dev/tty`); no TCP bind/connect and no socket
-//! other than Unix sockets unless `network`; no signal to processes outside the
-//! sandbox and no abstract Unix socket outside it (Landlock ABI 6+); no
-//! ptrace, `process_vm_*` or io_uring. What it does not: reads are not
-//! restricted; pathname Unix sockets (e.g. a docker socket) stay reachable
-//! below Landlock ABI 9; `.git` inside a writable root is writable.
-//! It fails closed: what cannot be applied is `ESANDBOX` before anything runs.
+//! What it guarantees, by which mechanism, and what it does not: the table in
+//! docs/SANDBOX.md. It fails closed: what cannot be applied is `ESANDBOX`
+//! before anything runs, unless `onUnavailable` says otherwise.
 
 use std::path::{Path, PathBuf};
 
 mod report;
 pub mod seatbelt;
-pub mod threads;
 /// What this system offers a sandbox (the platform layer's answer).
 pub use crate::platform::{sandbox_support, SandboxSupport};
 pub use report::{missing_for, SandboxReport, Violation, ViolationKind};
@@ -58,6 +55,11 @@ pub struct SandboxPolicy {
   pub writable_roots: Vec<PathBuf>,
   pub exclude_tmp: bool,
   pub network: bool,
+  /// More paths kept read-only inside the writable roots (each root's
+  /// `.git` always is, where a mount namespace is available). Given
+  /// explicitly, they need the mount namespace: without one the sandbox is
+  /// unavailable (`onUnavailable`).
+  pub protect: Vec<PathBuf>,
   pub on_unavailable: OnUnavailable,
 }
 
@@ -68,6 +70,7 @@ impl Default for SandboxPolicy {
       writable_roots: Vec::new(),
       exclude_tmp: false,
       network: false,
+      protect: Vec::new(),
       on_unavailable: OnUnavailable::Error,
     }
   }
@@ -123,7 +126,8 @@ impl SandboxPolicy {
     let net_ok = !self.network || base.network;
     // error < warn < run-unsandboxed: how much a missing sandbox is accepted
     let fallback_ok = self.on_unavailable as u8 <= base.on_unavailable as u8;
-    mode_ok && roots_ok && tmp_ok && net_ok && fallback_ok
+    let protect_ok = base.protect.iter().all(|p| self.protect.contains(p));
+    mode_ok && roots_ok && tmp_ok && net_ok && fallback_ok && protect_ok
   }
 }
 
@@ -198,28 +202,11 @@ impl SandboxPolicy {
   }
 }
 
-/// Restrict the calling thread to `policy` for a run in `cwd`. Call it on a
-/// thread that does nothing else afterwards but spawn. Where a thread cannot
-/// restrict itself (macOS: the sandbox wraps the command instead, see
-/// [`wrap_command`]), `ESANDBOX`: the paths that restrict a thread (PTY,
-/// sessions) refuse a sandbox there.
-pub fn restrict_this_thread(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<(), ExecError> {
-  if let Some(e) = simulated_unavailable() {
-    return Err(e);
-  }
-  crate::platform::restrict_thread(policy.network, writable)
-    .map_err(|what| ExecError::new(ErrorCode::ESANDBOX, format!("sandbox unavailable: {what}")))
-}
-
 /// Tests: `EXEC_NATIVE_TEST_NO_LANDLOCK` makes the sandbox answer as a
 /// kernel without Landlock does.
-fn simulated_unavailable() -> Option<ExecError> {
-  std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK").map(|_| {
-    ExecError::new(
-      ErrorCode::ESANDBOX,
-      "sandbox unavailable: Landlock is not enabled in this kernel (simulated)",
-    )
-  })
+fn simulated_unavailable() -> Option<String> {
+  std::env::var_os("EXEC_NATIVE_TEST_NO_LANDLOCK")
+    .map(|_| "Landlock is not enabled in this kernel (simulated)".to_owned())
 }
 
 /// The kernel's Landlock ABI, asked once.
@@ -228,10 +215,319 @@ fn landlock_abi() -> u32 {
   *ABI.get_or_init(|| crate::platform::sandbox_support().landlock_abi)
 }
 
-/// Keeps the thread that spawned a sandboxed child with `dieWithParent`
-/// alive: the parent-death signal follows that thread, not the process, so
-/// it must live as long as the child may. Dropping it lets the thread end.
-pub struct Anchor(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+/// The file name of the helper program (Linux).
+pub const HELPER_NAME: &str = "exec-native-sandbox";
+/// Overrides where the helper is looked for.
+pub const HELPER_VAR: &str = "EXEC_NATIVE_SANDBOX_HELPER";
+
+/// The sandbox helper (Linux): `$EXEC_NATIVE_SANDBOX_HELPER`, else the
+/// `exec-native-sandbox` next to the loaded addon (the platform package
+/// ships both), else next to the program (and its parent folder: cargo's
+/// test binaries live in `target/<profile>/deps`).
+pub fn helper() -> Result<PathBuf, String> {
+  if let Some(p) = std::env::var_os(HELPER_VAR).filter(|p| !p.is_empty()) {
+    let p = PathBuf::from(p);
+    return if p.is_file() {
+      Ok(p)
+    } else {
+      Err(format!("{HELPER_VAR} names {}, which is not a file", p.display()))
+    };
+  }
+  static FOUND: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+  FOUND
+    .get_or_init(|| {
+      let mut dirs: Vec<PathBuf> = Vec::new();
+      if let Some(lib) = crate::platform::this_library() {
+        dirs.extend(lib.parent().map(Path::to_path_buf));
+      }
+      if let Ok(exe) = std::env::current_exe() {
+        if let Some(d) = exe.parent() {
+          dirs.push(d.to_path_buf());
+          dirs.extend(d.parent().map(Path::to_path_buf));
+        }
+      }
+      dirs
+        .iter()
+        .map(|d| d.join(HELPER_NAME))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+          format!(
+            "the sandbox helper {HELPER_NAME} is missing (looked in {})",
+            dirs
+              .iter()
+              .map(|d| d.display().to_string())
+              .collect::<Vec<_>>()
+              .join(", ")
+          )
+        })
+    })
+    .clone()
+}
+
+/// Whether the namespaced boundary (user, mount, PID, network namespaces)
+/// works here: the helper is run once to try it (`--probe`), and the
+/// answer kept. `Err` says why not (user namespaces disabled by policy, a
+/// container that forbids mounting `/proc`, ...). Tests:
+/// `EXEC_NATIVE_TEST_NO_USERNS` answers as a system without them.
+pub fn namespaces() -> Result<(), String> {
+  if std::env::var_os("EXEC_NATIVE_TEST_NO_USERNS").is_some() {
+    return Err("user namespaces are not available (simulated)".into());
+  }
+  static PROBED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+  PROBED
+    .get_or_init(|| {
+      if !cfg!(target_os = "linux") {
+        return Err("namespaces are Linux only".into());
+      }
+      let s = crate::platform::sandbox_support();
+      if s.user_namespaces_restricted {
+        return Err("user namespaces are denied to unprivileged users here (Debian's kernel.unprivileged_userns_clone=0 or Ubuntu's AppArmor restriction)".into());
+      }
+      let helper = helper()?;
+      let out = std::process::Command::new(&helper)
+        .args(["--ns", "--probe", "--write", "/dev/null", "--", "/"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
+      if out.status.success() {
+        Ok(())
+      } else {
+        let text = String::from_utf8_lossy(&out.stderr);
+        Err(
+          text
+            .trim()
+            .trim_start_matches("exec-native-sandbox: ")
+            .trim_end_matches(" (ESANDBOX)")
+            .to_owned(),
+        )
+      }
+    })
+    .clone()
+}
+
+/// What the sandbox protects without namespaces, by name (`sandbox.missing`).
+pub const WITHOUT_NAMESPACES: &[&str] = &["mountNamespace", "pidNamespace", "networkNamespace"];
+
+/// A command as it is spawned: the program, what it sees as its name, its
+/// arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+  pub program: PathBuf,
+  pub argv0: Option<std::ffi::OsString>,
+  pub args: Vec<std::ffi::OsString>,
+}
+
+/// The paths made read-only again inside the writable roots: each root's
+/// `.git` (a directory, or a worktree's `.git` file with the `gitdir:` it
+/// names and that one's `commondir`), and `policy.protect`. Only what
+/// exists and lies inside a writable root (outside them all is read-only).
+fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+  let mut out: Vec<PathBuf> = Vec::new();
+  let mut add = |p: PathBuf| {
+    if let Ok(p) = p.canonicalize() {
+      if !out.contains(&p) {
+        out.push(p);
+      }
+    }
+  };
+  for root in writable.iter().filter(|r| r.is_dir()) {
+    let git = root.join(".git");
+    if git.is_file() {
+      add(git.clone());
+      if let Ok(text) = std::fs::read_to_string(&git) {
+        if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) {
+          let dir = root.join(dir.trim());
+          if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+            add(dir.join(common.trim()));
+          }
+          add(dir);
+        }
+      }
+    } else if git.is_dir() {
+      add(git);
+    }
+  }
+  for p in &policy.protect {
+    add(cwd.join(p));
+  }
+  out.retain(|p| writable.iter().any(|r| p.starts_with(r)));
+  out
+}
+
+/// The host paths hidden behind an empty tmpfs (their sockets: D-Bus,
+/// systemd, docker, the user's runtime directory), unless a writable root or
+/// protected path lies in one; and the files kept visible in them (the
+/// resolver's configuration).
+fn hidden(writable: &[PathBuf], protect: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+  let mut hide: Vec<PathBuf> = Vec::new();
+  let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+  for p in [Some(PathBuf::from("/run")), Some(PathBuf::from("/var/run")), runtime]
+    .into_iter()
+    .flatten()
+  {
+    let Ok(real) = p.canonicalize() else { continue };
+    if !real.is_dir() || hide.iter().any(|h| real.starts_with(h)) {
+      continue;
+    }
+    let needed = writable
+      .iter()
+      .chain(protect)
+      .any(|w| w.starts_with(&real) || real.starts_with(w));
+    if !needed {
+      hide.push(real);
+    }
+  }
+  let keep = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"]
+    .iter()
+    .filter_map(|f| Path::new(f).canonicalize().ok())
+    .filter(|r| hide.iter().any(|h| r.starts_with(h)))
+    .collect();
+  (hide, keep)
+}
+
+/// Where the sandbox cannot be applied: `ESANDBOX`, or (with
+/// `onUnavailable` `'warn'`/`'run-unsandboxed'`) the command unchanged and
+/// a report that says so.
+fn unavailable(
+  policy: &SandboxPolicy,
+  why: String,
+  mut report: SandboxReport,
+  plain: Invocation,
+) -> Result<(Invocation, SandboxReport), ExecError> {
+  if policy.on_unavailable == OnUnavailable::Error {
+    return Err(ExecError::new(
+      ErrorCode::ESANDBOX,
+      format!("sandbox unavailable: {why}"),
+    ));
+  }
+  report.applied = false;
+  report.mechanism = "";
+  report.warning = Some(why);
+  Ok((plain, report))
+}
+
+/// The command that runs `program` (with `argv0`, `args`) under `policy`
+/// in `cwd`, and the report of how. Linux: the sandbox helper
+/// (`exec-native-sandbox`), which restricts itself and then execs the
+/// program (see its module doc); the program is found here, in the child's
+/// `PATH` (`path_var`), so a missing one is `ENOENT` before anything is
+/// spawned. macOS: `/usr/bin/sandbox-exec` with a generated profile (see
+/// [`seatbelt`]).
+pub fn wrap_command(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  plain: Invocation,
+  path_var: Option<std::ffi::OsString>,
+) -> Result<(Invocation, SandboxReport), ExecError> {
+  if cfg!(target_os = "macos") {
+    return wrap_seatbelt(policy, cwd, plain);
+  }
+  let writable = policy.writable_paths(cwd)?;
+  let mut report = new_report(policy, cwd, writable.clone());
+  if let Some(why) = simulated_unavailable() {
+    return unavailable(policy, why, report, plain);
+  }
+  if landlock_abi() == 0 {
+    return unavailable(policy, "Landlock is not enabled in this kernel".into(), report, plain);
+  }
+  let helper = match helper() {
+    Ok(h) => h,
+    Err(why) => return unavailable(policy, why, report, plain),
+  };
+  let ns = namespaces();
+  if let Err(why) = &ns {
+    if !policy.protect.is_empty() {
+      return unavailable(
+        policy,
+        format!("sandbox.protect needs a mount namespace: {why}"),
+        report,
+        plain,
+      );
+    }
+    report.missing.extend_from_slice(WITHOUT_NAMESPACES);
+    report.namespaces_missing = Some(why.clone());
+  }
+  let program = if plain.program.as_os_str().as_encoded_bytes().contains(&b'/') {
+    cwd.join(&plain.program)
+  } else {
+    let shown = plain.program.to_string_lossy().into_owned();
+    crate::process::spec::resolve_program(&shown, path_var.as_ref(), cwd)?
+  };
+  let mut args: Vec<std::ffi::OsString> = Vec::new();
+  let mut flag = |f: &str, v: &Path| {
+    args.push(f.into());
+    args.push(v.as_os_str().to_owned());
+  };
+  for w in &writable {
+    flag("--write", w);
+  }
+  if ns.is_ok() {
+    let protect = protected(policy, cwd, &writable);
+    let (hide, keep) = hidden(&writable, &protect);
+    for p in &protect {
+      flag("--protect", p);
+    }
+    for h in &hide {
+      flag("--hide", h);
+    }
+    for k in &keep {
+      flag("--keep", k);
+    }
+    report.protected = protect;
+    args.push("--ns".into());
+  }
+  if policy.network {
+    args.push("--net".into());
+  }
+  args.push("--argv0".into());
+  args.push(
+    plain
+      .argv0
+      .clone()
+      .unwrap_or_else(|| plain.program.clone().into_os_string()),
+  );
+  args.push("--".into());
+  args.push(program.into_os_string());
+  args.extend(plain.args);
+  report.mechanism = if ns.is_ok() {
+    "namespaces+landlock+seccomp"
+  } else {
+    "landlock+seccomp"
+  };
+  Ok((
+    Invocation {
+      program: helper,
+      argv0: None,
+      args,
+    },
+    report,
+  ))
+}
+
+/// macOS: the program and arguments behind `/usr/bin/sandbox-exec`.
+fn wrap_seatbelt(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  plain: Invocation,
+) -> Result<(Invocation, SandboxReport), ExecError> {
+  let roots = seatbelt::roots(policy, cwd)?;
+  let mut report = new_report(policy, cwd, roots.clone());
+  report.missing.clear();
+  if !Path::new(seatbelt::SANDBOX_EXEC).is_file() {
+    let why = format!("{} is missing", seatbelt::SANDBOX_EXEC);
+    return unavailable(policy, why, report, plain);
+  }
+  let (prog, argv) = seatbelt::wrap(policy, &roots, &plain.program, &plain.args);
+  report.mechanism = "seatbelt";
+  Ok((
+    Invocation {
+      program: prog,
+      argv0: None,
+      args: argv,
+    },
+    report,
+  ))
+}
 
 /// The report of a run about to be restricted to `policy` in `cwd`.
 fn new_report(policy: &SandboxPolicy, cwd: &Path, writable: Vec<PathBuf>) -> SandboxReport {
@@ -239,171 +535,13 @@ fn new_report(policy: &SandboxPolicy, cwd: &Path, writable: Vec<PathBuf>) -> San
   SandboxReport {
     applied: true,
     abi,
-    missing: missing_for(abi),
+    missing: missing_for(abi, policy.network),
     warn: policy.on_unavailable == OnUnavailable::Warn,
     network: policy.network,
     cwd: cwd.to_path_buf(),
     writable,
     ..Default::default()
   }
-}
-
-/// Restrict this thread and run `spawn` (see [`after_restriction`]).
-fn restricted<T>(
-  policy: &SandboxPolicy,
-  writable: &[PathBuf],
-  spawn: impl FnOnce() -> Result<T, ExecError>,
-) -> Result<(T, Option<String>), ExecError> {
-  after_restriction(
-    restrict_this_thread(policy, writable),
-    policy.on_unavailable,
-    spawn,
-  )
-}
-
-fn finish_report(mut report: SandboxReport, skipped: Option<String>) -> SandboxReport {
-  if let Some(why) = skipped {
-    report.applied = false;
-    report.warning = Some(why);
-  }
-  report
-}
-
-/// Run `spawn` on a thread restricted to `policy` (see the module doc): one
-/// kept for this policy and these roots, or a new one (see [`threads`]);
-/// `extra` are files the child itself writes before its exec (its cgroups).
-/// With `onUnavailable` `'warn'` or `'run-unsandboxed'`, a sandbox that
-/// cannot be applied is skipped and `spawn` runs unrestricted; the report
-/// says which happened.
-pub fn spawn_in<T: Send + 'static>(
-  policy: &SandboxPolicy,
-  cwd: &Path,
-  extra: &[PathBuf],
-  spawn: impl FnOnce() -> Result<T, ExecError> + Send + 'static,
-) -> Result<(T, SandboxReport), ExecError> {
-  let mut writable = policy.writable_paths(cwd)?;
-  writable.extend(extra.iter().cloned());
-  let fallback = policy.on_unavailable;
-  let (t, skipped) = if let Some(e) = simulated_unavailable() {
-    // tests: no kept thread may answer for a kernel without Landlock
-    after_restriction(Err(e), fallback, spawn)?
-  } else {
-    let handle = tokio::runtime::Handle::try_current().ok();
-    let (policy_, writable_) = (policy.clone(), writable.clone());
-    threads::run(
-      threads::Key::new(policy.network, &writable),
-      move || restrict_this_thread(&policy_, &writable_),
-      move |restricted| {
-        let _rt = handle.as_ref().map(|h| h.enter());
-        after_restriction(restricted, fallback, spawn)
-      },
-    )??
-  };
-  Ok((t, finish_report(new_report(policy, cwd, writable), skipped)))
-}
-
-/// `spawn` after the restriction of this thread was tried: with
-/// `onUnavailable` other than `'error'`, an unavailable sandbox is skipped
-/// (the reason is returned).
-fn after_restriction<T>(
-  restricted: Result<(), ExecError>,
-  fallback: OnUnavailable,
-  spawn: impl FnOnce() -> Result<T, ExecError>,
-) -> Result<(T, Option<String>), ExecError> {
-  match restricted {
-    Ok(()) => spawn().map(|t| (t, None)),
-    Err(e) if e.code == ErrorCode::ESANDBOX && fallback != OnUnavailable::Error => {
-      let why = e
-        .what
-        .trim_start_matches("sandbox unavailable: ")
-        .to_owned();
-      spawn().map(|t| (t, Some(why)))
-    }
-    Err(e) => Err(e),
-  }
-}
-
-/// Like [`spawn_in`], but the spawning thread stays (parked) until the
-/// returned [`Anchor`] is dropped: for a child with a parent-death signal.
-pub fn spawn_anchored<T: Send + 'static>(
-  policy: &SandboxPolicy,
-  cwd: &Path,
-  extra: &[PathBuf],
-  spawn: impl FnOnce() -> Result<T, ExecError> + Send + 'static,
-) -> Result<(T, SandboxReport, Anchor), ExecError> {
-  let mut writable = policy.writable_paths(cwd)?;
-  writable.extend(extra.iter().cloned());
-  let handle = tokio::runtime::Handle::try_current().ok();
-  let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
-  let (anchor_tx, anchor_rx) = std::sync::mpsc::channel::<()>();
-  let policy_ = policy.clone();
-  let writable_ = writable.clone();
-  std::thread::Builder::new()
-    .name("exec-native-sandbox".into())
-    .spawn(move || {
-      let r = {
-        let _rt = handle.as_ref().map(|h| h.enter());
-        restricted(&policy_, &writable_, spawn)
-      };
-      let ok = r.is_ok();
-      let _ = done_tx.send(r);
-      if ok {
-        // parked until the anchor goes: the child's parent-death signal is
-        // tied to this thread
-        let _ = anchor_rx.recv();
-      }
-    })
-    .map_err(|e| {
-      ExecError::new(
-        ErrorCode::ESPAWN,
-        format!("cannot start the sandbox thread: {e}"),
-      )
-    })?;
-  let (t, skipped) = done_rx.recv().unwrap_or_else(|_| Err(panicked()))?;
-  Ok((
-    t,
-    finish_report(new_report(policy, cwd, writable), skipped),
-    Anchor(anchor_tx),
-  ))
-}
-
-/// How the sandbox wraps a command on this system. Linux: `None`, the
-/// spawning thread restricts itself ([`spawn_in`]). macOS: the program and
-/// arguments behind `/usr/bin/sandbox-exec` with a generated profile (see
-/// [`seatbelt`]), and the report; without `sandbox-exec`, `onUnavailable`
-/// decides (`ESANDBOX`, or the command unchanged and `applied: false`).
-pub fn wrap_command(
-  policy: &SandboxPolicy,
-  cwd: &Path,
-  program: &Path,
-  args: &[std::ffi::OsString],
-) -> Result<Option<(PathBuf, Vec<std::ffi::OsString>, SandboxReport)>, ExecError> {
-  if cfg!(target_os = "linux") {
-    return Ok(None);
-  }
-  let roots = seatbelt::roots(policy, cwd)?;
-  let mut report = new_report(policy, cwd, roots.clone());
-  report.missing.clear();
-  if !Path::new(seatbelt::SANDBOX_EXEC).is_file() {
-    let why = format!("{} is missing", seatbelt::SANDBOX_EXEC);
-    if policy.on_unavailable == OnUnavailable::Error {
-      return Err(ExecError::new(
-        ErrorCode::ESANDBOX,
-        format!("sandbox unavailable: {why}"),
-      ));
-    }
-    return Ok(Some((
-      program.to_path_buf(),
-      args.to_vec(),
-      finish_report(report, Some(why)),
-    )));
-  }
-  let (prog, argv) = seatbelt::wrap(policy, &roots, program, args);
-  Ok(Some((prog, argv, report)))
-}
-
-fn panicked() -> ExecError {
-  ExecError::new(ErrorCode::ESANDBOX, "sandbox: the spawning thread panicked")
 }
 
 #[cfg(test)]

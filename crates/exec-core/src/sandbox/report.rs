@@ -50,6 +50,13 @@ pub struct SandboxReport {
   /// The sandbox was in force for the run (false only when `onUnavailable`
   /// let it run without).
   pub applied: bool,
+  /// How: `"namespaces+landlock+seccomp"`, `"landlock+seccomp"` (no user
+  /// namespaces here), `"seatbelt"` (macOS); empty when not applied.
+  pub mechanism: &'static str,
+  /// Why the namespaces are missing, where they are.
+  pub namespaces_missing: Option<String>,
+  /// The paths kept read-only inside the writable roots (`.git`, `protect`).
+  pub protected: Vec<PathBuf>,
   /// The kernel's Landlock ABI (0: none).
   pub abi: u32,
   /// Guarantees this kernel cannot give (see [`missing_for`]).
@@ -69,10 +76,11 @@ pub struct SandboxReport {
 
 /// The guarantees a Landlock ABI lacks, by name: `refer` (renames and links
 /// across directories, ABI 2), `truncate` (3), `signalScope` and
-/// `abstractUnixSockets` (6), `unixSockets` (pathname Unix sockets, 9).
-/// TCP (4) is not listed: the seccomp filter refuses non-Unix sockets on any
-/// ABI.
-pub fn missing_for(abi: u32) -> Vec<&'static str> {
+/// `abstractUnixSockets` (6). With `network` on, `unixSockets` too: the
+/// seccomp filter refuses every `socket()` only with network off, and
+/// Landlock controls pathname Unix sockets from ABI 9. TCP (4) is not
+/// listed: the filter refuses non-Unix sockets on any ABI.
+pub fn missing_for(abi: u32, network: bool) -> Vec<&'static str> {
   let mut m = Vec::new();
   if abi < 2 {
     m.push("refer");
@@ -84,7 +92,7 @@ pub fn missing_for(abi: u32) -> Vec<&'static str> {
     m.push("signalScope");
     m.push("abstractUnixSockets");
   }
-  if abi < 9 {
+  if network && abi < 9 {
     m.push("unixSockets");
   }
   m
@@ -535,8 +543,9 @@ mod tests {
 
   #[test]
   fn missing_by_abi() {
-    assert_eq!(missing_for(7), vec!["unixSockets"]);
-    assert_eq!(missing_for(9), Vec::<&str>::new());
-    assert!(missing_for(1).contains(&"refer") && missing_for(5).contains(&"signalScope"));
+    assert_eq!(missing_for(7, true), vec!["unixSockets"]);
+    assert_eq!(missing_for(7, false), Vec::<&str>::new());
+    assert_eq!(missing_for(9, true), Vec::<&str>::new());
+    assert!(missing_for(1, false).contains(&"refer") && missing_for(5, false).contains(&"signalScope"));
   }
 }

@@ -120,7 +120,9 @@ fn exit_fields(v: &mut Value, exit: &Option<ExitInfo>) {
 pub fn sandbox_json(r: &crate::sandbox::SandboxReport) -> Value {
   json!({
     "applied": r.applied,
+    "mechanism": r.mechanism,
     "abi": r.abi,
+    "protected": r.protected,
     "missing": r.missing,
     "warning": r.warning,
     "denied": r.denied,
@@ -470,6 +472,19 @@ fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolic
         }
       }
       ("excludeTmp", Value::Bool(b)) => p.exclude_tmp = b,
+      ("protect", Value::Array(a)) => {
+        for r in a {
+          match r {
+            Value::String(s) => p.protect.push(PathBuf::from(s)),
+            other => {
+              return Err(bad(format!(
+                ".protect entries must be strings, got {}",
+                kind(&other)
+              )))
+            }
+          }
+        }
+      }
       ("network", Value::Bool(b)) => p.network = b,
       ("onUnavailable", Value::String(u)) => {
         p.on_unavailable =

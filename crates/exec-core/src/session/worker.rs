@@ -88,7 +88,17 @@ impl Worker {
       cwd: &spec.cwd,
     };
     let mut prepared = setup.prepare()?;
-    let mut cmd = tokio::process::Command::from(command(spec, &mut prepared, theirs)?);
+    // under a sandbox, its helper in front of the program
+    let inv = setup.invocation(
+      &mut prepared,
+      crate::sandbox::Invocation {
+        program: spec.program.clone(),
+        argv0: None,
+        args: spec.args.clone(),
+      },
+      spec.sandbox.as_ref().and_then(|_| spec.env.path_var()),
+    )?;
+    let mut cmd = tokio::process::Command::from(command(spec, &inv, &mut prepared, theirs)?);
     let spawned = setup.spawn(prepared, move || {
       let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
       // closes our copy of the worker's end: EOF then means the worker is gone
@@ -121,11 +131,9 @@ impl Worker {
       child.stdout.take(),
       child.stderr.take(),
     );
-    // the task owns the child (and the sandbox's anchor) until it is reaped
+    // the task owns the child until it is reaped
     let (tx, exited) = watch::channel(None);
-    let anchor = spawned.anchor;
     tokio::spawn(async move {
-      let _anchor = anchor;
       let st = child.wait().await.unwrap_or_else(|_| unknown_status());
       let _ = tx.send(Some(st));
     });
@@ -358,11 +366,12 @@ impl Drop for Worker {
 /// piped output, and the pre-exec step of `prepared`'s plan if it has one.
 fn command(
   spec: &WorkerSpec,
+  inv: &crate::sandbox::Invocation,
   prepared: &mut Prepared,
   ctl: UnixStream,
 ) -> Result<std::process::Command, ExecError> {
-  let mut cmd = std::process::Command::new(&spec.program);
-  cmd.args(&spec.args);
+  let mut cmd = std::process::Command::new(&inv.program);
+  cmd.args(&inv.args);
   cmd.current_dir(&spec.cwd);
   if !spec.env.is_plain_inherit() {
     cmd.env_clear();
@@ -372,7 +381,7 @@ fn command(
   // limits are set in the child before exec (a real fork instead of
   // posix_spawn, only when asked for)
   if let Some(plan) = prepared.plan.take() {
-    let image = exec_image(spec, &prepared.mark)?;
+    let image = exec_image(spec, inv, &prepared.mark)?;
     unsafe {
       cmd.pre_exec(move || {
         plan.apply()?;
@@ -389,7 +398,11 @@ fn command(
 
 /// What the forked child execs itself (no execvp /bin/sh fallback): the last
 /// step of its pre-exec.
-fn exec_image(spec: &WorkerSpec, mark: &str) -> Result<ExecImage, ExecError> {
+fn exec_image(
+  spec: &WorkerSpec,
+  inv: &crate::sandbox::Invocation,
+  mark: &str,
+) -> Result<ExecImage, ExecError> {
   let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
     std::env::vars_os().collect()
   } else {
@@ -397,9 +410,9 @@ fn exec_image(spec: &WorkerSpec, mark: &str) -> Result<ExecImage, ExecError> {
   };
   env.retain(|(k, _)| k != MARK_VAR);
   env.push((MARK_VAR.into(), mark.into()));
-  let mut argv = vec![spec.program.clone().into_os_string()];
-  argv.extend(spec.args.iter().cloned());
-  ExecImage::new(&spec.program, &argv, &env, Some(&spec.cwd))
+  let mut argv = vec![inv.program.clone().into_os_string()];
+  argv.extend(inv.args.iter().cloned());
+  ExecImage::new(&inv.program, &argv, &env, Some(&spec.cwd))
 }
 
 /// The watchdog of the worker's tree, when its limits need one: it runs for
