@@ -184,6 +184,7 @@ impl CommandDefaults {
     call: CallOptions,
     host_cwd: impl FnOnce() -> Result<PathBuf, ExecError>,
   ) -> Result<CommandOptions, ExecError> {
+    let call_cwd = call.cwd.clone();
     let cwd = match call.cwd.or_else(|| self.cwd.clone()) {
       Some(c) => c,
       None => host_cwd()?,
@@ -224,6 +225,24 @@ impl CommandDefaults {
         Some(call)
       }
     };
+    // a call's cwd is writable under workspace-write: it must lie in what
+    // the runner's sandbox lets write, or the call would widen it
+    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, &sandbox, &call_cwd) {
+      if sb.mode == crate::sandbox::SandboxMode::WorkspaceWrite {
+        let base_cwd = match &self.cwd {
+          Some(c) => c.clone(),
+          None => std::env::current_dir().unwrap_or_default(),
+        };
+        let allowed = base.writable_paths(&base_cwd)?;
+        let real = call_cwd.canonicalize().unwrap_or_else(|_| call_cwd.clone());
+        if !allowed.iter().any(|r| real.starts_with(r) || call_cwd.starts_with(r)) {
+          return Err(ExecError::invalid(format!(
+            "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
+            call_cwd.display()
+          )));
+        }
+      }
+    }
     Ok(CommandOptions {
       cwd,
       env,

@@ -317,11 +317,58 @@ pub struct Invocation {
   pub args: Vec<std::ffi::OsString>,
 }
 
-/// The paths made read-only again inside the writable roots: each root's
-/// `.git` (a directory, or a worktree's `.git` file with the `gitdir:` it
-/// names and that one's `commondir`), and `policy.protect`. Only what
-/// exists and lies inside a writable root (outside them all is read-only).
+/// How deep [`protected`] looks for repositories inside a writable root
+/// (the temp directories, shared scratch space, less deep), and how many
+/// directories it reads at most per root.
+const GIT_SCAN_DEPTH: usize = 4;
+const GIT_SCAN_DEPTH_TMP: usize = 2;
+const GIT_SCAN_BUDGET: usize = 4000;
+
+/// `.git` entries (directories, or a worktree's `.git` file) under `dir`,
+/// at most `depth` levels down, reading at most `budget` directories.
+/// Symbolic links are not followed; `node_modules` is skipped.
+fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
+  if *budget == 0 {
+    return;
+  }
+  *budget -= 1;
+  let Ok(entries) = std::fs::read_dir(dir) else { return };
+  for e in entries.flatten() {
+    let name = e.file_name();
+    let Ok(ft) = e.file_type() else { continue };
+    if name == ".git" {
+      out.push(e.path());
+    } else if ft.is_dir() && depth > 0 && name != "node_modules" {
+      find_git(&e.path(), depth - 1, budget, out);
+    }
+  }
+}
+
+/// The paths made read-only again inside the writable roots:
+/// - every `.git` found walking up from the cwd (git's own discovery) and
+///   down each root (nested repositories too, codex#37081; the temp
+///   directories less deep, see [`GIT_SCAN_DEPTH_TMP`]);
+/// - for a worktree's `.git` file, the `gitdir:` it names and that one's
+///   `commondir` (the main repository);
+/// - `policy.protect`.
+///
+/// Only what exists and lies inside a writable root (outside them all is
+/// read-only anyway).
 fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+  let mut found: Vec<PathBuf> = cwd.ancestors().map(|d| d.join(".git")).filter(|g| g.exists()).collect();
+  let tmp: Vec<PathBuf> = [Some(PathBuf::from("/tmp")), std::env::var_os("TMPDIR").map(PathBuf::from)]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| p.canonicalize().ok())
+    .collect();
+  for root in writable.iter().filter(|r| r.is_dir() && !r.starts_with("/dev")) {
+    let depth = if tmp.contains(root) {
+      GIT_SCAN_DEPTH_TMP
+    } else {
+      GIT_SCAN_DEPTH
+    };
+    find_git(root, depth, &mut GIT_SCAN_BUDGET.clone(), &mut found);
+  }
   let mut out: Vec<PathBuf> = Vec::new();
   let mut add = |p: PathBuf| {
     if let Ok(p) = p.canonicalize() {
@@ -330,27 +377,27 @@ fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<Pa
       }
     }
   };
-  for root in writable.iter().filter(|r| r.is_dir()) {
-    let git = root.join(".git");
+  for git in found {
     if git.is_file() {
-      add(git.clone());
       if let Ok(text) = std::fs::read_to_string(&git) {
         if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) {
-          let dir = root.join(dir.trim());
+          let dir = git.parent().unwrap_or(Path::new("/")).join(dir.trim());
           if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
             add(dir.join(common.trim()));
           }
           add(dir);
         }
       }
-    } else if git.is_dir() {
-      add(git);
     }
+    add(git);
   }
   for p in &policy.protect {
     add(cwd.join(p));
   }
   out.retain(|p| writable.iter().any(|r| p.starts_with(r)));
+  // a path inside another protected one is covered by it
+  let all = out.clone();
+  out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
   out
 }
 

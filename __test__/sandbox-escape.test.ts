@@ -1,0 +1,208 @@
+// The sandbox as a boundary (issue 22): an attacker inside a sandboxed run,
+// on every entry point, written the way the outside probe did it
+// (fixtures/escape_attack.py), against a host that planted bait
+// (fixtures/escape-host.mjs). Every verdict is read on the host side: the
+// host lives, its secret is not in the output, the file it holds open is
+// untouched, its listeners saw nothing, its unsandboxed session still
+// answers only to it, no injected process ran, `.git` and the outside
+// file's mode and xattrs are as they were. Each case failed on the
+// thread-scoped sandbox this replaced.
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+
+import { hostPidsOf, isRunning } from './helpers'
+
+import { executeAndCapture, sandboxStatus } from '../index.js'
+
+const status = sandboxStatus()
+const supported = process.platform === 'linux' && status.landlockAbi >= 6 && status.seccomp && status.helper !== null
+const full = supported && status.namespaces
+const dirs: string[] = []
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
+const fresh = () => {
+  const work = mkdtempSync(join(tmpdir(), 'exn-esc-work-'))
+  const outside = mkdtempSync(join(existsSync('/var/tmp') ? '/var/tmp' : process.cwd(), 'exn-esc-out-'))
+  dirs.push(work, outside)
+  return { work, outside }
+}
+
+/** Run the attack through `entry` in a host of its own; what that host saw. */
+function attackThrough(entry: string, env: Record<string, string> = {}) {
+  const { work, outside } = fresh()
+  const secret = `exn-secret-${Math.random().toString(36).slice(2)}`
+  const r = spawnSync(process.execPath, [join(__dirname, 'fixtures', 'escape-host.mjs'), entry, work, outside], {
+    env: { ...process.env, EXN_ESCAPE_SECRET: secret, GITHUB_TOKEN: secret, OPENAI_API_KEY: secret, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  const line = r.stdout.split('\n').find((l) => l.startsWith('HOST-REPORT '))
+  return { status: r.status, signal: r.signal, stderr: r.stderr, report: line ? JSON.parse(line.slice('HOST-REPORT '.length)) : null, secret }
+}
+
+const ENTRIES = ['executeAndCapture', 'runCommand', 'CommandRunner', 'ProcessManager-pipe', 'ProcessManager-pty', 'PythonSession', 'ShellSession', 'cli', 'serve']
+
+/** What must hold whatever the mechanism (items 1-7 and the sockets). */
+function expectHostIntact(h: ReturnType<typeof attackThrough>, entry: string) {
+  const ctx = JSON.stringify({ entry, status: h.status, signal: h.signal, stderr: h.stderr.slice(0, 2000), report: h.report })
+  // 2. the host was not killed (a SIGKILLed host has no report)
+  expect(h.signal, ctx).toBeNull()
+  expect(h.status, ctx).toBe(0)
+  const r = h.report
+  expect(r, ctx).not.toBeNull()
+  // the attack ran (its report came back through the entry point)
+  expect(r.attack, ctx).not.toBeNull()
+  // 1. no host secret, from environ or mem
+  expect(r.secretInOutput, ctx).toBe(false)
+  expect(r.attack.secrets, ctx).toBe(false)
+  expect(r.attack.mem, ctx).toBe(false)
+  // 3. no stolen descriptor was written to: the file and the TCP peer
+  expect(r.baitFd, ctx).toBe('')
+  expect(r.seen.tcpData, ctx).toBe('')
+  // the host's Unix services (pathname, "docker.sock", and abstract)
+  expect(r.seen.unixConns, ctx).toBe(0)
+  expect(r.seen.abstractConns, ctx).toBe(0)
+  // 4/5. nothing injected: no process started through serve's stdin, and the
+  // host's unsandboxed session still answers, to the host
+  expect(r.injected, ctx).toBe(false)
+  expect(r.sessionOk, ctx).toBe(true)
+  if (entry === 'serve') {
+    expect(r.injectedStarted, ctx).toBe(false)
+    expect(r.serverAlive, ctx).toBe(true)
+  }
+  if (entry === 'cli') expect(r.cliExit, ctx).toBe(0)
+  if (entry === 'PythonSession') expect(r.sessionAlive, ctx).toBe(true)
+  // 7. a CommandRunner call's cwd outside the runner's roots is EINVAL
+  if (entry === 'CommandRunner') {
+    expect(r.widen, ctx).toBe('EINVAL')
+    expect(r.widened, ctx).toBe(false)
+  }
+}
+
+describe.skipIf(!full)('sandbox boundary: every entry point, with namespaces', () => {
+  for (const entry of ENTRIES) {
+    it(`${entry}: host secrets, the host's life, its fds, serve's stdin, sessions, sockets, metadata and .git`, () => {
+      const h = attackThrough(entry)
+      expectHostIntact(h, entry)
+      const ctx = JSON.stringify(h.report)
+      // 8. metadata outside the roots, and every .git (a nested repository,
+      // a worktree's gitdir and its main repository) stay as they were
+      expect(h.report.baitMode, ctx).toBe(0o644)
+      expect(h.report.baitXattrs, ctx).toBe('[]')
+      expect(h.report.gitChanged, ctx).toBe(false)
+      expect(h.report.attack.git, ctx).toBe(false)
+    })
+  }
+})
+
+describe.skipIf(!supported)('sandbox boundary without user namespaces (simulated)', () => {
+  for (const entry of ['executeAndCapture', 'ProcessManager-pty', 'PythonSession', 'serve']) {
+    it(`${entry}: Landlock + seccomp in the child still stop items 1-7`, () => {
+      const h = attackThrough(entry, { EXEC_NATIVE_TEST_NO_USERNS: '1' })
+      expectHostIntact(h, entry)
+    })
+  }
+
+  it('the result and sandboxStatus() say what is missing', () => {
+    const code = `
+      const { executeAndCapture, sandboxStatus } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      executeAndCapture('true', 'bash', { sandbox: true }).then((r) => console.log(JSON.stringify({ r: r.sandbox, s: sandboxStatus() })))`
+    const out = spawnSync(process.execPath, ['-e', code], { env: { ...process.env, EXEC_NATIVE_TEST_NO_USERNS: '1' }, encoding: 'utf8' })
+    const { r, s } = JSON.parse(out.stdout)
+    expect(r).toMatchObject({ applied: true, mechanism: 'landlock+seccomp' })
+    expect(r.missing).toEqual(expect.arrayContaining(['mountNamespace', 'pidNamespace', 'networkNamespace']))
+    expect(s).toMatchObject({ namespaces: false, mechanism: 'landlock+seccomp' })
+    expect(s.namespacesUnavailable).toMatch(/simulated/)
+    // an explicit protect list needs the mount namespace: fail closed
+    const p = spawnSync(process.execPath, ['-e', code.replace("{ sandbox: true }", "{ sandbox: { protect: ['x'] } }").replace('r.sandbox', 'r.errorCode')], { env: { ...process.env, EXEC_NATIVE_TEST_NO_USERNS: '1' }, encoding: 'utf8' })
+    expect(JSON.parse(p.stdout).r).toBe('ESANDBOX')
+  })
+})
+
+describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
+  it('6. two concurrent runs: neither reads the other\'s environment nor kills it', async () => {
+    const { work } = fresh()
+    const secret = `sib-${Math.random().toString(36).slice(2)}`
+    const tag = `3.${Math.floor(Math.random() * 1e6)}`
+    const victim = executeAndCapture(`sleep ${tag}; echo survived`, 'bash', { cwd: work, sandbox: true, env: { SIBLING_SECRET: secret }, timeout: 20_000 })
+    for (let i = 0; i < 100 && hostPidsOf(['sleep', tag]).length === 0; i++) await new Promise((r) => setTimeout(r, 20))
+    const [victimPid] = hostPidsOf(['sleep', tag])
+    expect(victimPid).toBeGreaterThan(1)
+    const attacker = await executeAndCapture(
+      `for e in /proc/[0-9]*/environ /proc/[0-9]*/task/*/environ; do grep -l -a ${secret} "$e" 2>/dev/null; done
+       kill -9 ${victimPid} 2>/dev/null && echo killed-by-pid
+       pkill -9 -f 'slee[p] ${tag}' && echo killed-by-name
+       echo done`,
+      'bash',
+      { cwd: work, sandbox: true, timeout: 20_000 },
+    )
+    expect(attacker.stdout).not.toContain('environ')
+    expect(attacker.stdout).not.toContain('killed-by')
+    expect(attacker.stdout).toContain('done')
+    const v = await victim
+    expect(v).toMatchObject({ exitCode: 0, stdout: 'survived\n', signal: null })
+  })
+
+  it('a setsid + double-fork daemon that tries again after its parent exits gets nowhere', async () => {
+    const { work, outside } = fresh()
+    // a process of the host's, as the target
+    const target = spawn('sleep', ['30'], { stdio: 'ignore' })
+    try {
+      const r = await executeAndCapture(
+        `(setsid sh -c 'sleep 0.4; kill -9 ${target.pid}; echo out > ${outside}/daemon; echo out > ${work}/daemon-ran' > /dev/null 2>&1 &) ; echo parent-exits`,
+        'bash',
+        { cwd: work, sandbox: true },
+      )
+      expect(r.stdout).toBe('parent-exits\n')
+      await new Promise((res) => setTimeout(res, 1200))
+      expect(isRunning(target.pid!)).toBe(true)
+      expect(existsSync(join(outside, 'daemon'))).toBe(false)
+    } finally {
+      target.kill()
+    }
+  })
+
+  it('unshare -Urm and a nested mount get nowhere', async () => {
+    const { work, outside } = fresh()
+    const r = await executeAndCapture(
+      `unshare -Urm sh -c 'mount -t tmpfs none ${outside} && echo mounted' || echo no-unshare
+       python3 -c "import ctypes; print('unshare', ctypes.CDLL(None, use_errno=True).unshare(0x10000000))"
+       echo x > ${outside}/nested || echo denied`,
+      'bash',
+      { cwd: work, sandbox: true },
+    )
+    expect(r.stdout).toContain('no-unshare')
+    expect(r.stdout).toContain('unshare -1')
+    expect(r.stdout).toContain('denied')
+    expect(r.stdout).not.toContain('mounted')
+    expect(existsSync(join(outside, 'nested'))).toBe(false)
+  })
+
+  it.skipIf(!full)('the child sees its own PID namespace and /dev, and /run is empty', async () => {
+    const { work } = fresh()
+    const r = await executeAndCapture('echo pid=$$; ls /run | wc -l; ls /dev | tr "\\n" " "', 'bash', { cwd: work, sandbox: true })
+    const [pid, run, dev] = r.stdout.trim().split('\n')
+    expect(Number(pid.slice(4))).toBeLessThan(10)
+    expect(Number(run)).toBeLessThanOrEqual(3)
+    for (const d of ['null', 'zero', 'urandom', 'tty', 'pts', 'shm']) expect(dev.split(' ')).toContain(d)
+    expect(dev.split(' ')).not.toContain('sda')
+  })
+
+  it.skipIf(!full)('a symlinked .git and the protect option are kept read-only; writes elsewhere in the root work', async () => {
+    const { work } = fresh()
+    mkdirSync(join(work, 'real-git'))
+    writeFileSync(join(work, 'real-git', 'config'), '[core]\n')
+    mkdirSync(join(work, 'secrets'))
+    writeFileSync(join(work, 'secrets', 'k'), 'k')
+    const r = await executeAndCapture(
+      `echo x >> secrets/k || echo denied-protect; echo ok > fine.txt && echo wrote`,
+      'bash',
+      { cwd: work, sandbox: { protect: ['secrets'] } },
+    )
+    expect(r.stdout).toBe('denied-protect\nwrote\n')
+    expect(readFileSync(join(work, 'secrets', 'k'), 'utf8')).toBe('k')
+    expect(r.sandbox!.protected).toContain(join(work, 'secrets'))
+  })
+})
