@@ -197,6 +197,30 @@ impl SandboxReport {
     }
     for p in paths {
       let abs = normalize(&self.cwd.join(&p));
+      // bash's /dev/tcp and /dev/udp are connections, not files
+      if abs.starts_with("/dev/tcp") || abs.starts_with("/dev/udp") {
+        if !self.network {
+          self.push(Violation {
+            kind: ViolationKind::Network,
+            path: None,
+            message: message.clone(),
+          });
+        }
+        continue;
+      }
+      // another process's /proc entries (gdb, nsenter, a read of its
+      // environ): refused by the sandbox's scopes, and not a write
+      if abs.starts_with("/proc") && !abs.starts_with("/proc/self") {
+        self.push(Violation {
+          kind: ViolationKind::Other,
+          path: Some(abs.display().to_string()),
+          message: message.clone(),
+        });
+        continue;
+      }
+      // a symbolic link inside a root that points outside: the write
+      // went (or would go) where it points
+      let abs = resolved(&abs);
       if self.writable.iter().any(|w| abs.starts_with(w)) || !would_be_writable(&abs) {
         // inside a root, or the user could not write it anyway: a real
         // permission error
@@ -367,6 +391,29 @@ fn normalize(p: &Path) -> PathBuf {
 
 /// Whether the host's own user could write `p` (or create it in its nearest
 /// existing directory): if not, the error was a real permission error.
+fn resolved(p: &Path) -> PathBuf {
+  resolved_at(p, 16)
+}
+
+/// [`resolved`], following at most `hops` dangling links (a loop ends).
+fn resolved_at(p: &Path, hops: u32) -> PathBuf {
+  if let Ok(r) = p.canonicalize() {
+    return r;
+  }
+  // a dangling link: where it points
+  if let Ok(to) = std::fs::read_link(p) {
+    let to = p.parent().unwrap_or(Path::new("/")).join(to);
+    if to != p && hops > 0 {
+      return resolved_at(&normalize(&to), hops - 1);
+    }
+  }
+  // not there (yet): the parent's real path and the name
+  match (p.parent().and_then(|d| d.canonicalize().ok()), p.file_name()) {
+    (Some(d), Some(n)) => d.join(n),
+    _ => p.to_path_buf(),
+  }
+}
+
 fn would_be_writable(p: &Path) -> bool {
   let mut at = Some(p);
   while let Some(q) = at {
@@ -547,5 +594,37 @@ mod tests {
     assert_eq!(missing_for(7, false), Vec::<&str>::new());
     assert_eq!(missing_for(9, true), Vec::<&str>::new());
     assert!(missing_for(1, false).contains(&"refer") && missing_for(5, false).contains(&"signalScope"));
+  }
+
+  #[test]
+  fn dev_tcp_is_network_proc_is_other_and_a_symlink_counts_where_it_points() {
+    let dir = std::env::temp_dir().join(format!("exn-report-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("exn-report-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let _ = std::fs::remove_file(dir.join("link"));
+    std::os::unix::fs::symlink(out.join("target"), dir.join("link")).unwrap();
+    let mut r = SandboxReport {
+      applied: true,
+      cwd: dir.clone(),
+      writable: vec![dir.clone()],
+      ..Default::default()
+    };
+    r.judge(
+      1,
+      None,
+      &["bash: /dev/tcp/127.0.0.1/9: Operation not permitted\nnsenter: cannot open /proc/1/ns/ipc: Permission denied\nbash: link: Read-only file system\n"],
+    );
+    let kinds: Vec<_> = r.violations.iter().map(|v| (v.kind, v.path.clone())).collect();
+    assert_eq!(
+      kinds,
+      vec![
+        (ViolationKind::Network, None),
+        (ViolationKind::Other, Some("/proc/1/ns/ipc".into())),
+        (ViolationKind::Write, Some(out.join("target").display().to_string())),
+      ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
   }
 }
