@@ -29,7 +29,11 @@ const { spawnCall, executeAndCapture } = native
 /** The addon's synchronous process handle (Node's `spawn` keeps its name here). */
 const spawnHandle = native.spawn
 /** The sandbox rows need Landlock (ABI 6+) and seccomp on this machine. */
-const sandboxable = process.platform === 'linux' && native.sandboxStatus().landlockAbi >= 6 && native.sandboxStatus().seccomp
+const sandboxable = process.platform === 'linux' && native.sandboxStatus().landlockAbi >= 6 && native.sandboxStatus().seccomp && native.sandboxStatus().helper !== null
+/** The full boundary (namespaces) works here. */
+const sandboxFull = sandboxable && native.sandboxStatus().namespaces
+/** Debian's bubblewrap, the peer of the sandbox rows (apt-get install bubblewrap). */
+const bwrap = ['/usr/bin/bwrap', '/bin/bwrap'].find((p) => existsSync(p))
 
 // ---------------------------------------------------------------- arguments
 
@@ -278,6 +282,16 @@ async function heapChild(gib, count) {
   const contenders = [
     { name: 'exec-native spawnCall', call: () => spawnCall('/bin/true', []) },
     ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: true', call: () => spawnCall('/bin/true', [], { sandbox: true }).then((r) => check(r.sandbox?.applied === true, 'sandboxed')) }] : []),
+    // the same sandbox as a host without user namespaces gets it: Landlock +
+    // seccomp applied by the child itself, no namespaces
+    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: () => {
+      process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
+      const p = spawnCall('/bin/true', [], { sandbox: true })
+      delete process.env.EXEC_NATIVE_TEST_NO_USERNS
+      return p.then((r) => check(r.sandbox?.mechanism === 'landlock+seccomp', 'landlock+seccomp'))
+    } }] : []),
+    // Debian's bubblewrap with the same boundary, spawned the same way
+    ...(sandboxable && bwrap ? [{ name: 'bwrap (ro /, rw tmp, net, pid, proc)', call: () => spawnCall(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--bind', os.tmpdir(), os.tmpdir(), '--unshare-net', '--unshare-pid', '--proc', '/proc', '/bin/true'], {}).then((r) => check(r.exitCode === 0, 'bwrap')) }] : []),
     { name: 'exec-native spawn() handle', call: () => spawnHandle('/bin/true').exited },
     { name: "exec-native executeAndCapture('/bin/true', 'bash')", call: () => executeAndCapture('/bin/true', 'bash') },
     { name: 'child_process.spawn', call: () => new Promise((res, rej) => { const c = spawn('/bin/true', []); c.on('error', rej); c.on('close', res) }) },
@@ -368,6 +382,17 @@ async function caseHeap() {
     target('heap', 'sandbox cost per spawn at 1 GiB heap (median, sandboxed - plain)', cost(1), '< 0.5 ms', cost(1) < 0.5, 'ms')
     const growth = cost(2) - cost(0)
     target('heap', 'sandbox cost growth from 0 to 2 GiB heap', growth, '< 0.25 ms (flat)', growth < 0.25, 'ms')
+    // issue 22's targets, at 0 and 1 GiB
+    for (const g of [0, 1]) {
+      const at = (name) => rows.find((x) => x.heapGiB === g && x.name === name)?.msPerSpawn
+      const plain = at('exec-native spawnCall')
+      const ll = at('exec-native spawnCall, sandbox: landlock+seccomp only') - plain
+      target('heap', `Landlock + seccomp in the child, no namespaces, ${g} GiB heap (sandboxed - plain)`, ll, '<= 0.3 ms', ll <= 0.3, 'ms')
+      const full = at('exec-native spawnCall, sandbox: true')
+      if (sandboxFull) target('heap', `full boundary (namespaces), ${g} GiB heap (sandboxed - plain)`, full - plain, '<= 1.5 ms', full - plain <= 1.5, 'ms')
+      const bw = at('bwrap (ro /, rw tmp, net, pid, proc)')
+      if (sandboxFull && bw) target('heap', `bwrap / full boundary, ${g} GiB heap`, bw / full, '>= 3', bw / full >= 3, 'x')
+    }
   }
 }
 

@@ -25,7 +25,7 @@ const args = ['rustc', '-p', 'exec-native-sandbox', '--bin', 'exec-native-sandbo
 if (!debug) args.push('--release')
 if (target) args.push('--target', target)
 args.push('--', '-C', 'target-feature=+crt-static')
-const r = spawnSync('cargo', args, { stdio: 'inherit' })
+const r = spawnSync(process.env.CARGO ?? 'cargo', args, { stdio: 'inherit' })
 if (r.status !== 0) process.exit(r.status ?? 1)
 const dir = process.env.CARGO_TARGET_DIR ?? 'target'
 const built = join(dir, ...(target ? [target] : []), debug ? 'debug' : 'release', 'exec-native-sandbox')

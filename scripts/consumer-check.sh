@@ -16,6 +16,8 @@ plat=linux-x64-gnu
 mkdir -p "$work/pkg"
 cp -r "npm/$plat" "$work/pkg/$plat"
 cp "exec-native.$plat.node" "$work/pkg/$plat/"
+# and the sandbox helper beside it (scripts/build-helper.mjs)
+cp exec-native-sandbox "$work/pkg/$plat/"
 npm pack --silent --pack-destination "$work" "$work/pkg/$plat" >/dev/null
 npm pack --silent --pack-destination "$work" . >/dev/null
 ver=$(node -p "require('./package.json').version")
@@ -80,6 +82,12 @@ const exit = await new Promise((resolve) => {
 assert.strictEqual(exit, 0)
 assert.strictEqual(typeof PythonSession, 'function')
 assert.strictEqual(typeof runCommand, 'function')
+// the sandbox helper ships in the platform package, and is found there
+const { sandboxStatus } = await import('exec-native')
+assert.match(sandboxStatus().helper ?? '', /exec-native-linux-x64-gnu\/exec-native-sandbox$/)
+const s = await executeAndCapture('echo x > /etc/exn-consumer || echo denied', 'bash', { sandbox: true })
+assert.strictEqual(s.stdout, 'denied\n')
+assert.ok(s.sandbox.applied && s.sandbox.mechanism.includes('landlock'))
 console.log('esm ok')
 JS
 echo 'process.exit(0)' > esm-child.mjs

@@ -564,7 +564,11 @@ fn wrap_seatbelt(
     let why = format!("{} is missing", seatbelt::SANDBOX_EXEC);
     return unavailable(policy, why, report, plain);
   }
-  let (prog, argv) = seatbelt::wrap(policy, &roots, &plain.program, &plain.args);
+  let absolute = SandboxPolicy {
+    protect: policy.protect.iter().map(|p| cwd.join(p)).collect(),
+    ..policy.clone()
+  };
+  let (prog, argv) = seatbelt::wrap(&absolute, &roots, &plain.program, &plain.args);
   report.mechanism = "seatbelt";
   Ok((
     Invocation {

@@ -52,6 +52,16 @@ pub fn profile(policy: &SandboxPolicy, roots: &[PathBuf]) -> (String, Vec<(Strin
       params.push((name, r.clone()));
     }
     text.push_str(")\n");
+    // the last matching rule wins: `.git` anywhere under a root (hooks and
+    // config run later, unsandboxed), and the `protect` paths, stay
+    // read-only, as the mount namespace keeps them on Linux
+    text.push_str("(deny file-write*\n  (regex #\"/\\.git(/|$)\")");
+    for (i, p) in policy.protect.iter().enumerate() {
+      let name = format!("PROTECT_{i}");
+      text.push_str(&format!("\n  (subpath (param \"{name}\"))"));
+      params.push((name, p.clone()));
+    }
+    text.push_str(")\n");
   }
   if policy.network {
     text.push_str("(allow network*)\n(allow system-socket)\n(allow mach-lookup (global-name \"com.apple.dnssd.service\"))\n");
@@ -111,6 +121,11 @@ mod tests {
       ("WRITABLE_ROOT_0".to_owned(), PathBuf::from("/repo"))
     );
     assert!(!text.contains("(allow network*)"));
+    // .git under a root is denied after the roots are allowed
+    let allow = text.find("(allow file-write*").unwrap();
+    let deny = text.find("(deny file-write*").unwrap();
+    assert!(deny > allow);
+    assert!(text[deny..].contains(r#"(regex #"/\.git(/|$)")"#));
     // the parentheses balance
     let depth = text.chars().fold(0i32, |d, c| match c {
       '(' => d + 1,
@@ -118,6 +133,18 @@ mod tests {
       _ => d,
     });
     assert_eq!(depth, 0);
+  }
+
+  #[test]
+  fn protect_paths_are_denied_by_parameter() {
+    let p = SandboxPolicy {
+      protect: vec![PathBuf::from("/repo/secrets")],
+      ..Default::default()
+    };
+    let (text, params) = profile(&p, &[PathBuf::from("/repo")]);
+    assert!(text.contains("(subpath (param \"PROTECT_0\"))"));
+    assert!(!text.contains("/repo/secrets"));
+    assert!(params.contains(&("PROTECT_0".to_owned(), PathBuf::from("/repo/secrets"))));
   }
 
   #[test]
