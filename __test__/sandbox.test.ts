@@ -173,6 +173,14 @@ describe.skipIf(process.platform !== 'linux')('sandbox: fails closed, composes, 
     for (const f of ['lim', 'dwp', 'ts', 'sc']) expect(existsSync(join(outside, f))).toBe(false)
   })
 
+  it.skipIf(!full)("maxProcesses counts the command's processes, not the sandbox helper and its init", async () => {
+    const ok = await bash('sleep 0.3 & sleep 0.3 & wait; echo ok', { limits: { maxProcesses: 3 } })
+    expect(ok.stdout, JSON.stringify(ok)).toBe('ok\n')
+    const over = await bash('for i in 1 2 3 4 5 6; do sleep 1 & done; wait; echo ran', { limits: { maxProcesses: 3 } })
+    expect(over.errorCode, JSON.stringify(over)).toBe('ELIMIT')
+    expect(over.error).toContain('3')
+  })
+
   it.skipIf(!supported)('runCommand: the runner sandbox holds, a call may only narrow it', async () => {
     mkdirSync(join(work, 'repo'), { recursive: true })
     const runner = new CommandRunner({ cwd: join(work, 'repo'), sandbox: { writableRoots: [join(work, 'repo')] } })

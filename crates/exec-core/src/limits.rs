@@ -228,6 +228,7 @@ impl Limits {
     &self,
     members: &[crate::process::marks::Member],
     count_tasks: bool,
+    uncounted: u64,
   ) -> Option<ExecError> {
     if let Some(max) = self.max_processes {
       let n: u64 = if count_tasks {
@@ -235,6 +236,7 @@ impl Limits {
       } else {
         members.len() as u64
       };
+      let n = n.saturating_sub(uncounted);
       if n > max {
         return Some(process_error(max));
       }
@@ -336,6 +338,9 @@ pub struct LimitGuard {
   /// The process limit counts tasks (threads), as the kernel does where it
   /// enforces it (a pids cgroup, RLIMIT_NPROC for a user other than root).
   count_tasks: bool,
+  /// Processes of exec-native's own in the tree (the sandbox helper and its
+  /// init), not counted against `max_processes`.
+  helpers: u64,
   hit: AtomicBool,
   /// What the cgroups said when they were released.
   memory_hit: AtomicBool,
@@ -348,8 +353,16 @@ impl LimitGuard {
   /// Prepare for a tree marked `mark` (creates the cgroups for
   /// `max_processes` and `memory_bytes` where the host may create them).
   pub fn new(limits: &Limits, mark: &str) -> LimitGuard {
+    Self::with_helpers(limits, mark, 0)
+  }
+
+  /// [`LimitGuard::new`] for a tree that also holds `helpers` processes of
+  /// exec-native's own (the sandbox helper and its init): they are not
+  /// counted against `max_processes`.
+  pub fn with_helpers(limits: &Limits, mark: &str, helpers: u64) -> LimitGuard {
     let cgroups = if limits.max_processes.is_some() || limits.memory_bytes.is_some() {
-      crate::cgroup::TreeCgroups::create(mark, limits.max_processes, limits.memory_bytes)
+      let pids = limits.max_processes.map(|m| m.saturating_add(helpers));
+      crate::cgroup::TreeCgroups::create(mark, pids, limits.memory_bytes)
     } else {
       crate::cgroup::TreeCgroups::default()
     };
@@ -360,6 +373,7 @@ impl LimitGuard {
       cgroups,
       leader: AtomicI32::new(0),
       count_tasks,
+      helpers,
       hit: AtomicBool::new(false),
       memory_hit: AtomicBool::new(false),
       pids_hit: AtomicBool::new(false),
@@ -448,7 +462,7 @@ impl LimitGuard {
         }
       }
     }
-    self.limits.check_members(&members, self.count_tasks)
+    self.limits.check_members(&members, self.count_tasks, self.helpers)
   }
 
   /// What the kernel's cgroups say: a refused fork, an OOM kill.

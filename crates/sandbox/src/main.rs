@@ -124,6 +124,9 @@ mod linux {
   /// The command's side: restrict this process, then exec (or, probing,
   /// exit 0).
   fn command(opts: &Opts) -> ! {
+    // only stdio reaches the command: a descriptor the host leaked without
+    // close-on-exec (another addon's socket, say) must not be in reach
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     let argv0 = opts.argv0.clone().unwrap_or_else(|| opts.program.clone());
     let cstr = |s: &OsString| {
       CString::new(s.as_bytes()).unwrap_or_else(|_| fail("an argument contains a NUL byte"))

@@ -69,13 +69,3 @@ pub fn sandbox_support() -> super::SandboxSupport {
     sandbox_exec: std::path::Path::new("/usr/bin/sandbox-exec").is_file(),
   }
 }
-
-/// macOS: a thread cannot restrict itself (the sandbox wraps the command in
-/// `sandbox-exec` instead: [`crate::sandbox::wrap_command`]), so the paths
-/// that restrict a thread (PTY, sessions) cannot be sandboxed.
-pub fn restrict_thread(_network: bool, _writable: &[std::path::PathBuf]) -> Result<(), String> {
-  Err(
-    "on macOS only executeAndCapture, spawnCall, spawn, runCommand and ProcessManager pipes run sandboxed (sandbox-exec)"
-      .into(),
-  )
-}

@@ -62,7 +62,13 @@ impl ChildSetup<'_> {
   /// The mark, the limit guard (cgroups are created here) and the child's plan.
   pub fn prepare(&self) -> Result<Prepared, ExecError> {
     let mark = crate::process::marks::new_mark(self.owner);
-    let guard = LimitGuard::new(self.limits, &mark);
+    // the sandbox helper and its init (with namespaces) are two processes
+    // of ours in the tree: not the run's
+    let helpers = match self.sandbox {
+      Some(_) if cfg!(target_os = "linux") && crate::sandbox::namespaces().is_ok() => 2,
+      _ => 0,
+    };
+    let guard = LimitGuard::with_helpers(self.limits, &mark, helpers);
     let plan = guard.child_plan(self.die_with_parent)?;
     Ok(Prepared {
       mark,
