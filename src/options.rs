@@ -294,7 +294,8 @@ impl<'env> FromJs<'env> for Limit {
 
 js_options! {
   /// Resource limits of an execution and all its descendants. Each is a
-  /// number of at least 1 (a fraction is cut).
+  /// number of at least 1 (a fraction is cut). Any other key is refused
+  /// (`EINVAL`), like an unknown key of every options object.
   pub struct ResourceLimits {
     /// Memory of the whole tree, in bytes (a memory cgroup where the host may
     /// create one; everywhere a watchdog sums the tree's resident memory every

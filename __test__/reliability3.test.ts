@@ -1,0 +1,90 @@
+// Issue 23, "Reliability, round 3": each test runs real processes and fails
+// without its fix.
+import { afterEach, describe, expect, it } from 'vitest'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+
+import {
+  CommandRunner,
+  ProcessManager,
+  PythonSession,
+  ShellSession,
+  captureCall,
+  executeAndCapture,
+  executeStreaming,
+  runCommand,
+  spawn,
+  spawnCall,
+} from '../index.js'
+import { sleep } from './helpers'
+
+const ADDON = fileURLToPath(new URL('../index.js', import.meta.url))
+
+const fds = () => readdirSync('/proc/self/fd').length
+
+// every session a test starts is closed afterwards
+const open: Array<{ close(): Promise<void> }> = []
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()))
+})
+
+/** The rejection (or throw) of `f`, for matching. */
+async function failure(f: () => unknown): Promise<any> {
+  try {
+    await f()
+  } catch (e) {
+    return e
+  }
+  throw new Error('it did not fail')
+}
+
+describe('1. unknown option keys are refused (EINVAL), not ignored', () => {
+  const typo = (e: any, path: string, known: string) => {
+    expect(e).toBeInstanceOf(TypeError)
+    expect(e.code).toBe('EINVAL')
+    expect(e.message).toBe(`exec: ${path} is not a known option; did you mean ${known}? (EINVAL)`)
+  }
+
+  it('limits.memory: every entry point refuses it instead of running with no limit', async () => {
+    const limits = { memory: 50 << 20 } as never
+    typo(await failure(() => executeAndCapture('print(1)', 'python', { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => captureCall('true', [], { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => spawnCall('true', [], { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => executeStreaming('true', 'bash', { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => spawn('true', [], { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => runCommand('true', { limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => PythonSession.start({ limits })), 'options.limits.memory', 'memoryBytes')
+    typo(await failure(() => ShellSession.start({ limits })), 'options.limits.memory', 'memoryBytes')
+    const m = new ProcessManager()
+    typo(await failure(() => m.start({ argv: ['true'], limits })), 'spec.limits.memory', 'memoryBytes')
+    await m.close()
+  })
+
+  it('a typo in the sandbox, in the options themselves, and one whose value is undefined', async () => {
+    typo(
+      await failure(() => captureCall('true', [], { sandbox: { writeableRoots: ['/tmp'] } as never })),
+      'options.sandbox.writeableRoots',
+      'writableRoots',
+    )
+    typo(await failure(() => captureCall('true', [], { timout: 5 } as never)), 'options.timout', 'timeout')
+    typo(await failure(() => spawn('true', [], { onstdout: () => {} } as never)), 'options.onstdout', 'onStdout')
+    typo(await failure(() => captureCall('true', [], { maxOutput: undefined } as never)), 'options.maxOutput', 'maxOutputBytes')
+    const runner = new CommandRunner({})
+    typo(await failure(() => runner.run('true', { timeoutMs: 5 } as never)), 'options.timeoutMs', 'timeout')
+    // nothing near: the known keys are listed
+    const e = await failure(() => captureCall('true', [], { zzzzzzzz: 1 } as never))
+    expect(e.code).toBe('EINVAL')
+    expect(e.message).toMatch(/^exec: options\.zzzzzzzz is not a known option; known: cwd, env, .*timeout.* \(EINVAL\)$/)
+  })
+
+  it('known keys, inherited ones and non-enumerable ones still work', async () => {
+    const base = { timeout: 5000 }
+    const withProto = Object.create(base)
+    Object.defineProperty(withProto, 'hidden', { value: 1, enumerable: false })
+    const r = await captureCall('echo', ['ok'], withProto)
+    expect(r.stdout).toBe('ok\n')
+  })
+})
