@@ -88,3 +88,35 @@ describe('1. unknown option keys are refused (EINVAL), not ignored', () => {
     expect(r.stdout).toBe('ok\n')
   })
 })
+
+describe('2. an already aborted AbortSignal spawns nothing', () => {
+  it('spawn, spawnCall, captureCall, executeAndCapture, executeStreaming: 20 runs each, no file ever appears', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-abort-'))
+    const file = join(dir, 'ran')
+    const script = `touch '${file}'`
+    try {
+      for (let i = 0; i < 20; i++) {
+        const signal = AbortSignal.abort()
+        let onError: any
+        const p = spawn('sh', ['-c', script], { signal, onError: (e) => (onError = e) })
+        expect(p.pid).toBeUndefined()
+        const results = await Promise.all([
+          p.exited,
+          spawnCall('sh', ['-c', script], { signal }),
+          captureCall('sh', ['-c', script], { signal }),
+          executeAndCapture(script, 'bash', { signal }),
+          executeStreaming(script, 'bash', { signal }),
+        ])
+        for (const r of results) {
+          expect(r).toMatchObject({ errorCode: 'ECANCELED', canceled: true, exitCode: -1, pid: 0 })
+          expect(r.error).toMatch(/canceled before it started.*\(ECANCELED\)$/)
+        }
+        expect(onError?.code).toBe('ECANCELED')
+      }
+      await sleep(200)
+      expect(existsSync(file)).toBe(false)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -35,6 +35,8 @@ js_options! {
     #[napi(ts_type = "string | Buffer | Uint8Array")]
     pub input: Option<Input>,
     /// Cancels the run: the group is killed, the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, the result has `canceled: true`,
+    /// `pid: 0`, `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
     /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
@@ -100,6 +102,8 @@ js_options! {
     #[napi(ts_type = "string | Buffer | Uint8Array")]
     pub input: Option<Input>,
     /// Cancels the run: the tree is killed, the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, the result has `canceled: true`,
+    /// `pid: 0`, `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
     /// Output is cut into chunks of at most 64 KiB (whole characters; a

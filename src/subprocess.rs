@@ -7,7 +7,9 @@
 //! ([`start`] and [`settle`]).
 
 use exec_core::process::spec::{check_cwd, resolve_program};
-use exec_core::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use exec_core::process::supervise::{
+  canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
+};
 use exec_core::process::ProcessTree;
 use exec_core::{process::registry, CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
@@ -75,6 +77,8 @@ js_options! {
     #[napi(ts_type = "number")]
     pub callback_interval_ms: Option<Ms>,
     /// Kills the tree like `kill()`; the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
+    /// an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
   }
@@ -156,13 +160,13 @@ pub fn streaming(
   Ok((st, binding))
 }
 
-/// A run that never started.
+/// A run that never started (`canceled` when an aborted signal stopped it).
 pub fn failed(e: ExecError) -> SpawnResult {
   SpawnResult {
     exit_code: -1,
     signal: Either::B(Null),
     timed_out: false,
-    canceled: false,
+    canceled: e.code == ErrorCode::ECANCELED,
     execution_time: 0.0,
     pid: 0,
     stdout_bytes: 0.0,
@@ -499,6 +503,10 @@ pub fn spawn<'env>(
   } = st;
 
   let started = (|| {
+    // an already aborted signal: nothing is spawned (as Node's spawn)
+    if cancel.is_cancelled() {
+      return Err(canceled_before_start());
+    }
     check_cwd(&common.cwd)?;
     let program = resolve_program(&command, common.env.path_var().as_ref(), &common.cwd)?;
     let mut spec = ProcessSpec::new(program);
