@@ -120,3 +120,21 @@ describe('2. an already aborted AbortSignal spawns nothing', () => {
     }
   })
 })
+
+describe("3. spawn()'s stdin pipe is closed when the child exits", () => {
+  it('200 children with stdin: pipe, handles kept: no fd left behind; a later write rejects EPIPE', async () => {
+    const before = fds()
+    const kept = []
+    for (let batch = 0; batch < 10; batch++) {
+      const procs = Array.from({ length: 20 }, () => spawn('true', [], { stdin: 'pipe' }))
+      await Promise.all(procs.map((p) => p.exited))
+      kept.push(...procs)
+    }
+    // the handles are alive (not collected): the fds must be closed anyway
+    expect(kept.every((p) => p.stdin !== null)).toBe(true)
+    await sleep(100)
+    expect(fds() - before).toBeLessThan(10)
+    const e = await failure(() => kept[0].stdin!.write('late'))
+    expect(e.code).toBe('EPIPE')
+  })
+})

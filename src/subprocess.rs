@@ -380,13 +380,25 @@ fn epipe() -> ExecError {
 }
 
 impl SubprocessStdin {
-  /// Start the writer task of `pipe` (in the runtime's context).
-  fn new(pipe: ChildStdin) -> Self {
+  /// Start the writer task of `pipe` (in the runtime's context). The pipe is
+  /// closed when `exited` is cancelled (the run settled: the child is gone,
+  /// nobody reads), so that a handle kept alive does not keep its fd; later
+  /// writes reject with `EPIPE`.
+  fn new(pipe: ChildStdin, exited: CancellationToken) -> Self {
     let (ops, mut rx) = mpsc::unbounded_channel::<StdinOp>();
     napi::bindgen_prelude::spawn(async move {
       let mut pipe = Some(pipe);
       // until the handle is gone (then the pipe is dropped: EOF)
-      while let Some(op) = rx.recv().await {
+      loop {
+        let op = tokio::select! {
+          biased;
+          _ = exited.cancelled(), if pipe.is_some() => {
+            pipe = None;
+            continue;
+          }
+          op = rx.recv() => op,
+        };
+        let Some(op) = op else { break };
         match op {
           StdinOp::Write(bytes, done) => {
             let r = match pipe.as_mut() {
@@ -414,7 +426,9 @@ impl SubprocessStdin {
 #[napi]
 impl SubprocessStdin {
   /// Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
-  /// closed (by `end()` or by the child).
+  /// closed: by `end()`, by the child, or because the run settled (the
+  /// host's end of the pipe is closed when the child exits, not when the
+  /// handle is collected).
   #[napi(
     ts_args_type = "data: string | Buffer | Uint8Array",
     ts_return_type = "Promise<void>"
@@ -518,14 +532,19 @@ pub fn spawn<'env>(
   })();
 
   let state = Arc::new(Mutex::new(State::default()));
+  let stdin_closer = CancellationToken::new();
   let (pid, mark, stdin, fut_result) = match started {
     Ok((exec, policy, stdin)) => {
       let pid = exec.pid();
       let mark = exec.mark().to_owned();
       let shared = state.clone();
       let c = cancel.clone();
+      let exited = stdin_closer.clone();
       let fut = async move {
         let r = settle(exec, policy, c).await;
+        // the child is gone: its stdin is closed now, not when the handle
+        // is collected
+        exited.cancel();
         let mut s = shared.lock().unwrap();
         s.exit_code = Some(r.exit_code);
         s.signal_code = match &r.signal {
@@ -576,7 +595,8 @@ pub fn spawn<'env>(
   };
   let stdin = match stdin {
     Some(w) => {
-      let s = within_runtime_if_available(|| SubprocessStdin::new(w)).into_instance(env)?;
+      let s =
+        within_runtime_if_available(|| SubprocessStdin::new(w, stdin_closer)).into_instance(env)?;
       Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
     }
     None => None,
