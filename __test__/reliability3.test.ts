@@ -138,3 +138,25 @@ describe("3. spawn()'s stdin pipe is closed when the child exits", () => {
     expect(e.code).toBe('EPIPE')
   })
 })
+
+describe('7. kill() of a stopped child', () => {
+  it('SIGSTOPped, with a SIGTERM trap: it exits by the trap (SIGCONT after SIGTERM), not by SIGKILL', async () => {
+    let out = ''
+    const p = spawn('bash', ['-c', "trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done"], {
+      forceKillAfterDelay: 5000,
+      onStdout: (d: string) => (out += d),
+    })
+    while (!out.includes('ready')) await sleep(10)
+    process.kill(-p.pid!, 'SIGSTOP')
+    const state = () => {
+      const s = readFileSync(`/proc/${p.pid}/stat`, 'utf8')
+      return s.slice(s.lastIndexOf(')') + 2, s.lastIndexOf(')') + 3)
+    }
+    while (state() !== 'T') await sleep(10)
+    const t0 = Date.now()
+    expect(p.kill()).toBe(true)
+    const r = await p.exited
+    expect(r).toMatchObject({ exitCode: 7, signal: null, canceled: true })
+    expect(Date.now() - t0).toBeLessThan(4000)
+  })
+})

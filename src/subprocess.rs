@@ -322,8 +322,10 @@ impl Subprocess {
   /// Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
   /// that the process is alive) to the whole tree. `'SIGTERM'` (the default)
   /// and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
-  /// `forceKillAfterDelay`; the result then has `canceled: true`. Returns
-  /// whether a signal was sent (false once the run has settled), like Node.
+  /// `forceKillAfterDelay`; the result then has `canceled: true`. A stopped
+  /// child (SIGSTOP) gets SIGCONT right after the SIGTERM, so that it acts
+  /// on it. Returns whether a signal was sent (false once the run has
+  /// settled), like Node.
   #[napi(ts_args_type = "signal?: NodeJS.Signals | number")]
   pub fn kill(&mut self, env: Env, signal: Option<Either<String, i32>>) -> Result<bool> {
     let sig = match signal_arg(signal) {
