@@ -160,3 +160,27 @@ describe('7. kill() of a stopped child', () => {
     expect(Date.now() - t0).toBeLessThan(4000)
   })
 })
+
+describe('5. a session whose cwd was deleted', () => {
+  it('ShellSession: the restart after `exit 3` reports the missing working directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-cwd-'))
+    const s = await ShellSession.start({ cwd: dir })
+    open.push(s)
+    rmSync(dir, { recursive: true })
+    expect((await s.execute('exit 3')).status).toBe('died')
+    const e = await failure(() => s.execute('echo hi'))
+    expect(e.code).toBe('ENOENT')
+    expect(e.message).toBe(`exec: Working directory does not exist '${dir}' (ENOENT)`)
+  })
+
+  it('PythonSession: the restart after os._exit reports the missing working directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-cwd-'))
+    const s = await PythonSession.start({ cwd: dir })
+    open.push(s)
+    rmSync(dir, { recursive: true })
+    expect((await s.execute('import os\nos._exit(3)')).status).toBe('died')
+    const e = await failure(() => s.execute('1'))
+    expect(e.code).toBe('ENOENT')
+    expect(e.message).toBe(`exec: Working directory does not exist '${dir}' (ENOENT)`)
+  })
+})
