@@ -47,6 +47,8 @@ pub fn init_env(env: &Env) -> Result<()> {
 
 extern "C" fn kill_everything_at_exit() {
   exec_core::process::registry::shutdown(None);
+  // `serve`'s token files: the listener they open is gone
+  exec_core::server::remove_token_files();
   // the cgroups of runs with limits (emptied, removed)
   exec_core::cgroup::remove_all_signal_safe();
 }
