@@ -184,3 +184,33 @@ describe('5. a session whose cwd was deleted', () => {
     expect(e.message).toBe(`exec: Working directory does not exist '${dir}' (ENOENT)`)
   })
 })
+
+describe("8. a forked Python child's output stays with the cell that forked it", () => {
+  const fork = (delay: number) =>
+    `import os, time\nif os.fork() == 0:\n    time.sleep(${delay})\n    print(0, flush=True)\n    os._exit(0)\n`
+
+  it('printed while its cell runs: that cell has it', async () => {
+    const s = await PythonSession.start()
+    open.push(s)
+    const r = await s.execute('import os\npid = os.fork()\nif pid == 0:\n    print("child", flush=True)\n    os._exit(0)\nos.waitpid(pid, 0)\nprint("parent")')
+    expect(r.stdout).toBe('child\nparent\n')
+  })
+
+  it('printed after its cell ended, between cells or during the next one: dropped', async () => {
+    const s = await PythonSession.start()
+    open.push(s)
+    // between cells
+    expect((await s.execute(fork(0.2))).stdout).toBe('')
+    await sleep(600)
+    expect((await s.execute('print("next")')).stdout).toBe('next\n')
+    // while the next cell runs
+    expect((await s.execute(fork(0.3))).stdout).toBe('')
+    const r = await s.execute('import time\ntime.sleep(0.8)\nprint("next")')
+    expect(r.stdout).toBe('next\n')
+    // a child that writes with os.write after its first dropped print, too
+    await s.execute(
+      'import os, time\nif os.fork() == 0:\n    time.sleep(0.2)\n    print(0)\n    os.write(1, b"raw\\n")\n    os._exit(0)\n',
+    )
+    expect((await s.execute('import time\ntime.sleep(0.6)\nprint("last")')).stdout).toBe('last\n')
+  })
+})
