@@ -214,3 +214,39 @@ describe("8. a forked Python child's output stays with the cell that forked it",
     expect((await s.execute('import time\ntime.sleep(0.6)\nprint("last")')).stdout).toBe('last\n')
   })
 })
+
+describe('4. a worker terminated while its streams are backpressured leaves no fd behind', () => {
+  // 10 workers, each with 5 streams of `yes` whose callback blocks 5 ms,
+  // terminated one after the other while they stream
+  const workerCode = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const native = require(workerData.addon)
+    const block = () => { const t = Date.now(); while (Date.now() - t < 5) {} }
+    const kind = workerData.kind
+    const m = kind.startsWith('manager') ? new native.ProcessManager() : null
+    for (let i = 0; i < 5; i++) {
+      if (kind === 'spawnCall') native.spawnCall('yes', [], { timeout: 0 }, block, block)
+      else if (kind === 'executeStreaming') native.executeStreaming('yes', 'bash', { timeout: 0 }, block, block)
+      else if (kind === 'spawn') native.spawn('yes', [], { encoding: 'buffer', onStdout: block, onStderr: block })
+      else if (kind === 'manager') m.start({ argv: ['yes'] }, block)
+      else if (kind === 'manager-pty') m.start({ argv: ['yes'], io: { type: 'pty', rows: 24, cols: 80 } }, block)
+    }
+    setTimeout(() => parentPort.postMessage('streaming'), 300)
+  `
+  for (const kind of ['spawnCall', 'executeStreaming', 'spawn', 'manager', 'manager-pty']) {
+    it(kind, { timeout: 60000 }, async () => {
+      const before = fds()
+      for (let i = 0; i < 10; i++) {
+        const w = new Worker(workerCode, { eval: true, workerData: { addon: ADDON, kind } })
+        await new Promise((resolve, reject) => {
+          w.once('message', resolve)
+          w.once('error', reject)
+        })
+        await w.terminate()
+      }
+      const deadline = Date.now() + 5000
+      while (fds() > before + 2 && Date.now() < deadline) await sleep(50)
+      expect(fds() - before).toBeLessThanOrEqual(2)
+    })
+  }
+})
