@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { connect as connectTcp, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -537,7 +537,85 @@ function rawHandshake(url: string, headers: Record<string, string>, path = '/'):
   })
 }
 
+/** Send `text` as it is and return the status code of the answer (or 'closed' when none came). */
+function rawRequest(url: string, text: string): Promise<number | 'closed'> {
+  const u = new URL(url)
+  return new Promise((resolve) => {
+    const sock = connectTcp(Number(u.port), u.hostname)
+    let got = ''
+    sock.on('data', (d) => {
+      got += d
+      const m = /^HTTP\/1\.1 (\d+)/.exec(got)
+      if (m) {
+        resolve(Number(m[1]))
+        sock.destroy()
+      }
+    })
+    sock.on('close', () => resolve('closed'))
+    sock.on('error', () => resolve('closed'))
+    sock.write(text)
+  })
+}
+
 describe('exec-native serve: the WebSocket listener is closed to web pages and strangers', () => {
+  it('answers plain HTTP (426, 401 without the token) and refuses a second Host or an absolute-form target (400)', { timeout: 60000 }, async () => {
+    const srv = await wsServer()
+    const host = new URL(srv.url).host
+    const auth = `Authorization: Bearer ${srv.token}\r\n`
+    expect(await rawRequest(srv.url, `GET / HTTP/1.1\r\nHost: ${host}\r\n${auth}\r\n`)).toBe(426)
+    expect(await rawRequest(srv.url, `POST / HTTP/1.1\r\nHost: ${host}\r\n${auth}Content-Length: 0\r\n\r\n`)).toBe(426)
+    expect(await rawRequest(srv.url, `GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`)).toBe(401)
+    expect(await rawRequest(srv.url, `POST /x HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 0\r\n\r\n`)).toBe(401)
+    // a WebSocket handshake that would be accepted, but for a second Host or an absolute-form target
+    expect(await rawHandshake(srv.url, { Host: host, ...srv.auth })).toBe(101)
+    const upgrade = (target: string, hosts: string[]) =>
+      [
+        `GET ${target} HTTP/1.1`,
+        ...hosts.map((h) => `Host: ${h}`),
+        'Connection: Upgrade',
+        'Upgrade: websocket',
+        'Sec-WebSocket-Version: 13',
+        `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+        `Authorization: Bearer ${srv.token}`,
+      ].join('\r\n') + '\r\n\r\n'
+    expect(await rawRequest(srv.url, upgrade('/', [host, 'evil.example']))).toBe(400)
+    expect(await rawRequest(srv.url, upgrade('/', [host, host]))).toBe(400)
+    expect(await rawRequest(srv.url, upgrade('http://evil.example/', [host]))).toBe(400)
+    expect(await rawRequest(srv.url, upgrade(`http://${host}/`, [host]))).toBe(400)
+    expect(await rawRequest(srv.url, upgrade('/', [host]))).toBe(101)
+  })
+
+  it('partial handshakes do not take the connection places (slowloris)', { timeout: 60000 }, async () => {
+    const srv = await wsServer(['--max-connections', '2', '--handshake-timeout-ms', '20000'])
+    const port = Number(new URL(srv.url).port)
+    // more half-sent handshakes than there are connection places, held open
+    const slow: Socket[] = []
+    for (let i = 0; i < 6; i++) {
+      const s = connectTcp(port, '127.0.0.1')
+      s.on('error', () => {})
+      s.write('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n')
+      slow.push(s)
+    }
+    await new Promise((r) => setTimeout(r, 300))
+    // the connection places are still free
+    const a = await PlainWebSocket.open(srv.url, srv.auth)
+    const b = await PlainWebSocket.open(srv.url, srv.auth)
+    expect(await rawHandshake(srv.url, { Host: new URL(srv.url).host, ...srv.auth })).toBe(503)
+    a.close()
+    b.close()
+    for (const s of slow) s.destroy()
+  })
+
+  it('removes the token file it wrote when it ends (SIGTERM, SIGINT)', { timeout: 60000 }, async () => {
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+      const srv = await wsServer()
+      expect(readFileSync(srv.tokenFile!, 'utf8').trim()).toBe(srv.token)
+      srv.child.kill(sig)
+      await srv.exited
+      expect(existsSync(srv.tokenFile!)).toBe(false)
+    }
+  })
+
   it('refuses foreign Origins and Hosts, and requires the token (made, printed, in a 0600 file)', { timeout: 60000 }, async () => {
     const srv = await wsServer(['--allow-origin', 'http://localhost:5173'])
     const host = new URL(srv.url).host

@@ -22,7 +22,7 @@ Options:
   --allow-origin ORIGIN        let pages of ORIGIN connect (repeatable); other Origins get 403
   --max-connections N          WebSocket connections at once (default 64)
   --ping-interval-ms N         ping period; a peer silent for two periods is dropped (default 30000)
-  --handshake-timeout-ms N     time to complete a handshake (default 10000)
+  --handshake-timeout-ms N     time to send the handshake request (default 3000)
   --retained-output-bytes N    output kept per process (default 1048576)
   --max-processes N            processes per connection (default 64)
   --exited-retention-ms N      how long an exited process stays readable (default 30000)

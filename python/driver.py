@@ -18,6 +18,9 @@
 # The channel belongs to this process only: a child made by os.fork() in a
 # cell closes its copy at once (os.register_at_fork), and a forked child that
 # returns from the cell into this loop exits instead of serving requests.
+# A forked child's output belongs to the cell that forked it: once that cell
+# has ended, what the child writes is dropped (_CellOutput), so it never shows
+# up in a later cell.
 # SIGINT raises KeyboardInterrupt only while a cell runs: the cell runs with
 # signal.default_int_handler (or the handler a cell installed), the driver
 # waits with a handler that does nothing, so neither the driver's frames nor
@@ -30,6 +33,7 @@ import builtins
 import json
 import linecache
 import os
+import select
 import signal
 import socket
 import sys
@@ -60,6 +64,55 @@ def _flush_output():
 _OWN = _idle.__code__.co_filename
 
 
+class _CellOutput:
+    """sys.stdout / sys.stderr of a forked child: writes go through while
+    the cell that forked it runs, and are dropped once it has ended (the
+    driver closed the write end of the cell's pipe, so `ended_fd` reads EOF).
+    At the first write after that, fds 1 and 2 are pointed at /dev/null too,
+    so what the child writes with os.write or runs with exec is dropped as
+    well."""
+
+    _over = False
+
+    def __init__(self, stream, ended_fd):
+        self._stream = stream
+        self._ended_fd = ended_fd
+
+    def _cell_over(self):
+        if _CellOutput._over:
+            return True
+        try:
+            ended = bool(select.select([self._ended_fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            ended = True
+        if ended:
+            _CellOutput._over = True
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                os.close(null)
+            except OSError:
+                pass
+        return ended
+
+    def write(self, text):
+        if self._cell_over():
+            return len(text)
+        return self._stream.write(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        if not self._cell_over():
+            self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 class _Driver:
     """The channel, the cells' namespace, the number of the last cell and
     the SIGINT handler cells run with (a cell may install its own: it is kept
@@ -86,6 +139,11 @@ class _Driver:
         self.ns = main_mod.__dict__
 
         self.count = 0
+        # the running cell's pipe: the driver holds both ends while the cell
+        # runs; a forked child keeps the read end, which reads EOF once the
+        # driver closed its write end at the end of the cell
+        self.cell_ended = None
+        self.cell_running = None
         self.handler = signal.default_int_handler
         signal.signal(signal.SIGINT, _idle)
 
@@ -97,6 +155,17 @@ class _Driver:
             os.close(self.ctl.detach())
         except Exception:
             pass
+        # its output is the cell's only while that cell runs (a child of a
+        # child keeps what its parent had)
+        if self.cell_running is not None:
+            try:
+                os.close(self.cell_running)
+            except OSError:
+                pass
+            self.cell_running = None
+        if self.cell_ended is not None and not isinstance(sys.stdout, _CellOutput):
+            sys.stdout = _CellOutput(sys.stdout, self.cell_ended)
+            sys.stderr = _CellOutput(sys.stderr, self.cell_ended)
 
     def send(self, msg):
         self.ctl.sendall(json.dumps(msg).encode("utf-8") + b"\n")
@@ -122,7 +191,19 @@ class _Driver:
         else:
             self.count += 1
             filename = "<cell %d>" % self.count
-        outcome = self.run(rid, req.get("code", ""), filename)
+        self.cell_ended, self.cell_running = os.pipe()
+        try:
+            outcome = self.run(rid, req.get("code", ""), filename)
+        finally:
+            if os.getpid() == self.pid:
+                _flush_output()
+                # from now on, what a forked child of the cell writes is dropped
+                for fd in (self.cell_running, self.cell_ended):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                self.cell_ended = self.cell_running = None
         if os.getpid() != self.pid:
             self._end_forked_child(outcome)
         done = self.done(rid, outcome, filename)

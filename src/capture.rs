@@ -130,15 +130,15 @@ pub struct Captured {
 }
 
 impl Captured {
-  /// A run that never started.
+  /// A run that never started (`canceled` when an aborted signal stopped it).
   pub fn failed(error: ExecError) -> Self {
     Captured {
+      canceled: error.code == ErrorCode::ECANCELED,
       stdout: Vec::new(),
       stderr: Vec::new(),
       exit_code: -1,
       execution_time: 0.0,
       timed_out: false,
-      canceled: false,
       signal: None,
       stdout_bytes: 0,
       stderr_bytes: 0,

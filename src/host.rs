@@ -7,18 +7,30 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use exec_core::Toolchain;
+use exec_core::{CancellationToken, Toolchain};
 use napi::bindgen_prelude::*;
 
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
   static OWNER: Cell<u64> = const { Cell::new(0) };
+  /// Cancelled when this thread's environment is torn down.
+  static TEARDOWN: CancellationToken = CancellationToken::new();
 }
 
 /// The id of the environment running on this thread.
 pub fn owner() -> u64 {
   OWNER.with(|o| o.get())
+}
+
+/// Cancelled when the environment running on this thread is torn down (a
+/// worker terminated, the main thread leaving). A task on the runtime that
+/// waits for JavaScript (a callback to return, a turn of its event loop)
+/// must also wait for this: the calls queued to a dying environment are
+/// never made, and their completions never come, so a pump waiting for them
+/// would hold its pipes forever. Called on the JS thread.
+pub fn teardown() -> CancellationToken {
+  TEARDOWN.with(|t| t.clone())
 }
 
 /// Called once per environment when the addon is loaded into it.
@@ -27,6 +39,9 @@ pub fn init_env(env: &Env) -> Result<()> {
   OWNER.with(|o| o.set(id));
   // environment teardown (process exit, worker termination): kill what it runs
   env.add_env_cleanup_hook(id, |id| {
+    // the waits for this environment's JavaScript end first, so that the
+    // pumps of the runs killed below read on to EOF and close their pipes
+    TEARDOWN.with(|t| t.cancel());
     exec_core::process::registry::shutdown(Some(id));
   })?;
   // process.exit() on the main thread does not run env cleanup hooks, but it
@@ -47,6 +62,8 @@ pub fn init_env(env: &Env) -> Result<()> {
 
 extern "C" fn kill_everything_at_exit() {
   exec_core::process::registry::shutdown(None);
+  // `serve`'s token files: the listener they open is gone
+  exec_core::server::remove_token_files();
   // the cgroups of runs with limits (emptied, removed)
   exec_core::cgroup::remove_all_signal_safe();
 }

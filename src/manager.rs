@@ -390,7 +390,13 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
 /// Deliver events to JavaScript one at a time: the next call waits for the
 /// previous one to return, so a slow callback slows the process (its pipe
 /// fills) instead of queueing unbounded output.
-fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
+/// `gone`: the callback's environment was torn down (its calls queued then
+/// never complete): the forwarding stops, the receiver is dropped, and the
+/// process's pumps read on to EOF instead of waiting for a free slot.
+fn forward_events(
+  cb: EventCallback,
+  gone: exec_core::CancellationToken,
+) -> mpsc::Sender<core::ProcessEvent> {
   let (tx, mut rx) = mpsc::channel::<core::ProcessEvent>(16);
   tokio::spawn(async move {
     while let Some(ev) = rx.recv().await {
@@ -409,7 +415,10 @@ fn forward_events(cb: EventCallback) -> mpsc::Sender<core::ProcessEvent> {
         // the environment is closing: nobody is listening any more
         break;
       }
-      let _ = done_rx.await;
+      tokio::select! {
+        _ = done_rx => {}
+        _ = gone.cancelled() => break,
+      }
       if last {
         break;
       }
@@ -500,10 +509,11 @@ impl ProcessManager {
       let cb: Option<EventCallback> = read::optional(on_event, &at)?
         .map(|f| call::callback(f, &at))
         .transpose()?;
-      Ok((spec, cb))
+      Ok((spec, cb, crate::host::teardown()))
     })();
     let m = self.inner.clone();
-    let fut = args.map(|(spec, cb)| async move { m.start(spec, cb.map(forward_events)) });
+    let fut = args
+      .map(|(spec, cb, gone)| async move { m.start(spec, cb.map(|cb| forward_events(cb, gone))) });
     call::fallible(env, fut, |_, s| {
       Ok(ProcessStarted {
         process_id: s.process_id,

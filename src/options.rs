@@ -35,6 +35,8 @@ js_options! {
     #[napi(ts_type = "string | Buffer | Uint8Array")]
     pub input: Option<Input>,
     /// Cancels the run: the group is killed, the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, the result has `canceled: true`,
+    /// `pid: 0`, `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
     /// `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8'
@@ -100,6 +102,8 @@ js_options! {
     #[napi(ts_type = "string | Buffer | Uint8Array")]
     pub input: Option<Input>,
     /// Cancels the run: the tree is killed, the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, the result has `canceled: true`,
+    /// `pid: 0`, `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
     /// Output is cut into chunks of at most 64 KiB (whole characters; a
@@ -321,7 +325,8 @@ impl<'env> FromJs<'env> for Limit {
 
 js_options! {
   /// Resource limits of an execution and all its descendants. Each is a
-  /// number of at least 1 (a fraction is cut).
+  /// number of at least 1 (a fraction is cut). Any other key is refused
+  /// (`EINVAL`), like an unknown key of every options object.
   pub struct ResourceLimits {
     /// Memory of the whole tree, in bytes (a memory cgroup where the host may
     /// create one; everywhere a watchdog sums the tree's resident memory every

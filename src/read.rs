@@ -201,6 +201,96 @@ pub fn take_exception(env: napi::sys::napi_env) -> Option<String> {
   Some(format!("it threw {}", String::from_utf8_lossy(&buf)))
 }
 
+/// The own enumerable string keys of `obj` (not its prototype's, as an
+/// object spread sees them). A Proxy trap that throws is an error naming `at`.
+fn own_keys(obj: &Object, at: &At) -> ArgResult<Vec<String>> {
+  use napi::sys;
+  let env = obj.value().env;
+  let failed = |why: String| at.error(format_args!("could not be read: {why}"));
+  let mut names = std::ptr::null_mut();
+  // SAFETY: `env` and the object's value are the live handles of this call.
+  let status = unsafe {
+    sys::napi_get_all_property_names(
+      env,
+      obj.value().value,
+      sys::KeyCollectionMode::own_only,
+      sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+      sys::KeyConversion::numbers_to_strings,
+      &mut names,
+    )
+  };
+  if status != sys::Status::napi_ok {
+    return Err(failed(
+      take_exception(env).unwrap_or_else(|| "its keys could not be listed".to_owned()),
+    ));
+  }
+  // SAFETY: napi_get_all_property_names returned an array of strings.
+  let names = unsafe { Array::from_napi_value(env, names) }.map_err(|e| failed(e.to_string()))?;
+  (0..names.len())
+    .map(|i| {
+      names
+        .get_element::<String>(i)
+        .map_err(|e| failed(e.to_string()))
+    })
+    .collect()
+}
+
+/// Refuse a key of `obj` (at `at`) that is not one of `known` (the
+/// JavaScript names of its declaration), whatever its value: a misspelt
+/// option would otherwise be ignored, and `limits: { memory }` would run
+/// with no limit. The error names the nearest known key.
+pub fn known_keys_only(obj: &Object, at: &At, known: &[String]) -> ArgResult<()> {
+  for key in own_keys(obj, at)? {
+    if known.contains(&key) {
+      continue;
+    }
+    let at = at.key(&key);
+    return Err(match nearest(&key, known) {
+      Some(k) => at.error(format_args!("is not a known option; did you mean {k}?")),
+      None => at.error(format_args!(
+        "is not a known option; known: {}",
+        known.join(", ")
+      )),
+    });
+  }
+  Ok(())
+}
+
+/// The known key nearest to `key`: fewest edits (case aside), among those a
+/// few edits away or that contain it or are contained in it (`memory` ->
+/// `memoryBytes`).
+pub fn nearest<'k>(key: &str, known: &'k [String]) -> Option<&'k str> {
+  let key = key.to_lowercase();
+  known
+    .iter()
+    .filter_map(|k| {
+      let lower = k.to_lowercase();
+      let d = edit_distance(&key, &lower);
+      let contains = key.len() >= 3 && (lower.contains(&key) || key.contains(&lower));
+      (d <= 2.max(k.len() / 3) || contains).then_some((d, k.as_str()))
+    })
+    .min_by_key(|(d, _)| *d)
+    .map(|(_, k)| k)
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+  let b: Vec<char> = b.chars().collect();
+  let mut row: Vec<usize> = (0..=b.len()).collect();
+  for (i, ca) in a.chars().enumerate() {
+    let mut diag = row[0];
+    row[0] = i + 1;
+    for (j, cb) in b.iter().enumerate() {
+      let next = (diag + usize::from(ca != *cb))
+        .min(row[j] + 1)
+        .min(row[j + 1] + 1);
+      diag = row[j + 1];
+      row[j + 1] = next;
+    }
+  }
+  row[b.len()]
+}
+
 /// The name napi-rs gives a field in JavaScript: `extend_env` -> `extendEnv`.
 pub fn camel_case(field: &str) -> String {
   let field = field.strip_prefix("r#").unwrap_or(field);
@@ -594,9 +684,12 @@ macro_rules! js_options {
         let keys = KEYS.get_or_init(|| vec![$($crate::read::camel_case(stringify!($field))),*]);
         let obj = <napi::bindgen_prelude::Object as $crate::read::FromJs>::from_js(v, at)?;
         let mut key = keys.iter().map(String::as_str);
-        Ok($name {
+        let read = $name {
           $( $field: <$ty as $crate::read::Field>::read(&obj, at, key.next().unwrap_or_default())?, )*
-        })
+        };
+        // then no key but these (a wrong value of a known one is named first)
+        $crate::read::known_keys_only(&obj, at, keys)?;
+        Ok(read)
       }
     }
   };

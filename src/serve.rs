@@ -52,7 +52,7 @@ js_options! {
     /// intervals is dropped and its processes terminated. @default 30000
     #[napi(ts_type = "number")]
     pub ping_interval_ms: Option<Positive>,
-    /// Milliseconds a connection has to complete its handshake (at least 1). @default 10000
+    /// Milliseconds a connection has to send its handshake request (at least 1); until then it holds one of 256 handshake places, not a connection. @default 3000
     #[napi(ts_type = "number")]
     pub handshake_timeout_ms: Option<Positive>,
   }

@@ -4,7 +4,7 @@
 
 use exec_core::language::{self, Language, Launch};
 use exec_core::process::spec::{check_cwd, resolve_program};
-use exec_core::process::supervise::{ProcessSpec, RunPolicy};
+use exec_core::process::supervise::{canceled_before_start, ProcessSpec, RunPolicy};
 use exec_core::{ExecError, TsPath};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -59,10 +59,18 @@ where
     err,
     cancel,
   } = st;
+  // an already aborted signal: nothing is spawned
+  if cancel.is_cancelled() {
+    return failed(canceled_before_start());
+  }
   let launch = match prepare() {
     Err(e) => return failed(e),
     Ok(l) => l,
   };
+  // aborted while it was prepared
+  if cancel.is_cancelled() {
+    return failed(canceled_before_start());
+  }
   let (exec, policy) = match start(launch.spec, common, false, out, err) {
     Err(e) => return failed(e),
     Ok(s) => s,

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use exec_core::process::supervise::OutputSink;
 use exec_core::utf8::incomplete_suffix_len;
+use exec_core::CancellationToken;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -392,7 +393,11 @@ enum Ready {
 }
 
 pub struct CallbackSink {
+  /// None: no callback, or its environment is gone (then output is dropped).
   shared: Option<Arc<Shared>>,
+  /// The callback's environment was torn down (see `host::teardown`): its
+  /// batch in flight will never end, so the waits below give up then.
+  gone: CancellationToken,
   /// The chunk being filled (text callbacks): read into in place, checked as
   /// UTF-8 where it lies.
   open: OpenText,
@@ -403,8 +408,10 @@ pub struct CallbackSink {
 }
 
 impl CallbackSink {
+  /// Made on the JS thread of the callback's environment.
   pub fn new(callback: Option<Callback>, interval: Duration) -> Self {
     CallbackSink {
+      gone: crate::host::teardown(),
       text: matches!(callback, Some(Callback::Text(_))),
       shared: callback.map(|cb| {
         Arc::new(Shared {
@@ -423,6 +430,23 @@ impl CallbackSink {
 
   fn open_len(&self) -> usize {
     self.open.len() + self.open_bytes.len()
+  }
+
+  /// The environment is gone: nobody will take the output, drop it (and
+  /// all that is read from now on), so that the pump reads on to EOF and
+  /// closes its pipe. True when that happened.
+  fn let_go_if_gone(&mut self) -> bool {
+    if !self.gone.is_cancelled() {
+      return false;
+    }
+    if let Some(shared) = self.shared.take() {
+      let mut st = shared.lock();
+      st.chunks.clear();
+      st.bytes = 0;
+    }
+    self.open = OpenText::new();
+    self.open_bytes = Vec::new();
+    true
   }
 
   /// The open chunk is staged (converted here, on the runtime's thread, so
@@ -593,16 +617,21 @@ impl OutputSink for CallbackSink {
       (AHEAD * CHUNK, RESUME * CHUNK)
     };
     loop {
+      if self.let_go_if_gone() {
+        return;
+      }
       self.maybe_send(false);
       let open = self.open_len();
       if self.pending_len() < high {
         return;
       }
       // woken when the JS thread took batches down to `low`, or let the
-      // last one go with nothing staged (then the pump sends)
-      shared
-        .wait_until(|st, busy| st.bytes + open <= low || !busy)
-        .await;
+      // last one go with nothing staged (then the pump sends), or when the
+      // environment went away under a batch that will never end
+      tokio::select! {
+        _ = shared.wait_until(|st, busy| st.bytes + open <= low || !busy) => {}
+        _ = self.gone.cancelled() => {}
+      }
     }
   }
 
@@ -614,6 +643,9 @@ impl OutputSink for CallbackSink {
     self.open.finish();
     self.seal_now();
     loop {
+      if self.let_go_if_gone() {
+        return;
+      }
       self.maybe_send(true);
       // every byte is delivered before the promise resolves
       let w = shared.changed.notified();
@@ -625,7 +657,10 @@ impl OutputSink for CallbackSink {
           return;
         }
       }
-      w.await;
+      tokio::select! {
+        _ = w => {}
+        _ = self.gone.cancelled() => {}
+      }
     }
   }
 }

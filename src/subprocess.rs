@@ -7,7 +7,9 @@
 //! ([`start`] and [`settle`]).
 
 use exec_core::process::spec::{check_cwd, resolve_program};
-use exec_core::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use exec_core::process::supervise::{
+  canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
+};
 use exec_core::process::ProcessTree;
 use exec_core::{process::registry, CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
@@ -75,6 +77,8 @@ js_options! {
     #[napi(ts_type = "number")]
     pub callback_interval_ms: Option<Ms>,
     /// Kills the tree like `kill()`; the result has `canceled: true`.
+    /// Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
+    /// an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<JsSignal<'env>>,
   }
@@ -156,13 +160,13 @@ pub fn streaming(
   Ok((st, binding))
 }
 
-/// A run that never started.
+/// A run that never started (`canceled` when an aborted signal stopped it).
 pub fn failed(e: ExecError) -> SpawnResult {
   SpawnResult {
     exit_code: -1,
     signal: Either::B(Null),
     timed_out: false,
-    canceled: false,
+    canceled: e.code == ErrorCode::ECANCELED,
     execution_time: 0.0,
     pid: 0,
     stdout_bytes: 0.0,
@@ -318,8 +322,10 @@ impl Subprocess {
   /// Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
   /// that the process is alive) to the whole tree. `'SIGTERM'` (the default)
   /// and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
-  /// `forceKillAfterDelay`; the result then has `canceled: true`. Returns
-  /// whether a signal was sent (false once the run has settled), like Node.
+  /// `forceKillAfterDelay`; the result then has `canceled: true`. A stopped
+  /// child (SIGSTOP) gets SIGCONT right after the SIGTERM, so that it acts
+  /// on it. Returns whether a signal was sent (false once the run has
+  /// settled), like Node.
   #[napi(ts_args_type = "signal?: NodeJS.Signals | number")]
   pub fn kill(&mut self, env: Env, signal: Option<Either<String, i32>>) -> Result<bool> {
     let sig = match signal_arg(signal) {
@@ -376,13 +382,25 @@ fn epipe() -> ExecError {
 }
 
 impl SubprocessStdin {
-  /// Start the writer task of `pipe` (in the runtime's context).
-  fn new(pipe: ChildStdin) -> Self {
+  /// Start the writer task of `pipe` (in the runtime's context). The pipe is
+  /// closed when `exited` is cancelled (the run settled: the child is gone,
+  /// nobody reads), so that a handle kept alive does not keep its fd; later
+  /// writes reject with `EPIPE`.
+  fn new(pipe: ChildStdin, exited: CancellationToken) -> Self {
     let (ops, mut rx) = mpsc::unbounded_channel::<StdinOp>();
     napi::bindgen_prelude::spawn(async move {
       let mut pipe = Some(pipe);
       // until the handle is gone (then the pipe is dropped: EOF)
-      while let Some(op) = rx.recv().await {
+      loop {
+        let op = tokio::select! {
+          biased;
+          _ = exited.cancelled(), if pipe.is_some() => {
+            pipe = None;
+            continue;
+          }
+          op = rx.recv() => op,
+        };
+        let Some(op) = op else { break };
         match op {
           StdinOp::Write(bytes, done) => {
             let r = match pipe.as_mut() {
@@ -410,7 +428,9 @@ impl SubprocessStdin {
 #[napi]
 impl SubprocessStdin {
   /// Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
-  /// closed (by `end()` or by the child).
+  /// closed: by `end()`, by the child, or because the run settled (the
+  /// host's end of the pipe is closed when the child exits, not when the
+  /// handle is collected).
   #[napi(
     ts_args_type = "data: string | Buffer | Uint8Array",
     ts_return_type = "Promise<void>"
@@ -499,6 +519,10 @@ pub fn spawn<'env>(
   } = st;
 
   let started = (|| {
+    // an already aborted signal: nothing is spawned (as Node's spawn)
+    if cancel.is_cancelled() {
+      return Err(canceled_before_start());
+    }
     check_cwd(&common.cwd)?;
     let program = resolve_program(&command, common.env.path_var().as_ref(), &common.cwd)?;
     let mut spec = ProcessSpec::new(program);
@@ -510,14 +534,19 @@ pub fn spawn<'env>(
   })();
 
   let state = Arc::new(Mutex::new(State::default()));
+  let stdin_closer = CancellationToken::new();
   let (pid, mark, stdin, fut_result) = match started {
     Ok((exec, policy, stdin)) => {
       let pid = exec.pid();
       let mark = exec.mark().to_owned();
       let shared = state.clone();
       let c = cancel.clone();
+      let exited = stdin_closer.clone();
       let fut = async move {
         let r = settle(exec, policy, c).await;
+        // the child is gone: its stdin is closed now, not when the handle
+        // is collected
+        exited.cancel();
         let mut s = shared.lock().unwrap();
         s.exit_code = Some(r.exit_code);
         s.signal_code = match &r.signal {
@@ -568,7 +597,8 @@ pub fn spawn<'env>(
   };
   let stdin = match stdin {
     Some(w) => {
-      let s = within_runtime_if_available(|| SubprocessStdin::new(w)).into_instance(env)?;
+      let s =
+        within_runtime_if_available(|| SubprocessStdin::new(w, stdin_closer)).into_instance(env)?;
       Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
     }
     None => None,

@@ -851,12 +851,16 @@ fn subtree(pid: i32, mark: &str) -> Vec<i32> {
 /// its mark, and only this job's subtree is signalled.
 fn signal_adopted(pid: i32, mark: &str, sig: i32) {
   let leads = marks::pgid_of(pid) == Some(pid);
+  // a stopped process acts on SIGTERM once continued (see process::tree)
+  let wake = sig == libc::SIGTERM;
   for p in subtree(pid, mark) {
     crate::process::reaper::note(p);
-    crate::platform::signal(p, sig);
+    if crate::platform::signal(p, sig) && wake {
+      crate::platform::signal(p, libc::SIGCONT);
+    }
   }
-  if leads {
-    crate::platform::signal(-pid, sig);
+  if leads && crate::platform::signal(-pid, sig) && wake {
+    crate::platform::signal(-pid, libc::SIGCONT);
   }
 }
 

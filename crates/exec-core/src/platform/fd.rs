@@ -215,6 +215,13 @@ pub fn restore_and_raise(sig: i32, action: &SignalAction) {
   }
 }
 
+/// Remove the file `path`. Async-signal-safe; an error (gone already) is
+/// ignored.
+pub fn unlink_signal_safe(path: &std::ffi::CStr) {
+  // SAFETY: `path` is a NUL-terminated string that outlives the call
+  unsafe { libc::unlink(path.as_ptr()) };
+}
+
 /// Remove the directory `path` (NUL-terminated). Async-signal-safe. `Ok` also
 /// when it is already gone.
 pub fn rmdir_signal_safe(path: &[u8]) -> io::Result<()> {

@@ -675,7 +675,17 @@ pub struct LeftRunning {
   pub pumps: Option<JoinHandle<()>>,
 }
 
-/// Spawn and wait.
+/// The error of a run canceled before it started (an `AbortSignal` that was
+/// already aborted): nothing was spawned.
+pub fn canceled_before_start() -> ExecError {
+  ExecError::new(
+    ErrorCode::ECANCELED,
+    "canceled before it started: the signal was already aborted, nothing ran",
+  )
+}
+
+/// Spawn and wait; a `cancel` already cancelled spawns nothing
+/// ([`canceled_before_start`]).
 pub async fn run<O: OutputSink, E: OutputSink>(
   spec: &ProcessSpec,
   policy: &RunPolicy,
@@ -683,6 +693,9 @@ pub async fn run<O: OutputSink, E: OutputSink>(
   stderr: E,
   cancel: &CancellationToken,
 ) -> Result<Finished<O, E>, ExecError> {
+  if cancel.is_cancelled() {
+    return Err(canceled_before_start());
+  }
   let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
   Ok(exec.wait(policy, cancel).await)
 }
@@ -1126,6 +1139,21 @@ mod tests {
     assert_eq!(out, "hi\n");
     assert_eq!(o.exit_code, 0);
     assert!(o.duration < Duration::from_secs(2), "{:?}", o.duration);
+  }
+
+  #[tokio::test]
+  async fn a_cancel_before_the_start_spawns_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ran");
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    for _ in 0..20 {
+      let spec = sh(&format!("touch '{}'", file.display()));
+      let r = run(&spec, &RunPolicy::default(), Discard, Discard, &cancel).await;
+      assert_eq!(r.err().map(|e| e.code), Some(ErrorCode::ECANCELED));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!file.exists());
   }
 
   #[tokio::test]

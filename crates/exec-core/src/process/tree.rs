@@ -22,6 +22,11 @@
 //!
 //! Left alone by that rule: a process that scrubbed its environment
 //! (`env -i`) and stays in the group after the leader was reaped.
+//!
+//! Each SIGTERM is followed by a SIGCONT to the same target, as systemd and
+//! tini send them: a stopped process (SIGSTOP, SIGTSTP) does not act on
+//! SIGTERM until it runs again, so without it a stopped child would always
+//! wait out the grace period and die by SIGKILL instead of by its handler.
 
 use std::time::Duration;
 
@@ -64,14 +69,22 @@ impl<'a> ProcessTree<'a> {
 
   fn send(&self, sig: Signal, leader_live: bool, group: bool) -> bool {
     let mut any = false;
+    let wake = wakes_stopped(sig);
+    let to_pid = |pid: i32| {
+      let sent = crate::platform::signal(pid, sig as i32);
+      if sent && wake {
+        crate::platform::signal(pid, Signal::SIGCONT as i32);
+      }
+      sent
+    };
     self.signal_with(leader_live, &mut |t| {
       any |= match t {
         Target::Marked(pid) => {
           crate::process::reaper::note(pid);
-          crate::platform::signal(pid, sig as i32)
+          to_pid(pid)
         }
-        Target::Group(pgid) => group && crate::process::registry::signal_group(pgid, sig),
-        Target::Leader(pid) => crate::platform::signal(pid, sig as i32),
+        Target::Group(pgid) => group && signal_group(pgid, sig),
+        Target::Leader(pid) => to_pid(pid),
       };
     });
     any
@@ -135,7 +148,7 @@ impl<'a> ProcessTree<'a> {
     // alive first (a zombie's mark cannot be read): the group's SIGTERM then
     // comes with the scan, in the background.
     let note_first = !mark.is_empty() && crate::process::reaper::enabled();
-    let group_left = note_first || crate::process::registry::signal_group(pgid, Signal::SIGTERM);
+    let group_left = note_first || signal_group(pgid, Signal::SIGTERM);
     if !group_left && mark.is_empty() {
       crate::process::registry::unregister(pgid);
       return;
@@ -184,6 +197,20 @@ impl<'a> ProcessTree<'a> {
       }
     }
   }
+}
+
+/// Whether `sig` is followed by a SIGCONT (see the module doc).
+pub fn wakes_stopped(sig: Signal) -> bool {
+  sig == Signal::SIGTERM
+}
+
+/// `killpg(pgid, sig)`, then SIGCONT when `sig` asks for it.
+fn signal_group(pgid: i32, sig: Signal) -> bool {
+  let sent = crate::process::registry::signal_group(pgid, sig);
+  if sent && wakes_stopped(sig) {
+    crate::process::registry::signal_group(pgid, Signal::SIGCONT);
+  }
+  sent
 }
 
 #[cfg(test)]
@@ -273,6 +300,66 @@ mod tests {
       std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert!(tree.is_gone());
+  }
+
+  #[test]
+  fn a_stopped_tree_acts_on_sigterm() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let mark = crate::process::marks::new_mark(79);
+    // a shell whose SIGTERM handler exits 7, stopped as Ctrl-Z stops a job
+    let mut leader = Command::new("bash")
+      .args([
+        "-c",
+        "trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+      ])
+      .env(crate::process::marks::MARK_VAR, &mark)
+      .process_group(0)
+      .stdout(Stdio::piped())
+      .spawn()
+      .unwrap();
+    let pgid = leader.id() as i32;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+      &mut std::io::BufReader::new(leader.stdout.take().unwrap()),
+      &mut line,
+    )
+    .unwrap();
+    assert!(crate::platform::signal(-pgid, libc::SIGSTOP));
+    let stopped = || {
+      std::fs::read_to_string(format!("/proc/{pgid}/stat"))
+        .ok()
+        .and_then(|s| {
+          s.rsplit(')')
+            .next()
+            .map(|r| r.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !stopped() && std::time::Instant::now() < deadline {
+      std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(stopped(), "the leader never stopped");
+    let tree = ProcessTree::new(pgid, &mark);
+    assert!(tree.signal(Signal::SIGTERM, true));
+    // no SIGKILL here: without the SIGCONT the stopped shell never runs its
+    // handler and this waits forever (bounded below)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+      if let Some(st) = leader.try_wait().unwrap() {
+        break Some(st);
+      }
+      if std::time::Instant::now() > deadline {
+        break None;
+      }
+      std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    if status.is_none() {
+      tree.kill(true);
+      leader.wait().unwrap();
+    }
+    let status = status.expect("a stopped child ignored SIGTERM");
+    assert_eq!((status.code(), status.signal()), (Some(7), None));
   }
 
   #[test]

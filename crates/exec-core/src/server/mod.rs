@@ -35,6 +35,15 @@ pub const MAX_PENDING_REQUESTS: usize = 1024;
 /// Largest accepted message (a line or a WebSocket frame).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+/// Handshakes in progress at once (sockets whose request head is not read
+/// yet), counted apart from the connections: a peer that opens sockets and
+/// sends nothing (slowloris) can fill these for `handshake_timeout` at most,
+/// and never the places of connections. More are refused (503).
+pub const MAX_HANDSHAKES: usize = 256;
+
+/// Largest request head of a handshake.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
 /// One message from a client, or why it could not be read.
 #[derive(Debug)]
 pub enum Incoming {
@@ -336,9 +345,11 @@ pub struct WsPolicy {
   pub allowed_origins: Vec<String>,
   /// Accept any `Host` header (a non-loopback listener).
   pub allow_remote: bool,
-  /// Connections at once; more are refused (503).
+  /// Connections at once; more are refused (503). A connection counts from
+  /// its accepted handshake on: one still sending its request head holds
+  /// one of the [`MAX_HANDSHAKES`] handshake places instead.
   pub max_connections: usize,
-  /// A TCP connection must complete its handshake within this.
+  /// A TCP connection must send its whole request head within this.
   pub handshake_timeout: Duration,
   /// A ping is sent this often; a peer silent for two intervals is dropped
   /// (and its processes terminated).
@@ -352,7 +363,7 @@ impl Default for WsPolicy {
       allowed_origins: Vec::new(),
       allow_remote: false,
       max_connections: 64,
-      handshake_timeout: Duration::from_secs(10),
+      handshake_timeout: Duration::from_secs(3),
       ping_interval: Duration::from_secs(30),
     }
   }
@@ -397,7 +408,51 @@ pub fn write_token_file(token: &str, port: u16) -> Result<std::path::PathBuf, Ex
     .open(&path)
     .map_err(io)?;
   std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes()).map_err(io)?;
+  remember_token_file(&path);
   Ok(path)
+}
+
+/// The token files this process wrote, as C strings made once (leaked), so
+/// that the exit paths remove them with `unlink` alone: `atexit` and the
+/// host's signal handler (`hostguard`), where nothing may allocate or lock.
+static TOKEN_FILES: [std::sync::atomic::AtomicPtr<libc::c_char>; 8] =
+  [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; 8];
+
+fn remember_token_file(path: &std::path::Path) {
+  use std::os::unix::ffi::OsStrExt;
+  let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+    return;
+  };
+  let raw = c.into_raw();
+  for slot in &TOKEN_FILES {
+    if slot
+      .compare_exchange(
+        std::ptr::null_mut(),
+        raw,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+      )
+      .is_ok()
+    {
+      return;
+    }
+  }
+  // more than 8 listeners in one process: this one's file stays
+  // SAFETY: `raw` came from `into_raw` above and was stored nowhere
+  drop(unsafe { std::ffi::CString::from_raw(raw) });
+}
+
+/// Remove the token files this process wrote (at its exit: `serve`'s token
+/// is the key to its listener, which is gone). Async-signal-safe.
+pub fn remove_token_files() {
+  for slot in &TOKEN_FILES {
+    let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+      // SAFETY: `p` came from `CString::into_raw` and is never freed (the
+      // slot was emptied, so this is its only user)
+      crate::platform::unlink_signal_safe(unsafe { std::ffi::CStr::from_ptr(p) });
+    }
+  }
 }
 
 /// Compare without an early exit, so the time taken says nothing of the token.
@@ -473,6 +528,160 @@ fn check_handshake(req: &Request, policy: &WsPolicy) -> Result<(), (u16, String)
   Ok(())
 }
 
+/// A request head, read whole before the handshake (see [`judge_head`]).
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Result<Vec<u8>, Option<(u16, String)>> {
+  use tokio::io::AsyncReadExt;
+  let mut head = Vec::with_capacity(1024);
+  let mut chunk = [0u8; 4096];
+  loop {
+    if head.windows(4).any(|w| w == b"\r\n\r\n") {
+      return Ok(head);
+    }
+    if head.len() > MAX_HEAD_BYTES {
+      return Err(Some((
+        431,
+        format!("the request head is longer than {MAX_HEAD_BYTES} bytes"),
+      )));
+    }
+    match stream.read(&mut chunk).await {
+      Ok(0) | Err(_) => return Err(None),
+      Ok(n) => head.extend_from_slice(&chunk[..n]),
+    }
+  }
+}
+
+/// Whether the head asks for a WebSocket (`Upgrade: websocket`).
+fn asks_upgrade(req: &Request) -> bool {
+  req.headers().get_all("upgrade").iter().any(|v| {
+    v.to_str()
+      .is_ok_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
+  })
+}
+
+/// Check a request head before the WebSocket handshake: what tungstenite
+/// would close without a word gets an HTTP answer, and what it would accept
+/// but we must not is refused. Plain HTTP (`GET /`, a `POST`) gets 401
+/// without the token, else 426; an absolute-form target (`GET
+/// http://evil.example/`) and more than one `Host` get 400; then the
+/// checks of [`check_handshake`] (Host, Origin, token).
+fn judge_head(head: &[u8], policy: &WsPolicy) -> Result<(), (u16, String)> {
+  let bad = |why: String| (400, why);
+  let mut headers = [httparse::EMPTY_HEADER; 64];
+  let mut raw = httparse::Request::new(&mut headers);
+  match raw.parse(head) {
+    Ok(httparse::Status::Complete(_)) => {}
+    Ok(httparse::Status::Partial) => return Err(bad("an incomplete request head".into())),
+    Err(e) => return Err(bad(format!("a malformed request head: {e}"))),
+  }
+  let target = raw.path.unwrap_or("");
+  if !target.starts_with('/') {
+    return Err(bad(format!(
+      "the request target must be a path, not '{target}' (absolute-form is for proxies)"
+    )));
+  }
+  let hosts = raw
+    .headers
+    .iter()
+    .filter(|h| h.name.eq_ignore_ascii_case("host"))
+    .count();
+  if hosts > 1 {
+    return Err(bad(format!("{hosts} Host headers; a request has one")));
+  }
+  let mut b = Request::builder()
+    .method(raw.method.unwrap_or("GET"))
+    .uri(target);
+  for h in raw.headers.iter() {
+    b = b.header(h.name, h.value);
+  }
+  let req = b
+    .body(())
+    .map_err(|e| bad(format!("a malformed request head: {e}")))?;
+  check_handshake(&req, policy)?;
+  if !asks_upgrade(&req) {
+    return Err((
+      426,
+      "this is a WebSocket endpoint (JSON-RPC 2.0, docs/PROTOCOL.md): send an Upgrade: websocket request".into(),
+    ));
+  }
+  if raw.version != Some(1) {
+    return Err(bad("a WebSocket handshake needs HTTP/1.1".into()));
+  }
+  tokio_tungstenite::tungstenite::handshake::server::create_response(&req)
+    .map(drop)
+    .map_err(|e| bad(format!("not a valid WebSocket handshake: {e}")))
+}
+
+/// Answer a refused request and close (`Connection: close`).
+async fn answer_http(stream: &mut tokio::net::TcpStream, status: u16, why: &str) {
+  let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+  let body = format!("exec-native: {why}\n");
+  let extra = match status {
+    426 => "Upgrade: websocket\r\nConnection: Upgrade, close\r\n",
+    401 => "WWW-Authenticate: Bearer\r\nConnection: close\r\n",
+    _ => "Connection: close\r\n",
+  };
+  let text = format!(
+    "HTTP/1.1 {} {}\r\n{extra}Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+    code.as_u16(),
+    code.canonical_reason().unwrap_or(""),
+    body.len()
+  );
+  let _ = tokio::time::timeout(Duration::from_secs(2), async {
+    let _ = stream.write_all(text.as_bytes()).await;
+    let _ = stream.shutdown().await;
+  })
+  .await;
+}
+
+/// A stream whose first bytes were read already (the request head): they
+/// are read again, then the rest.
+struct Replay<S> {
+  head: Vec<u8>,
+  at: usize,
+  inner: S,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Replay<S> {
+  fn poll_read(
+    mut self: std::pin::Pin<&mut Self>,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut tokio::io::ReadBuf<'_>,
+  ) -> std::task::Poll<std::io::Result<()>> {
+    if self.at < self.head.len() {
+      let n = (self.head.len() - self.at).min(buf.remaining());
+      let at = self.at;
+      buf.put_slice(&self.head[at..at + n]);
+      self.at += n;
+      return std::task::Poll::Ready(Ok(()));
+    }
+    std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+  }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Replay<S> {
+  fn poll_write(
+    mut self: std::pin::Pin<&mut Self>,
+    cx: &mut std::task::Context<'_>,
+    buf: &[u8],
+  ) -> std::task::Poll<std::io::Result<usize>> {
+    std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+  }
+
+  fn poll_flush(
+    mut self: std::pin::Pin<&mut Self>,
+    cx: &mut std::task::Context<'_>,
+  ) -> std::task::Poll<std::io::Result<()>> {
+    std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+  }
+
+  fn poll_shutdown(
+    mut self: std::pin::Pin<&mut Self>,
+    cx: &mut std::task::Context<'_>,
+  ) -> std::task::Poll<std::io::Result<()>> {
+    std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+  }
+}
+
 fn refuse(status: u16, why: String) -> ErrorResponse {
   let mut r = ErrorResponse::new(Some(format!("exec-native: {why}\n")));
   *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
@@ -486,6 +695,7 @@ pub async fn serve_ws(
   policy: WsPolicy,
 ) -> Result<(), ExecError> {
   let slots = Arc::new(Semaphore::new(policy.max_connections));
+  let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
   loop {
     let (mut stream, _) = match listener.accept().await {
       Ok(s) => s,
@@ -500,20 +710,39 @@ pub async fn serve_ws(
         ));
       }
     };
-    let Ok(slot) = slots.clone().try_acquire_owned() else {
+    let Ok(pending) = handshakes.clone().try_acquire_owned() else {
       tokio::spawn(async move {
-        let _ = stream
-          .write_all(
-            b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-          )
-          .await;
+        answer_http(&mut stream, 503, "too many handshakes at once").await;
       });
       continue;
     };
-    let (config, policy) = (config.clone(), policy.clone());
+    let (config, policy, slots) = (config.clone(), policy.clone(), slots.clone());
     tokio::spawn(async move {
-      let _slot = slot;
+      // the head first, within the handshake's time, holding a handshake
+      // place only
+      let head = match tokio::time::timeout(policy.handshake_timeout, read_head(&mut stream)).await
+      {
+        Ok(Ok(head)) => head,
+        Ok(Err(Some((status, why)))) => return answer_http(&mut stream, status, &why).await,
+        Ok(Err(None)) | Err(_) => return,
+      };
+      if let Err((status, why)) = judge_head(&head, &policy) {
+        return answer_http(&mut stream, status, &why).await;
+      }
+      let Ok(_slot) = slots.try_acquire_owned() else {
+        let why = format!(
+          "{} connections at once, the most allowed",
+          policy.max_connections
+        );
+        return answer_http(&mut stream, 503, &why).await;
+      };
+      drop(pending);
       let _ = stream.set_nodelay(true);
+      let stream = Replay {
+        head,
+        at: 0,
+        inner: stream,
+      };
       let mut ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
       // read up to twice the limit, so that a message just over it gets an
       // answer (-32700) as on stdio; past that the connection is closed (1009)
@@ -537,11 +766,13 @@ pub async fn serve_ws(
 
 /// Serve one accepted WebSocket: frames in, answers and notifications out,
 /// pings to notice a vanished peer, a close frame with a code at the end.
-async fn serve_ws_connection(
-  ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+async fn serve_ws_connection<S>(
+  ws: tokio_tungstenite::WebSocketStream<S>,
   config: ManagerConfig,
   ping_interval: Duration,
-) {
+) where
+  S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
   let (mut sink, mut source) = ws.split();
   let (in_tx, in_rx) = mpsc::channel(16);
   let (out_tx, mut out_rx) = mpsc::channel::<String>(256);

@@ -29,7 +29,7 @@ use crate::error::{ErrorCode, ExecError};
 use crate::limits::LimitGuard;
 use crate::platform::group_members;
 use crate::process::marks::MARK_VAR;
-use crate::process::spec::{EnvSpec, ExecImage};
+use crate::process::spec::{check_cwd, EnvSpec, ExecImage};
 use crate::process::supervise::{decode_status, OutputSink};
 use crate::process::{registry, ChildSetup, Prepared, ProcessTree};
 
@@ -73,7 +73,11 @@ impl Worker {
   /// its stdin. Must be called within a tokio runtime.
   pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
     spec.env.validate()?;
+    // checked again at each (re)start: the cwd may have been removed since
+    // the session started, and the spawn's ENOENT would blame the program
+    check_cwd(&spec.cwd)?;
     let shown = spec.program.display().to_string();
+    let cwd = spec.cwd.clone();
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
       ExecError::new(
         ErrorCode::ESPAWN,
@@ -100,7 +104,12 @@ impl Worker {
     )?;
     let mut cmd = tokio::process::Command::from(command(spec, &inv, &mut prepared, theirs)?);
     let spawned = setup.spawn(prepared, move || {
-      let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e));
+      // removed between the check and the spawn: still the cwd's error
+      let child = cmd.spawn().map_err(|e| {
+        check_cwd(&cwd)
+          .err()
+          .unwrap_or_else(|| ExecError::from_spawn(&shown, &e))
+      });
       // closes our copy of the worker's end: EOF then means the worker is gone
       drop(cmd);
       let child = child?;
