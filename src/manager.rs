@@ -370,6 +370,7 @@ fn event_js(ev: core::ProcessEvent) -> ProcessEvent {
       out.data = Some(data.into());
     }
     EventKind::Exited(x) => {
+      let x = *x;
       out.exit_code = Some(x.exit_code);
       out.signal = Some(nullable(x.signal));
       out.sandbox = x.sandbox.map(Into::into);

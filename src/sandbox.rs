@@ -68,7 +68,10 @@ pub fn sandbox_status() -> SandboxStatus {
     user_namespaces: s.user_namespaces,
     user_namespaces_restricted: s.user_namespaces_restricted,
     sandbox_exec: s.sandbox_exec,
-    helper: helper.as_ref().ok().map(|p| p.to_string_lossy().into_owned()),
+    helper: helper
+      .as_ref()
+      .ok()
+      .map(|p| p.to_string_lossy().into_owned()),
     namespaces: ns.is_ok(),
     namespaces_unavailable: ns.err(),
     mechanism: mechanism.to_owned(),

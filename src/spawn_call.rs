@@ -151,7 +151,15 @@ pub fn execute_streaming<'env>(
       stream_run(st, move || {
         let lang: Language = language.parse()?;
         check_cwd(&cwd)?;
-        language::prepare_with(lang, &code, &cwd, &child_env, host::toolchain(), ts, no_unix)
+        language::prepare_with(
+          lang,
+          &code,
+          &cwd,
+          &child_env,
+          host::toolchain(),
+          ts,
+          no_unix,
+        )
       })
     },
     |_, r| Ok(r),

@@ -462,7 +462,9 @@ impl LimitGuard {
         }
       }
     }
-    self.limits.check_members(&members, self.count_tasks, self.helpers)
+    self
+      .limits
+      .check_members(&members, self.count_tasks, self.helpers)
   }
 
   /// What the kernel's cgroups say: a refused fork, an OOM kill.

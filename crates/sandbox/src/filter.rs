@@ -87,6 +87,7 @@ fn build(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgra
 }
 
 /// The filters, in the order they are installed.
+#[allow(clippy::unnecessary_cast)] // ioctl numbers: c_ulong on glibc, c_int on musl
 pub fn filters(network: bool) -> Result<Vec<BpfProgram>, String> {
   let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
   for &nr in DENIED {
@@ -100,15 +101,22 @@ pub fn filters(network: bool) -> Result<Vec<BpfProgram>, String> {
   };
   rules.insert(libc::SYS_unshare, ns_rules(0)?);
   rules.insert(libc::SYS_clone, ns_rules(0)?);
-  // terminal input injection into whatever terminal the host has
-  let tiocsti = rule(vec![
-    SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCSTI as u64)
-      .map_err(|e| format!("seccomp rule: {e}"))?,
-  ])?;
-  let tioclinux = rule(vec![
-    SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCLINUX as u64)
-      .map_err(|e| format!("seccomp rule: {e}"))?,
-  ])?;
+  // terminal input injection into whatever terminal the host has (the
+  // constants' type differs by libc: c_ulong on glibc, c_int on musl)
+  let tiocsti = rule(vec![SeccompCondition::new(
+    1,
+    SeccompCmpArgLen::Dword,
+    SeccompCmpOp::Eq,
+    libc::TIOCSTI as u64,
+  )
+  .map_err(|e| format!("seccomp rule: {e}"))?])?;
+  let tioclinux = rule(vec![SeccompCondition::new(
+    1,
+    SeccompCmpArgLen::Dword,
+    SeccompCmpOp::Eq,
+    libc::TIOCLINUX as u64,
+  )
+  .map_err(|e| format!("seccomp rule: {e}"))?])?;
   rules.insert(libc::SYS_ioctl, vec![tiocsti, tioclinux]);
   if !network {
     // no socket at all but a Unix socketpair (in-process IPC): a pathname
@@ -125,7 +133,10 @@ pub fn filters(network: bool) -> Result<Vec<BpfProgram>, String> {
   }
   let mut clone3 = BTreeMap::new();
   clone3.insert(libc::SYS_clone3, Vec::new());
-  Ok(vec![build(rules, libc::EPERM)?, build(clone3, libc::ENOSYS)?])
+  Ok(vec![
+    build(rules, libc::EPERM)?,
+    build(clone3, libc::ENOSYS)?,
+  ])
 }
 
 #[cfg(test)]

@@ -178,7 +178,13 @@ mod linux {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_else(|_| fail("a path contains a NUL byte"))
   }
 
-  fn mount(src: Option<&CStr>, target: &Path, fstype: Option<&CStr>, flags: libc::c_ulong, data: Option<&CStr>) -> Result<(), String> {
+  fn mount(
+    src: Option<&CStr>,
+    target: &Path,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+  ) -> Result<(), String> {
     let t = c(target);
     let r = unsafe {
       libc::mount(
@@ -243,7 +249,8 @@ mod linux {
   /// to be placed again after what covers it is mounted.
   fn clone_tree(path: &Path, recursive: bool) -> Option<i32> {
     let p = c(path);
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    let flags =
+      OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
     let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) };
     (fd >= 0).then_some(fd as i32)
   }
@@ -279,7 +286,9 @@ mod linux {
       std::fs::File::create(path).map(|_| ())
     };
     match r {
-      Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(format!("cannot create {}: {e}", path.display())),
+      Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+        Err(format!("cannot create {}: {e}", path.display()))
+      }
       _ => Ok(()),
     }
   }
@@ -334,7 +343,13 @@ mod linux {
   }
 
   fn mounts(opts: &Opts) -> Result<(), String> {
-    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    mount(
+      None,
+      Path::new("/"),
+      None,
+      libc::MS_REC | libc::MS_PRIVATE,
+      None,
+    )?;
     // what goes back on top of what gets covered: the device nodes, the
     // PTYs, files kept under a hidden directory
     let dev = Path::new("/dev");
@@ -358,7 +373,13 @@ mod linux {
       if root.starts_with("/dev") {
         continue; // the device nodes: below
       }
-      mount(Some(&c(root)), root, None, libc::MS_BIND | libc::MS_REC, None)?;
+      mount(
+        Some(&c(root)),
+        root,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+      )?;
       // the mounts beneath the root stay as they were where they are locked
       if set_readonly(root, false, true).is_err() {
         set_readonly(root, false, false)?;
@@ -370,7 +391,13 @@ mod linux {
     }
     let tmpfs = c"tmpfs";
     for h in &opts.hide {
-      mount(Some(tmpfs), h, Some(tmpfs), libc::MS_NOSUID | libc::MS_NODEV, Some(c"mode=755,size=1m"))?;
+      mount(
+        Some(tmpfs),
+        h,
+        Some(tmpfs),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(c"mode=755,size=1m"),
+      )?;
     }
     for (p, fd) in keeps {
       mount_point(&p, false)?;
@@ -380,7 +407,13 @@ mod linux {
       set_readonly(h, true, false)?;
     }
     // a private /dev: the device nodes, the PTYs, a private /dev/shm
-    mount(Some(tmpfs), dev, Some(tmpfs), libc::MS_NOSUID | libc::MS_NOEXEC, Some(c"mode=755,size=64k"))?;
+    mount(
+      Some(tmpfs),
+      dev,
+      Some(tmpfs),
+      libc::MS_NOSUID | libc::MS_NOEXEC,
+      Some(c"mode=755,size=64k"),
+    )?;
     for (p, fd) in devices {
       mount_point(&p, false)?;
       place_tree(fd, &p)?;
@@ -393,7 +426,13 @@ mod linux {
     }
     let shm = dev.join("shm");
     mount_point(&shm, true)?;
-    mount(Some(tmpfs), &shm, Some(tmpfs), libc::MS_NOSUID | libc::MS_NODEV, Some(c"mode=1777"))?;
+    mount(
+      Some(tmpfs),
+      &shm,
+      Some(tmpfs),
+      libc::MS_NOSUID | libc::MS_NODEV,
+      Some(c"mode=1777"),
+    )?;
     for (name, to) in [
       ("fd", "/proc/self/fd"),
       ("stdin", "/proc/self/fd/0"),
@@ -506,7 +545,15 @@ mod linux {
   /// and ends (and with it every process left in the namespace) when the
   /// command ends.
   fn init(parent: i32, status: i32) -> ! {
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+      libc::prctl(
+        libc::PR_SET_PDEATHSIG,
+        libc::SIGKILL as libc::c_ulong,
+        0,
+        0,
+        0,
+      )
+    };
     if unsafe { libc::getppid() } != 0 && unsafe { libc::getppid() } != parent {
       unsafe { libc::_exit(SETUP_FAILED) };
     }

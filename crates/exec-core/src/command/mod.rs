@@ -235,7 +235,10 @@ impl CommandDefaults {
         };
         let allowed = base.writable_paths(&base_cwd)?;
         let real = call_cwd.canonicalize().unwrap_or_else(|_| call_cwd.clone());
-        if !allowed.iter().any(|r| real.starts_with(r) || call_cwd.starts_with(r)) {
+        if !allowed
+          .iter()
+          .any(|r| real.starts_with(r) || call_cwd.starts_with(r))
+        {
           return Err(ExecError::invalid(format!(
             "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
             call_cwd.display()

@@ -53,7 +53,9 @@ pub enum EventKind {
     stream: Stream,
     data: Vec<u8>,
   },
-  Exited(ExitInfo),
+  /// Boxed: it is far larger than the output events that make up most of
+  /// the queue.
+  Exited(Box<ExitInfo>),
   /// After the exit, once both streams reached EOF or the drain ran out: no
   /// more output will come.
   Closed,
@@ -203,7 +205,7 @@ impl State {
 
   pub fn record_exit(&mut self, exit: ExitInfo) {
     self.exit = Some(exit.clone());
-    self.emit(EventKind::Exited(exit));
+    self.emit(EventKind::Exited(Box::new(exit)));
     self.emit(EventKind::Closed);
     self.closed = true;
   }

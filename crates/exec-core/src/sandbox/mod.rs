@@ -230,7 +230,10 @@ pub fn helper() -> Result<PathBuf, String> {
     return if p.is_file() {
       Ok(p)
     } else {
-      Err(format!("{HELPER_VAR} names {}, which is not a file", p.display()))
+      Err(format!(
+        "{HELPER_VAR} names {}, which is not a file",
+        p.display()
+      ))
     };
   }
   static FOUND: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
@@ -332,7 +335,9 @@ fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>
     return;
   }
   *budget -= 1;
-  let Ok(entries) = std::fs::read_dir(dir) else { return };
+  let Ok(entries) = std::fs::read_dir(dir) else {
+    return;
+  };
   for e in entries.flatten() {
     let name = e.file_name();
     let Ok(ft) = e.file_type() else { continue };
@@ -355,13 +360,23 @@ fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>
 /// Only what exists and lies inside a writable root (outside them all is
 /// read-only anyway).
 fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
-  let mut found: Vec<PathBuf> = cwd.ancestors().map(|d| d.join(".git")).filter(|g| g.exists()).collect();
-  let tmp: Vec<PathBuf> = [Some(PathBuf::from("/tmp")), std::env::var_os("TMPDIR").map(PathBuf::from)]
-    .into_iter()
-    .flatten()
-    .filter_map(|p| p.canonicalize().ok())
+  let mut found: Vec<PathBuf> = cwd
+    .ancestors()
+    .map(|d| d.join(".git"))
+    .filter(|g| g.exists())
     .collect();
-  for root in writable.iter().filter(|r| r.is_dir() && !r.starts_with("/dev")) {
+  let tmp: Vec<PathBuf> = [
+    Some(PathBuf::from("/tmp")),
+    std::env::var_os("TMPDIR").map(PathBuf::from),
+  ]
+  .into_iter()
+  .flatten()
+  .filter_map(|p| p.canonicalize().ok())
+  .collect();
+  for root in writable
+    .iter()
+    .filter(|r| r.is_dir() && !r.starts_with("/dev"))
+  {
     let depth = if tmp.contains(root) {
       GIT_SCAN_DEPTH_TMP
     } else {
@@ -408,9 +423,13 @@ fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<Pa
 fn hidden(writable: &[PathBuf], protect: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
   let mut hide: Vec<PathBuf> = Vec::new();
   let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-  for p in [Some(PathBuf::from("/run")), Some(PathBuf::from("/var/run")), runtime]
-    .into_iter()
-    .flatten()
+  for p in [
+    Some(PathBuf::from("/run")),
+    Some(PathBuf::from("/var/run")),
+    runtime,
+  ]
+  .into_iter()
+  .flatten()
   {
     let Ok(real) = p.canonicalize() else { continue };
     if !real.is_dir() || hide.iter().any(|h| real.starts_with(h)) {
@@ -475,7 +494,12 @@ pub fn wrap_command(
     return unavailable(policy, why, report, plain);
   }
   if landlock_abi() == 0 {
-    return unavailable(policy, "Landlock is not enabled in this kernel".into(), report, plain);
+    return unavailable(
+      policy,
+      "Landlock is not enabled in this kernel".into(),
+      report,
+      plain,
+    );
   }
   let helper = match helper() {
     Ok(h) => h,

@@ -408,7 +408,10 @@ fn resolved_at(p: &Path, hops: u32) -> PathBuf {
     }
   }
   // not there (yet): the parent's real path and the name
-  match (p.parent().and_then(|d| d.canonicalize().ok()), p.file_name()) {
+  match (
+    p.parent().and_then(|d| d.canonicalize().ok()),
+    p.file_name(),
+  ) {
     (Some(d), Some(n)) => d.join(n),
     _ => p.to_path_buf(),
   }
@@ -593,7 +596,9 @@ mod tests {
     assert_eq!(missing_for(7, true), vec!["unixSockets"]);
     assert_eq!(missing_for(7, false), Vec::<&str>::new());
     assert_eq!(missing_for(9, true), Vec::<&str>::new());
-    assert!(missing_for(1, false).contains(&"refer") && missing_for(5, false).contains(&"signalScope"));
+    assert!(
+      missing_for(1, false).contains(&"refer") && missing_for(5, false).contains(&"signalScope")
+    );
   }
 
   #[test]
@@ -615,13 +620,20 @@ mod tests {
       None,
       &["bash: /dev/tcp/127.0.0.1/9: Operation not permitted\nnsenter: cannot open /proc/1/ns/ipc: Permission denied\nbash: link: Read-only file system\n"],
     );
-    let kinds: Vec<_> = r.violations.iter().map(|v| (v.kind, v.path.clone())).collect();
+    let kinds: Vec<_> = r
+      .violations
+      .iter()
+      .map(|v| (v.kind, v.path.clone()))
+      .collect();
     assert_eq!(
       kinds,
       vec![
         (ViolationKind::Network, None),
         (ViolationKind::Other, Some("/proc/1/ns/ipc".into())),
-        (ViolationKind::Write, Some(out.join("target").display().to_string())),
+        (
+          ViolationKind::Write,
+          Some(out.join("target").display().to_string())
+        ),
       ]
     );
     std::fs::remove_dir_all(&dir).unwrap();

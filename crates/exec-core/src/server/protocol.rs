@@ -143,7 +143,7 @@ pub fn notification(ev: &ProcessEvent) -> Value {
       p["stream"] = json!(stream.as_str());
       p["data"] = json!(b64(data));
     }
-    EventKind::Exited(x) => exit_fields(&mut p, &Some(x.clone())),
+    EventKind::Exited(x) => exit_fields(&mut p, &Some((**x).clone())),
     EventKind::Closed => {}
     EventKind::Failed { error } => {
       p["error"] = json!(error.message());
