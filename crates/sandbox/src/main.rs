@@ -71,6 +71,12 @@ mod linux {
     pub protect: Vec<PathBuf>,
     pub hide: Vec<PathBuf>,
     pub keep: Vec<PathBuf>,
+    /// A user namespace to join instead of making one (and a network
+    /// namespace, with network off): the host keeps one of each, made once
+    /// by `--anchor`, because making them costs more than the rest of the
+    /// sandbox (docs/SANDBOX.md, "Cost").
+    pub join_user: Option<PathBuf>,
+    pub join_net: Option<PathBuf>,
     pub argv0: Option<OsString>,
     pub program: OsString,
     pub args: Vec<OsString>,
@@ -89,6 +95,9 @@ mod linux {
         Some("--protect") => o.protect.push(value("--protect")?.into()),
         Some("--hide") => o.hide.push(value("--hide")?.into()),
         Some("--keep") => o.keep.push(value("--keep")?.into()),
+        Some("--join-user") => o.join_user = Some(value("--join-user")?.into()),
+        Some("--join-net") => o.join_net = Some(value("--join-net")?.into()),
+        Some("--anchor") => anchor(),
         Some("--argv0") => o.argv0 = Some(value("--argv0")?),
         Some("--") => break,
         _ => return Err(format!("unknown argument {a:?}")),
@@ -298,22 +307,76 @@ mod linux {
   /// This process's side with `--ns` (see the module doc). Returns in the
   /// command's process (pid 2 of the new PID namespace); the others never
   /// return.
-  fn namespaces(opts: &Opts) {
+  /// Make this process's user namespace (the host's uid and gid mapped to
+  /// themselves), and with `net` an empty network namespace, as the
+  /// sandbox's namespaces are made.
+  fn new_user_ns(net: bool) -> Result<(), String> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut flags = libc::CLONE_NEWUSER;
+    if net {
+      flags |= libc::CLONE_NEWNET;
+    }
+    if unsafe { libc::unshare(flags) } != 0 {
+      return Err(format!("cannot create the namespaces: {}", errno()));
+    }
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
+    write_file("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))
+  }
+
+  /// `--anchor`: make a user namespace and an empty network namespace, say
+  /// `ready`, and stay until stdin ends. The host opens the two from
+  /// `/proc/<pid>/ns/` meanwhile and keeps them for the runs to join.
+  fn anchor() -> ! {
+    if let Err(e) = new_user_ns(true) {
+      fail(e);
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), b"ready\n");
+    let mut buf = [0u8; 64];
+    while unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    unsafe { libc::_exit(0) }
+  }
+
+  /// The namespace file at `path`, opened (before any is joined: from
+  /// inside a joined user namespace the host's descriptors are out of reach).
+  fn open_ns(path: Option<&Path>) -> Option<i32> {
+    let fd = unsafe { libc::open(c(path?).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    (fd >= 0).then_some(fd)
+  }
+
+  /// Join the namespace open as `fd` (`setns`); false if that cannot be done.
+  fn join(fd: Option<i32>, kind: libc::c_int) -> bool {
+    let Some(fd) = fd else { return false };
+    let ok = unsafe { libc::setns(fd, kind) } == 0;
+    unsafe { libc::close(fd) };
+    ok
+  }
+
+  fn namespaces(opts: &Opts) {
     let cwd = std::env::current_dir().ok();
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
-    if !opts.net {
+    // the host's kept user (and network) namespace, else new ones
+    let (user_fd, net_fd) = (
+      open_ns(opts.join_user.as_deref()),
+      open_ns(opts.join_net.as_deref().filter(|_| !opts.net)),
+    );
+    let joined_user = join(user_fd, libc::CLONE_NEWUSER);
+    let joined_net = joined_user && join(net_fd, libc::CLONE_NEWNET);
+    if !joined_user && net_fd.is_some() {
+      unsafe { libc::close(net_fd.unwrap_or(-1)) };
+    }
+    if !joined_user {
+      if let Err(e) = new_user_ns(!opts.net) {
+        fail(e);
+      }
+    }
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    if joined_user && !opts.net && !joined_net {
       flags |= libc::CLONE_NEWNET;
     }
     if unsafe { libc::unshare(flags) } != 0 {
       fail(format!("cannot create the namespaces: {}", errno()));
     }
-    let maps = || -> Result<(), String> {
-      write_file("/proc/self/setgroups", "deny")?;
-      write_file("/proc/self/uid_map", &format!("{uid} {uid} 1\n"))?;
-      write_file("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))
-    };
-    if let Err(e) = maps().and_then(|()| mounts(opts)) {
+    if let Err(e) = mounts(opts) {
       fail(e);
     }
     if let Some(cwd) = cwd {
