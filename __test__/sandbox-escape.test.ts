@@ -8,7 +8,7 @@
 // file's mode and xattrs are as they were. Each case failed on the
 // thread-scoped sandbox this replaced.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -162,6 +162,20 @@ describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
     } finally {
       target.kill()
     }
+  })
+
+  it.skipIf(!full)('concurrent runs share the kept user and network namespaces, never a mount, PID or IPC namespace', async () => {
+    const { work } = fresh()
+    const cmd = 'sleep 0.3; for n in user net mnt pid ipc; do readlink /proc/self/ns/$n; done'
+    const [a, b] = await Promise.all([0, 1].map(() => executeAndCapture(cmd, 'bash', { cwd: work, sandbox: true })))
+    const ns = (r: { stdout: string }) => Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(':')))
+    const [na, nb] = [ns(a), ns(b)]
+    expect(na.user).toBe(nb.user)
+    expect(na.net).toBe(nb.net)
+    for (const k of ['mnt', 'pid', 'ipc']) expect(na[k], k).not.toBe(nb[k])
+    // and none of them is the host's
+    const host = (n: string) => readlinkSync(`/proc/self/ns/${n}`).split(':')[1]
+    for (const k of ['user', 'net', 'mnt', 'pid', 'ipc']) expect(na[k], k).not.toBe(host(k))
   })
 
   it('a descriptor the host leaked without close-on-exec does not reach the sandboxed child', async () => {
