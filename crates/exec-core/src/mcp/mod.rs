@@ -1,11 +1,17 @@
 //! `exec-native mcp`: a Model Context Protocol server (stdio) on the official
-//! Rust SDK (`rmcp`). It exposes two tools:
+//! Rust SDK (`rmcp`). Its tools:
 //!
-//! - `bash`: the command tool exactly as [`crate::command::tool`] defines it
-//!   (`{ command, timeout?, check_pid?, kill_pid? }`), on one
-//!   [`CommandRunner`] per connection (background jobs live as long as it);
+//! - `bash`, `exec_command`, `write_stdin`: the command tool set as
+//!   [`crate::command::tools`] defines it, on one [`CommandRunner`] per
+//!   connection (background jobs and sessions live as long as it);
 //! - `execute_code`: `{ code, language, timeout? }` in a fresh process
 //!   (bash, javascript, typescript, python), with the same text format.
+//!
+//! A call runs until its answer; `notifications/cancelled` kills what it
+//! started; a call with a `progressToken` gets `notifications/progress`
+//! while it runs. [`transport`] answers malformed lines as JSON-RPC says.
+
+pub mod transport;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,17 +19,21 @@ use std::time::Duration;
 
 use rmcp::model::{
   CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-  InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+  InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+  ServerCapabilities, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::buffer::HeadTailBuffer;
 use crate::command::format::{format_finished, Shown};
 use crate::command::offload::LogStatus;
-use crate::command::tool::{self, TOOL_DESCRIPTION, TOOL_NAME};
-use crate::command::{CommandOptions, CommandRunner, OutputLimits, RunnerConfig};
+use crate::command::tool::{self, ToolOutcome};
+use crate::command::tools::{self, ToolFormat, ToolSettings, TOOL_NAMES};
+use crate::command::{
+  CallOptions, CommandDefaults, CommandOptions, CommandRunner, OutputLimits, RunnerConfig,
+};
 use crate::error::{ErrorCode, ExecError};
 use crate::language::{self, Language, Toolchain};
 use crate::process::supervise::{run, RunPolicy};
@@ -32,14 +42,47 @@ use crate::CancellationToken;
 /// Settings of the MCP server.
 #[derive(Debug, Clone)]
 pub struct McpConfig {
-  /// Working directory of every command and code run.
+  /// Working directory of every command and code run (a call's `workdir`
+  /// is relative to it).
   pub cwd: PathBuf,
   pub runner: RunnerConfig,
   pub toolchain: Toolchain,
+  /// The environment, limits and sandbox of every command (its `cwd` is
+  /// `cwd`); a call can only narrow them.
+  pub defaults: CommandDefaults,
+  /// The waits, budgets and descriptions of the tools.
+  pub settings: ToolSettings,
+}
+
+impl McpConfig {
+  /// A server for `cwd` with the defaults: no sandbox, MCP's waits.
+  pub fn new(cwd: PathBuf) -> Self {
+    let defaults = CommandDefaults {
+      cwd: Some(cwd.clone()),
+      ..Default::default()
+    };
+    McpConfig {
+      settings: ToolSettings {
+        cwd: Some(cwd.clone()),
+        ..ToolSettings::mcp()
+      },
+      cwd,
+      runner: RunnerConfig::default(),
+      toolchain: Toolchain::default(),
+      defaults,
+    }
+  }
+
+  /// Refuse to start rather than fail every call: the directory must exist.
+  pub fn check(&self) -> Result<(), ExecError> {
+    crate::process::spec::check_cwd(&self.cwd)
+  }
 }
 
 /// Timeout of `execute_code` when the call gives none.
 pub const EXECUTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a call with a `progressToken` hears that it still runs.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// The MCP handler: one per connection.
 #[derive(Clone)]
@@ -60,47 +103,71 @@ impl ExecMcp {
   pub fn runner(&self) -> &CommandRunner {
     &self.runner
   }
-}
 
-fn object(v: Value) -> JsonObject {
-  match v {
-    Value::Object(m) => m,
-    _ => JsonObject::new(),
+  /// The options every command of a call starts from.
+  fn base(&self) -> Result<CommandOptions, ExecError> {
+    let cwd = self.config.cwd.clone();
+    self
+      .config
+      .defaults
+      .merge(CallOptions::default(), move || Ok(cwd))
   }
 }
 
-/// The two tools, as `tools/list` gives them.
-pub fn tools() -> Vec<Tool> {
-  vec![
-    Tool::new(TOOL_NAME, TOOL_DESCRIPTION, object(tool::tool_parameters())),
-    Tool::new(
-      "execute_code",
-      "Run code in a fresh process and return its output (same format and limits as bash). Languages: bash, javascript (node), typescript, python (python3).",
-      object(json!({
-        "type": "object",
-        "properties": {
-          "code": { "type": "string", "description": "The code to run" },
-          "language": { "type": "string", "enum": ["bash", "javascript", "typescript", "python"], "description": "Its language" },
-          "timeout": { "type": "integer", "description": "Timeout in ms; the process is killed after it (default: 30000)" }
-        },
-        "required": ["code", "language"]
-      })),
-    ),
-  ]
+/// The tools, as `tools/list` gives them.
+pub fn tools(settings: &ToolSettings) -> Vec<Tool> {
+  let mut list: Vec<Tool> = tools::definitions(settings, ToolFormat::Mcp, false)
+    .into_iter()
+    .map(|d| serde_json::from_value(d).expect("a tool definition is a Tool"))
+    .collect();
+  let code = json!({
+    "name": "execute_code",
+    "title": "Run a code snippet",
+    "description": "Run code in a fresh process and return its output (same format and limits as bash). Languages: bash, javascript (node), typescript, python (python3).",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "code": { "type": "string", "description": "The code to run" },
+        "language": { "type": "string", "enum": ["bash", "javascript", "typescript", "python"], "description": "Its language" },
+        "timeout": { "type": "integer", "minimum": 0, "description": "Timeout in ms; the process is killed after it (default: 30000)" }
+      },
+      "required": ["code", "language"],
+      "additionalProperties": false
+    },
+    "annotations": { "title": "Run a code snippet", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true }
+  });
+  list.push(serde_json::from_value(code).expect("a tool definition is a Tool"));
+  list
 }
 
-fn result(text: String, is_error: bool) -> CallToolResponse {
-  let content = vec![ContentBlock::text(text)];
-  if is_error {
-    CallToolResult::error(content).into()
+fn result(outcome: ToolOutcome) -> CallToolResponse {
+  let content = vec![ContentBlock::text(outcome.result.text)];
+  let mut r = if outcome.result.is_error {
+    CallToolResult::error(content)
   } else {
-    CallToolResult::success(content).into()
+    CallToolResult::success(content)
+  };
+  r.structured_content = outcome.structured;
+  r.into()
+}
+
+fn text_outcome(text: String, is_error: bool) -> ToolOutcome {
+  ToolOutcome {
+    result: tool::ToolResult { text, is_error },
+    structured: None,
   }
 }
 
 /// `execute_code`: run, capture, format like the command tool.
-pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
+pub async fn execute_code(
+  config: &McpConfig,
+  args: &Value,
+  cancel: &CancellationToken,
+) -> (String, bool) {
   let parsed = (|| -> Result<_, ExecError> {
+    if let Value::Object(m) = args {
+      tool::reject_unknown(m, &["code", "language", "timeout"])?;
+    }
     let code = args
       .get("code")
       .and_then(Value::as_str)
@@ -116,7 +183,7 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
         ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
       })?),
     };
-    let env = crate::command::command_env(crate::process::spec::EnvSpec::inherit());
+    let env = crate::command::command_env(config.defaults.env.clone());
     let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
     Ok((launch, timeout))
   })();
@@ -126,6 +193,8 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
   };
   let mut spec = launch.spec;
   spec.cwd = Some(config.cwd.clone());
+  spec.sandbox = config.defaults.sandbox.clone();
+  spec.limits = config.defaults.resource_limits.clone();
   let policy = RunPolicy {
     timeout: (!timeout.is_zero()).then_some(timeout),
     owner: config.runner.owner,
@@ -138,7 +207,7 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
     &policy,
     HeadTailBuffer::new(cap),
     HeadTailBuffer::new(cap),
-    &CancellationToken::new(),
+    cancel,
   )
   .await
   {
@@ -182,13 +251,49 @@ pub async fn execute_code(config: &McpConfig, args: &Value) -> (String, bool) {
   (text, out.exit_code != 0 || out.error.is_some())
 }
 
+/// Tell the client, every [`PROGRESS_EVERY`], that the call still runs.
+fn progress_ticker(
+  peer: Peer<RoleServer>,
+  token: rmcp::model::ProgressToken,
+) -> tokio::task::JoinHandle<()> {
+  tokio::spawn(async move {
+    let started = tokio::time::Instant::now();
+    loop {
+      tokio::time::sleep(PROGRESS_EVERY).await;
+      let secs = started.elapsed().as_secs();
+      let note = ProgressNotificationParam::new(token.clone(), secs as f64)
+        .with_message(format!("still running after {secs} s"));
+      if peer.notify_progress(note).await.is_err() {
+        return;
+      }
+    }
+  })
+}
+
+fn instructions(settings: &ToolSettings) -> String {
+  let shell = if settings.stateful {
+    "one bash session shared by all calls (cd and export carry over)"
+  } else {
+    "a fresh bash -c per call (cd and export do not carry over)"
+  };
+  format!(
+    "bash runs shell commands ({shell}); a command still running after its timeout moves to the background: manage it with check_pid / kill_pid. exec_command and write_stdin run interactive commands (prompts, REPLs). execute_code runs a snippet in a language.{}",
+    settings
+      .sandbox
+      .as_ref()
+      .map(|s| format!(" Sandbox: {s}"))
+      .unwrap_or_default()
+  )
+}
+
 impl ServerHandler for ExecMcp {
   fn get_info(&self) -> InitializeResult {
     InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-      .with_server_info(Implementation::new("exec-native", env!("CARGO_PKG_VERSION")))
-      .with_instructions(
-        "bash runs shell commands (stateless: a fresh bash -c per call); commands that outlive their timeout move to the background, manage them with check_pid / kill_pid. execute_code runs a snippet in a language.",
-      )
+      .with_server_info(Implementation::new(
+        "exec-native",
+        env!("CARGO_PKG_VERSION"),
+      ))
+      .with_instructions(instructions(&self.config.settings))
   }
 
   async fn list_tools(
@@ -196,30 +301,50 @@ impl ServerHandler for ExecMcp {
     _request: Option<PaginatedRequestParams>,
     _context: RequestContext<RoleServer>,
   ) -> Result<ListToolsResult, ErrorData> {
-    Ok(ListToolsResult::with_all_items(tools()))
+    Ok(ListToolsResult::with_all_items(tools(
+      &self.config.settings,
+    )))
   }
 
   async fn call_tool(
     &self,
     request: CallToolRequestParams,
-    _context: RequestContext<RoleServer>,
+    context: RequestContext<RoleServer>,
   ) -> Result<CallToolResponse, ErrorData> {
     let args = Value::Object(request.arguments.unwrap_or_default());
-    match request.name.as_ref() {
-      TOOL_NAME => {
-        let base = CommandOptions::new(&self.config.cwd);
-        let r = tool::call(&self.runner, &args, base).await;
-        Ok(result(r.text, r.is_error))
-      }
-      "execute_code" => {
-        let (text, is_error) = execute_code(&self.config, &args).await;
-        Ok(result(text, is_error))
-      }
-      other => Err(ErrorData::invalid_params(
-        format!("no tool named '{other}' (tools: bash, execute_code)"),
+    let name = request.name.as_ref();
+    if name != "execute_code" && !TOOL_NAMES.contains(&name) {
+      return Err(ErrorData::invalid_params(
+        format!(
+          "no tool named '{name}' (tools: {}, execute_code)",
+          TOOL_NAMES.join(", ")
+        ),
         None,
-      )),
+      ));
     }
+    let ticker = context
+      .meta
+      .get_progress_token()
+      .map(|t| progress_ticker(context.peer.clone(), t));
+    let cancel = context.ct.clone();
+    let outcome = if name == "execute_code" {
+      let (text, is_error) = execute_code(&self.config, &args, &cancel).await;
+      text_outcome(text, is_error)
+    } else {
+      match self.base() {
+        Ok(mut base) => {
+          base.cancel = Some(cancel);
+          tool::dispatch(&self.runner, name, &args, base, &self.config.settings)
+            .await
+            .unwrap_or_else(|e| text_outcome(e.message(), true))
+        }
+        Err(e) => text_outcome(e.message(), true),
+      }
+    };
+    if let Some(t) = ticker {
+      t.abort();
+    }
+    Ok(result(outcome))
   }
 }
 
@@ -230,6 +355,7 @@ where
   T: rmcp::transport::IntoTransport<RoleServer, E, A>,
   E: std::error::Error + Send + Sync + 'static,
 {
+  config.check()?;
   let handler = ExecMcp::new(config);
   let runner = handler.runner.clone();
   let io = |e: String| ExecError::new(ErrorCode::EIO, format!("MCP: {e}"));
@@ -244,12 +370,21 @@ where
 
 /// Serve MCP over stdin/stdout (`exec-native mcp`).
 pub async fn serve_stdio(config: McpConfig) -> Result<(), ExecError> {
-  serve_on(config, rmcp::transport::stdio()).await
+  config.check()?;
+  let transport = transport::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+  serve_on(config, transport).await
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  fn object(v: Value) -> rmcp::model::JsonObject {
+    match v {
+      Value::Object(m) => m,
+      _ => rmcp::model::JsonObject::new(),
+    }
+  }
 
   fn text_of(r: &CallToolResult) -> String {
     r.content
@@ -264,14 +399,8 @@ mod tests {
   #[tokio::test]
   async fn a_real_client_session() {
     let dir = tempfile::tempdir().unwrap();
-    let config = McpConfig {
-      cwd: dir.path().to_owned(),
-      runner: RunnerConfig {
-        output_dir: dir.path().to_owned(),
-        ..Default::default()
-      },
-      toolchain: Toolchain::default(),
-    };
+    let mut config = McpConfig::new(dir.path().to_owned());
+    config.runner.output_dir = dir.path().to_owned();
     let (client_io, server_io) = tokio::io::duplex(1 << 16);
     let server = tokio::spawn(serve_on(config, server_io));
     let client = ().serve(client_io).await.expect("initialize");
@@ -279,10 +408,17 @@ mod tests {
     assert_eq!(info.server_info.as_ref().unwrap().name, "exec-native");
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["bash", "execute_code"]);
+    assert_eq!(
+      names,
+      ["bash", "exec_command", "write_stdin", "execute_code"]
+    );
+    let settings = ToolSettings {
+      cwd: Some(dir.path().to_owned()),
+      ..ToolSettings::mcp()
+    };
     assert_eq!(
       Value::Object((*tools[0].input_schema).clone()),
-      tool::tool_parameters()
+      tools::definitions(&settings, ToolFormat::Mcp, false)[0]["inputSchema"]
     );
 
     let call = |name: &'static str, args: Value| {
