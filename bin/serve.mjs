@@ -85,8 +85,6 @@ export async function serveCommand(args) {
   delete opts.help
   const { serve, killAllProcessGroups } = require('../index.js')
   // however Node ends (stdin closed, a signal, an error), nothing is left behind
-  const { guardAgainstSigkill } = await import('./guard.mjs')
-  guardAgainstSigkill()
   process.on('exit', () => killAllProcessGroups())
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
   try {
