@@ -65,4 +65,12 @@ export const mcp: McpTool[] = ${j(commandTools({ format: 'mcp' }))}
     expect((await runner.callTool('nope', {})).text).toBe("exec: no tool named 'nope' (tools: bash, exec_command, write_stdin) (EINVAL)")
     await runner.close()
   }, 20_000)
+
+  it("runner.callTool keeps the runner's own timeout and limits", async () => {
+    const runner = new CommandRunner({ timeout: 300, maxLines: 3 })
+    const r = await runner.callTool('bash', { command: 'seq 1 10; sleep 2' })
+    expect(r.text).toMatch(/^\[Command backgrounded after 0\.3s timeout \(pid \d+\)\. Partial output:\n\nstdout:\n8\n9\n10\n/)
+    expect(r.structured).toMatchObject({ backgrounded: true })
+    await runner.close()
+  }, 20_000)
 })

@@ -964,6 +964,7 @@ pub fn serve_mcp<'env>(
     };
     let defaults = CommandDefaults::new(CallOptions {
       cwd: Some(cwd.clone()),
+      timeout: Some(Some(core::tools::MCP_DEFAULT_TIMEOUT)),
       ..given
     })?;
     let mut config = exec_core::mcp::McpConfig::new(cwd.clone());

@@ -284,8 +284,8 @@ pub async fn call_with(
     ToolCall::Run { command, timeout } => {
       let mut opts = base;
       opts.vocabulary = super::Vocabulary::Tool;
-      opts.timeout = settings.timeout(timeout);
-      opts.limits = settings.output_limits(extras.max_output_tokens);
+      opts.timeout = settings.timeout(timeout, opts.timeout);
+      opts.limits = settings.output_limits(extras.max_output_tokens, opts.limits);
       if let Some(w) = &extras.workdir {
         match resolve_workdir(&opts, w) {
           Ok(dir) => opts.cwd = dir,
@@ -416,7 +416,7 @@ pub async fn exec_command(
     s.env = base.env.clone();
     s.sandbox = base.sandbox.clone();
     s.resource_limits = base.resource_limits.clone();
-    s.limits = settings.output_limits(integer(args, "max_output_tokens")?);
+    s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
     s.tty = boolean(args, "tty")?.unwrap_or(true);
     s.yield_time = yield_time(args, super::interactive::DEFAULT_START_YIELD)?;
     s.vocabulary = super::Vocabulary::Tool;

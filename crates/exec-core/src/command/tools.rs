@@ -64,11 +64,11 @@ impl ToolSettings {
     }
   }
 
-  /// The wait of a call: its `timeout` (0: no timeout), else the default;
-  /// held to the cap.
-  pub fn timeout(&self, asked: Option<Duration>) -> Option<Duration> {
+  /// The wait of a call: its `timeout` (0: no timeout), else `fallback`
+  /// (the runner's); held to the cap.
+  pub fn timeout(&self, asked: Option<Duration>, fallback: Option<Duration>) -> Option<Duration> {
     let t = match asked {
-      None => Some(self.default_timeout),
+      None => fallback,
       Some(t) if t.is_zero() => None,
       Some(t) => Some(t),
     };
@@ -79,12 +79,13 @@ impl ToolSettings {
     }
   }
 
-  /// The output limits of a call that asked for `tokens`, held to the cap.
-  pub fn output_limits(&self, tokens: Option<u64>) -> OutputLimits {
+  /// The output limits of a call that asked for `tokens` (else `fallback`,
+  /// the runner's), held to the cap.
+  pub fn output_limits(&self, tokens: Option<u64>, fallback: OutputLimits) -> OutputLimits {
     match tokens {
-      None => self.limits,
+      None => fallback,
       Some(t) => OutputLimits {
-        max_lines: self.limits.max_lines,
+        max_lines: fallback.max_lines,
         max_bytes: (t.min(u64::MAX / 8) as usize)
           .saturating_mul(BYTES_PER_TOKEN)
           .clamp(1, self.max_output_bytes),
@@ -433,18 +434,20 @@ mod tests {
   #[test]
   fn mcp_waits_are_capped_under_a_clients_minute() {
     let s = ToolSettings::mcp();
-    assert_eq!(s.timeout(None), Some(Duration::from_secs(30)));
+    let d = Some(s.default_timeout);
+    assert_eq!(s.timeout(None, d), Some(Duration::from_secs(30)));
     assert_eq!(
-      s.timeout(Some(Duration::from_secs(600))),
+      s.timeout(Some(Duration::from_secs(600)), d),
       Some(MCP_MAX_TIMEOUT)
     );
-    assert_eq!(s.timeout(Some(Duration::ZERO)), Some(MCP_MAX_TIMEOUT));
-    assert_eq!(ToolSettings::api().timeout(Some(Duration::ZERO)), None);
+    assert_eq!(s.timeout(Some(Duration::ZERO), d), Some(MCP_MAX_TIMEOUT));
+    assert_eq!(ToolSettings::api().timeout(Some(Duration::ZERO), d), None);
+    let base = OutputLimits::default();
     assert_eq!(
-      s.output_limits(Some(1_000_000)).max_bytes,
+      s.output_limits(Some(1_000_000), base).max_bytes,
       s.max_output_bytes
     );
-    assert_eq!(s.output_limits(Some(10)).max_bytes, 40);
+    assert_eq!(s.output_limits(Some(10), base).max_bytes, 40);
   }
 
   #[test]

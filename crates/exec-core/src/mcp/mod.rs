@@ -59,6 +59,7 @@ impl McpConfig {
   pub fn new(cwd: PathBuf) -> Self {
     let defaults = CommandDefaults {
       cwd: Some(cwd.clone()),
+      timeout: Some(tools::MCP_DEFAULT_TIMEOUT),
       ..Default::default()
     };
     McpConfig {
