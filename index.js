@@ -844,6 +844,7 @@ module.exports.SubprocessStdin = nativeBinding.SubprocessStdin
 module.exports.captureCall = nativeBinding.captureCall
 module.exports.checkBackground = nativeBinding.checkBackground
 module.exports.commandTool = nativeBinding.commandTool
+module.exports.commandTools = nativeBinding.commandTools
 module.exports.executeAndCapture = nativeBinding.executeAndCapture
 module.exports.executeStreaming = nativeBinding.executeStreaming
 module.exports.killAllProcessGroups = nativeBinding.killAllProcessGroups

@@ -247,7 +247,7 @@ describe('background', () => {
     expect(r.background!.logPath).toBe(r.fullOutputPath)
     expect(r.text).toBe(
       `[Command backgrounded after 0.5s timeout (pid ${pid}). Partial output:\n\nstdout:\nstarted\n\n` +
-        `Full output: ${r.fullOutputPath}\nUse check_pid or kill_pid to manage.]`,
+        `Full output: ${r.fullOutputPath}\nUse checkBackground(pid) or killBackground(pid) to manage.]`,
     )
     expect(runner.listBackground()).toMatchObject([{ pid, running: true, command: 'echo started; sleep 5; echo done' }])
 
@@ -275,7 +275,7 @@ describe('background', () => {
     const r = await runner.run('yes | cat > /dev/null & yes > /dev/null & yes', { background: true })
     const pid = r.background!.pid
     expect(r.text).toMatch(new RegExp(`^\\[Command started in the background \\(pid ${pid}\\)\\.`))
-    expect(r.text).toContain(`Full output: ${r.background!.logPath}\nUse check_pid or kill_pid to manage.]`)
+    expect(r.text).toContain(`Full output: ${r.background!.logPath}\nUse checkBackground(pid) or killBackground(pid) to manage.]`)
     await new Promise((res) => setTimeout(res, 200))
     expect(groupAlive(pid)).toBe(true)
     const check = runner.checkBackground(pid)
@@ -394,7 +394,7 @@ describe('issue 15: the tool a model uses best', () => {
     expect(r.text).toMatch(/^stdout:\n[^]*started\n[^]*?\nexit code: 0\n\n\[Left running/)
     expect(r.text.endsWith(
       `exit code: 0\n\n[Left running in the background:\npid ${pid}: ${command}\n` +
-        `Full output: ${r.fullOutputPath}\nUse check_pid or kill_pid to manage.]`,
+        `Full output: ${r.fullOutputPath}\nUse checkBackground(pid) or killBackground(pid) to manage.]`,
     )).toBe(true)
     expect(isRunning(pid)).toBe(true)
     expect(runner.listBackground()).toMatchObject([{ pid, running: true, command }])
@@ -501,7 +501,7 @@ print('done')"`,
     expect((await reply(1)).result.serverInfo.name).toBe('exec-native')
     send({ method: 'notifications/initialized' })
     send({ id: 2, method: 'tools/list' })
-    expect((await reply(2)).result.tools.map((t: { name: string }) => t.name)).toEqual(['bash', 'execute_code'])
+    expect((await reply(2)).result.tools.map((t: { name: string }) => t.name)).toEqual(['bash', 'exec_command', 'write_stdin', 'execute_code'])
     send({ id: 3, method: 'tools/call', params: { name: 'bash', arguments: { command: 'pwd' } } })
     expect((await reply(3)).result).toMatchObject({ content: [{ type: 'text', text: `stdout:\n${work}\n\nexit code: 0` }], isError: false })
     child.stdin.end()

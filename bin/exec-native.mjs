@@ -12,7 +12,10 @@ const require = createRequire(import.meta.url)
 
 const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
        exec-native serve [--listen ws://127.0.0.1:PORT] [--allow-remote]
-       exec-native mcp [-C DIR]   MCP server over stdio (tools bash, execute_code)
+       exec-native mcp [-C DIR] [--sandbox[=MODE]] [--writable DIR] [--network]
+                                  MCP server over stdio (tools bash, exec_command,
+                                  write_stdin, execute_code); the sandbox flags hold
+                                  for every call, which cannot widen them
 
 Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
 exits with its exit code (124 on timeout).
@@ -79,24 +82,40 @@ async function main() {
     return
   }
   if (argv[0] === 'mcp') {
-    let cwd
+    const m = { cwd: undefined, sandbox: undefined, writable: [], network: false }
     const rest = argv.slice(1)
     for (let i = 0; i < rest.length; i++) {
-      if ((rest[i] === '-C' || rest[i] === '--cwd') && i + 1 < rest.length) cwd = rest[++i]
-      else if (rest[i] === '-h' || rest[i] === '--help') {
-        process.stdout.write(`${USAGE}\n`)
-        process.exit(0)
-      } else fail(`unknown option ${rest[i]} for mcp`)
+      const a = rest[i]
+      const next = () => {
+        if (i + 1 >= rest.length) fail(`${a} needs a value`)
+        return rest[++i]
+      }
+      switch (a) {
+        case '-C': case '--cwd': m.cwd = next(); break
+        case '--sandbox': m.sandbox = 'workspace-write'; break
+        case '--sandbox=read-only': case '--sandbox=workspace-write': m.sandbox = a.slice('--sandbox='.length); break
+        case '--writable': m.writable.push(next()); break
+        case '--network': m.network = true; break
+        case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0)
+        default: fail(`unknown option ${a} for mcp`)
+      }
     }
+    if (!m.sandbox && (m.writable.length || m.network)) fail('--writable and --network need --sandbox')
     const { serveMcp, killAllProcessGroups } = require(join(here, '..', 'index.js'))
-    // however Node ends, nothing is left behind
+    // however Node ends, nothing is left behind (a SIGKILL too: see guard.mjs)
+    const { guardAgainstSigkill } = await import('./guard.mjs')
+    guardAgainstSigkill()
     process.on('exit', () => killAllProcessGroups())
     for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
     try {
-      await serveMcp({ cwd })
+      await serveMcp({
+        cwd: m.cwd,
+        sandbox: m.sandbox ? { mode: m.sandbox, writableRoots: m.writable, network: m.network } : undefined,
+        dieWithParent: true,
+      })
       process.exit(0)
     } catch (e) {
-      process.stderr.write(`${e.message}\n`)
+      process.stderr.write(`exec-native mcp: ${e.message}\n`)
       process.exit(2)
     }
   }

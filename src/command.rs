@@ -88,6 +88,9 @@ js_options! {
     /// command ends or waits for input again. @default 250
     #[napi(ts_type = "number")]
     pub yield_ms: Option<Ms>,
+    /// After the write, end the command's stdin: it reads EOF (on pipes,
+    /// `tty: false`; a `\u0004` in `chars` does the same there). @default false
+    pub close_stdin: Option<bool>,
   }
 }
 
@@ -294,6 +297,11 @@ pub struct AdoptedProcess {
 pub struct ToolCallResult {
   pub text: String,
   pub is_error: bool,
+  /// `callTool('bash', ...)`: the result as data (MCP's `structuredContent`):
+  /// `exit_code`, `signal`, `pid`, `running`, `backgrounded`, `truncated`,
+  /// `log_path`, `adopted`.
+  #[napi(ts_type = "Record<string, unknown>")]
+  pub structured: Option<serde_json::Value>,
 }
 
 /// The state of a background process and its output since the last check.
@@ -636,6 +644,55 @@ impl CommandRunner {
       Ok(ToolCallResult {
         text: r.text,
         is_error: r.is_error,
+        structured: None,
+      })
+    })
+  }
+
+  /// One call of a tool of `commandTools()` by its name (`bash`,
+  /// `exec_command`, `write_stdin`). Resolves with `{ text, isError }`, and
+  /// for `bash` `structured` (exit code, signal, pid, backgrounded,
+  /// truncated, log path, adopted). Never rejects for the model's mistakes
+  /// (unknown arguments, pids, sessions: `isError` and an `exec: ... (CODE)`
+  /// text); rejects (TypeError, `EINVAL`) when `args` is not an object.
+  #[napi(
+    ts_args_type = "name: string, args: Record<string, unknown>",
+    ts_return_type = "Promise<ToolCallResult>"
+  )]
+  pub fn call_tool<'env>(
+    &self,
+    env: &'env Env,
+    name: Unknown<'env>,
+    args: Unknown<'env>,
+  ) -> Result<PromiseRaw<'env, ToolCallResult>> {
+    let args = (|| -> ArgResult<_> {
+      let name: String = read::required(name, &At::arg("name"))?;
+      let at = At::arg("args");
+      let obj: Object = read::required(args, &at)?;
+      let json: serde_json::Value = env.from_js_value(obj).map_err(|e| at.error(e))?;
+      let base = self
+        .defaults
+        .merge(CallOptions::default(), read::host_cwd)?;
+      Ok((name, json, base))
+    })();
+    let runner = self.runner.clone();
+    let fut = args.map(|(name, json, base)| async move {
+      let settings = core::tools::ToolSettings::api();
+      core::tool::dispatch(&runner, &name, &json, base, &settings)
+        .await
+        .unwrap_or_else(|e| core::tool::ToolOutcome {
+          result: core::tool::ToolResult {
+            text: e.message(),
+            is_error: true,
+          },
+          structured: None,
+        })
+    });
+    call::promise(env, fut, |_, o| {
+      Ok(ToolCallResult {
+        text: o.result.text,
+        is_error: o.result.is_error,
+        structured: o.structured,
       })
     })
   }
@@ -708,11 +765,11 @@ impl CommandRunner {
       let yield_time = o
         .yield_ms
         .map_or(core::interactive::DEFAULT_WRITE_YIELD, |m| m.0);
-      Ok((id, chars, yield_time))
+      Ok((id, chars, yield_time, o.close_stdin.unwrap_or(false)))
     })();
     let runner = self.runner.clone();
-    let fut = args.map(|(id, chars, yield_time)| async move {
-      runner.write(id, chars.as_bytes(), yield_time).await
+    let fut = args.map(|(id, chars, yield_time, close)| async move {
+      runner.write(id, chars.as_bytes(), yield_time, close).await
     });
     call::promise(env, fut, |_, r| Ok(interactive_to_js(r)))
   }
@@ -878,16 +935,18 @@ pub fn command_tool() -> serde_json::Value {
 }
 
 js_options! {
-  /// Options of `serveMcp`.
+  /// Options of `serveMcp`: the process options of every command the server
+  /// runs (`cwd`, `env`, `limits`, `sandbox`, ...); a call's `workdir`
+  /// resolves from `cwd` and no call can widen the sandbox.
   pub struct McpOptions {
-    /// The directory commands and code run in. @default process.cwd()
-    pub cwd: Option<String>,
+    ..process,
   }
 }
 
-/// Serve the MCP server (tools `bash` and `execute_code`) over stdin/stdout;
-/// resolves when stdin closes, after the connection's processes were killed.
-/// `exec-native mcp` calls it.
+/// Serve the MCP server (tools `bash`, `exec_command`, `write_stdin`,
+/// `execute_code`) over stdin/stdout; resolves when stdin closes, after the
+/// connection's processes were killed. Rejects at once (before serving) when
+/// `cwd` is not a directory. `exec-native mcp` calls it.
 #[napi(
   ts_args_type = "options?: McpOptions",
   ts_return_type = "Promise<void>"
@@ -897,19 +956,72 @@ pub fn serve_mcp<'env>(
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, ()>> {
   let config = (|| -> ArgResult<_> {
-    let o: McpOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
-    Ok(exec_core::mcp::McpConfig {
-      cwd: match o.cwd {
-        Some(c) => PathBuf::from(c),
-        None => read::host_cwd()?,
-      },
-      runner: RunnerConfig {
-        owner: host::owner(),
-        ..Default::default()
-      },
-      toolchain: host::toolchain().clone(),
-    })
+    let mut o: McpOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+    let given = call_options(o.process());
+    let cwd = match &given.cwd {
+      Some(c) => c.clone(),
+      None => read::host_cwd()?,
+    };
+    let defaults = CommandDefaults::new(CallOptions {
+      cwd: Some(cwd.clone()),
+      timeout: Some(Some(core::tools::MCP_DEFAULT_TIMEOUT)),
+      ..given
+    })?;
+    let mut config = exec_core::mcp::McpConfig::new(cwd.clone());
+    config.settings.sandbox = defaults
+      .sandbox
+      .as_ref()
+      .map(|p| core::tools::sandbox_summary(p, &cwd));
+    config.defaults = defaults;
+    config.runner = RunnerConfig {
+      owner: host::owner(),
+      ..Default::default()
+    };
+    config.toolchain = host::toolchain().clone();
+    Ok(config)
   })();
   let fut = config.map(exec_core::mcp::serve_stdio);
   call::fallible(env, fut, |_, ()| Ok(()))
+}
+
+js_options! {
+  /// Options of `commandTools`.
+  pub struct CommandToolsOptions {
+    /// The harness's shape: `'openai-responses'` (`{ type: 'function', name,
+    /// description, parameters, strict }`), `'openai-chat'` (`{ type:
+    /// 'function', function: {...} }`), `'anthropic'` (`{ name, description,
+    /// input_schema }`) or `'mcp'` (`{ name, title, description, inputSchema,
+    /// outputSchema, annotations }`). @default 'mcp'
+    pub format: Option<String>,
+    /// OpenAI's strict mode: every property required (the optional ones
+    /// nullable) and `additionalProperties: false`. @default false
+    pub strict: Option<bool>,
+  }
+}
+
+/// The model's tool set, ready for a harness: `bash` (with `workdir` and
+/// `max_output_tokens` beyond the seed's `commandTool`), `exec_command` and
+/// `write_stdin` (interactive commands). Dispatch a call with
+/// `runner.callTool(name, args)`. Throws (`EINVAL`) for an unknown format.
+#[napi(
+  ts_args_type = "options?: CommandToolsOptions",
+  ts_return_type = "Array<Record<string, any>>"
+)]
+pub fn command_tools(env: Env, options: Option<Unknown>) -> Result<Vec<serde_json::Value>> {
+  let parsed = (|| -> ArgResult<_> {
+    let o: CommandToolsOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+    let format: core::tools::ToolFormat = o
+      .format
+      .as_deref()
+      .unwrap_or("mcp")
+      .parse()
+      .map_err(|e: exec_core::error::ExecError| At::arg("options.format").error(e.what))?;
+    Ok((format, o.strict.unwrap_or(false)))
+  })();
+  let (format, strict) = call::sync_args(&env, parsed)?;
+  Ok(core::tools::definitions(
+    &core::tools::ToolSettings::api(),
+    format,
+    strict,
+  ))
 }

@@ -83,7 +83,7 @@ fn needs_file(code: &str) -> bool {
   code.len() > INLINE_MAX || code.as_bytes().contains(&0)
 }
 
-fn temp_with(
+pub(crate) fn temp_with(
   code: &str,
   dir: Option<&Path>,
   suffix: &str,

@@ -24,6 +24,7 @@ use crate::process::supervise::{
 
 use super::format::{
   format_backgrounded, format_check, format_finished, format_left_running, ProcessState, Shown,
+  Vocabulary,
 };
 use super::offload::{
   lock, render_pair, Capture, CaptureSink, LogStatus, Rendered, SharedCapture, Stream, LOG_PREFIX,
@@ -111,6 +112,8 @@ struct BgProc {
   /// What this (background) command left running when it exited, reported
   /// once by the next check: (pid, command line).
   left: Mutex<Vec<(u32, String)>>,
+  /// Whose words its texts use.
+  vocabulary: Vocabulary,
 }
 
 impl BgProc {
@@ -249,7 +252,10 @@ struct Started {
 
 /// `bash -c <command>` with the options' cwd, environment (over the
 /// non-interactive defaults), limits and sandbox; stdin at EOF.
-fn bash_spec(command: &str, opts: &CommandOptions) -> Result<ProcessSpec, ExecError> {
+fn bash_spec(
+  command: &str,
+  opts: &CommandOptions,
+) -> Result<(ProcessSpec, Option<tempfile::TempPath>), ExecError> {
   if command.trim().is_empty() {
     return Err(ExecError::invalid("command is empty"));
   }
@@ -257,14 +263,18 @@ fn bash_spec(command: &str, opts: &CommandOptions) -> Result<ProcessSpec, ExecEr
   let env = command_env(opts.env.clone());
   env.validate()?;
   let bash = find_bash(&env, &opts.cwd)?;
-  let mut spec = ProcessSpec::new(bash).arg("-c").arg(command);
+  let (args, script) = super::bash_args(command)?;
+  let mut spec = ProcessSpec::new(bash);
+  for a in args {
+    spec = spec.arg(a);
+  }
   spec.cwd = Some(opts.cwd.clone());
   spec.env = env;
   spec.stdin = StdinMode::Null;
   spec.limits = opts.resource_limits.clone();
   spec.die_with_parent = opts.die_with_parent;
   spec.sandbox = opts.sandbox.clone();
-  Ok(spec)
+  Ok((spec, script))
 }
 
 impl CommandRunner {
@@ -311,7 +321,7 @@ impl CommandRunner {
         "the command runner is closed",
       ));
     }
-    let spec = match bash_spec(command, &opts) {
+    let (spec, script) = match bash_spec(command, &opts) {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),
     };
@@ -321,12 +331,15 @@ impl CommandRunner {
       .unwrap_or_else(|| self.inner.config.output_dir.clone());
     guard(&self.inner.dirs).insert(dir.clone());
     let capture = Capture::shared(opts.limits, dir);
-    let mut run = match self.spawn_supervised(&spec, &capture, !opts.cleanup) {
+    let mut run = match self.spawn_supervised(&spec, &capture, !opts.cleanup, script) {
       Ok(r) => r,
       Err(e) => return CommandResult::failed(e),
     };
     if !opts.background {
-      if let Some(done) = self.wait_foreground(&mut run, &capture, &opts).await {
+      if let Some(done) = self
+        .wait_foreground(&mut run, command, &capture, &opts)
+        .await
+      {
         return done;
       }
     }
@@ -340,6 +353,7 @@ impl CommandRunner {
     spec: &ProcessSpec,
     capture: &SharedCapture,
     adopt: bool,
+    script: Option<tempfile::TempPath>,
   ) -> Result<Started, ExecError> {
     let (at, wall) = (Instant::now(), SystemTime::now());
     let owner = self.inner.config.owner;
@@ -360,6 +374,8 @@ impl CommandRunner {
     };
     let wait_cancel = cancel.clone();
     let handle: JoinHandle<LeftRunning> = tokio::spawn(async move {
+      // a long command's file lives as long as its shell
+      let _script = script;
       if adopt {
         exec.wait_leaving_tree(&policy, &wait_cancel).await
       } else {
@@ -386,26 +402,54 @@ impl CommandRunner {
   async fn wait_foreground(
     &self,
     run: &mut Started,
+    command: &str,
     capture: &SharedCapture,
     opts: &CommandOptions,
   ) -> Option<CommandResult> {
     let (pid, limits) = (run.pid, opts.limits);
     guard(&self.inner.foreground).insert(pid, run.cancel.clone());
-    let finished = match opts.timeout {
-      None => Some(joined((&mut run.handle).await, pid)),
-      Some(t) => tokio::time::timeout_at(run.at + t, &mut run.handle)
-        .await
-        .ok()
-        .map(|r| joined(r, pid)),
+    let caller = opts.cancel.clone().unwrap_or_default();
+    let wait = async {
+      match opts.timeout {
+        None => Some(joined((&mut run.handle).await, pid)),
+        Some(t) => tokio::time::timeout_at(run.at + t, &mut run.handle)
+          .await
+          .ok()
+          .map(|r| joined(r, pid)),
+      }
+    };
+    let finished = tokio::select! {
+      f = wait => f,
+      _ = caller.cancelled() => {
+        // the caller gave up on it: the whole tree goes, nothing is adopted
+        run.cancel.cancel();
+        let mut left = joined((&mut run.handle).await, pid);
+        // bash may have exited just before: what it left goes too
+        for p in left.left.drain(..) {
+          signal_adopted(p, &left.mark, libc::SIGKILL);
+        }
+        Some(left)
+      }
     };
     guard(&self.inner.foreground).remove(&pid);
     let left = finished?;
-    let adopted = adopt_left(&self.inner, left.left, &left.mark, capture, limits);
+    let adopted = adopt_left(
+      &self.inner,
+      left.left,
+      &left.mark,
+      command,
+      capture,
+      limits,
+      opts.vocabulary,
+    )
+    .await;
     let keep_log = !adopted.is_empty();
     let mut res = finish_foreground(left.outcome, capture, limits, run.at.elapsed(), keep_log);
     if keep_log {
       res.text.push_str("\n\n");
-      res.text.push_str(&format_left_running(&adopted, &res.log));
+      res
+        .text
+        .push_str(&format_left_running(&adopted, &res.log, opts.vocabulary));
       res.adopted = adopted;
       close_log_after(capture, left.pumps);
     }
@@ -437,6 +481,7 @@ impl CommandRunner {
       done: rx,
       adopted: false,
       left: Mutex::new(Vec::new()),
+      vocabulary: opts.vocabulary,
     });
     guard(&self.inner.procs).insert(pid, proc.clone());
     if self.is_closed() {
@@ -444,10 +489,23 @@ impl CommandRunner {
     }
     let weak = Arc::downgrade(&self.inner);
     let handle = run.handle;
+    let command_owned = command.to_owned();
+    let vocabulary = opts.vocabulary;
     tokio::spawn(async move {
       let left = joined(handle.await, pid);
       let adopted = match weak.upgrade() {
-        Some(inner) => adopt_left(&inner, left.left, &left.mark, &capture, limits),
+        Some(inner) => {
+          adopt_left(
+            &inner,
+            left.left,
+            &left.mark,
+            &command_owned,
+            &capture,
+            limits,
+            vocabulary,
+          )
+          .await
+        }
         None => Vec::new(),
       };
       if adopted.is_empty() {
@@ -459,7 +517,14 @@ impl CommandRunner {
       let _ = tx.send(Some((left.outcome, Instant::now())));
     });
     let after = if opts.background { None } else { opts.timeout };
-    let text = format_backgrounded(pid, after, &shown(&stdout, &stderr), limits.max_bytes, &log);
+    let text = format_backgrounded(
+      pid,
+      after,
+      &shown(&stdout, &stderr),
+      limits.max_bytes,
+      &log,
+      vocabulary,
+    );
     CommandResult {
       pid,
       stdout,
@@ -515,17 +580,19 @@ impl CommandRunner {
     self.inner.interactive.start(command, opts).await
   }
 
-  /// Send keystrokes to an interactive command and read what came back.
+  /// Send keystrokes to an interactive command and read what came back
+  /// (`close_stdin`: then end its stdin, see [`super::interactive::Interactive::write`]).
   pub async fn write(
     &self,
     session: u32,
     chars: &[u8],
     yield_time: Duration,
+    close_stdin: bool,
   ) -> super::interactive::InteractiveResult {
     self
       .inner
       .interactive
-      .write(session, chars, yield_time)
+      .write(session, chars, yield_time, close_stdin)
       .await
   }
 
@@ -640,6 +707,7 @@ fn check_result(p: &BgProc) -> CheckResult {
     &shown(&stdout, &stderr),
     p.limits.max_bytes,
     &log,
+    p.vocabulary,
   );
   let (exit_code, signal, killed) = match &outcome {
     None => (None, None, false),
@@ -657,13 +725,14 @@ fn check_result(p: &BgProc) -> CheckResult {
   let left = std::mem::take(&mut *guard(&p.left));
   if !left.is_empty() {
     text.push_str("\n\n");
-    text.push_str(&format_left_running(&left, &log));
+    text.push_str(&format_left_running(&left, &log, p.vocabulary));
   }
   let awaiting_input = outcome.is_none() && crate::platform::awaiting_input(p.pid as i32);
   if awaiting_input {
     text.push_str(&format!(
-      "\n\n[waiting for input: process {} is blocked reading its input, which this runner does not feed; use start() for interactive commands]",
-      p.pid
+      "\n\n[waiting for input: process {} is blocked reading its input, which this runner does not feed; {}]",
+      p.pid,
+      p.vocabulary.interactive_hint()
     ));
   }
   CheckResult {
@@ -751,34 +820,77 @@ fn close_log_after(capture: &SharedCapture, pumps: Option<JoinHandle<()>>) {
   });
 }
 
-/// `/proc/<pid>/cmdline` as a shell would show it, at most 200 characters.
+/// `/proc/<pid>/cmdline` as a shell would show it: one line (what follows
+/// a newline is cut, `…` says so), at most 200 characters.
 fn command_line(pid: i32) -> String {
-  let raw = crate::platform::cmdline(pid);
-  let words: Vec<String> = raw
-    .split(|&b| b == 0)
-    .filter(|w| !w.is_empty())
-    .map(|w| String::from_utf8_lossy(w).into_owned())
-    .collect();
-  let mut line = words.join(" ");
-  if line.chars().count() > 200 {
-    line = line.chars().take(199).collect::<String>() + "…";
-  }
+  let words = cmdline_words(pid);
+  let mut line = one_line(&words.join(" "), 200);
   if line.is_empty() {
     line = marks::stat(pid).map_or_else(String::new, |_| format!("[pid {pid}]"));
   }
   line
 }
 
+fn cmdline_words(pid: i32) -> Vec<String> {
+  crate::platform::cmdline(pid)
+    .split(|&b| b == 0)
+    .filter(|w| !w.is_empty())
+    .map(|w| String::from_utf8_lossy(w).into_owned())
+    .collect()
+}
+
+/// The first line of `text`, at most `max` characters; `…` marks a cut.
+fn one_line(text: &str, max: usize) -> String {
+  let first = text.lines().next().unwrap_or("");
+  let cut = first.len() < text.trim_end().len();
+  let mut line: String = first.chars().take(max - 1).collect();
+  if cut || first.chars().count() > max - 1 {
+    line.push('…');
+  }
+  line
+}
+
+/// Whether `pid` is still the run's shell as forked (`bash -c <command>`):
+/// a `cmd &` before its exec, or a subshell `( … ) &` that never execs.
+fn is_shell_fork(pid: i32, command: &str) -> bool {
+  let w = cmdline_words(pid);
+  w.len() >= 3 && w[1] == "-c" && w[2] == command
+}
+
+/// The command line of an adopted process once it ran its `exec`: a `cmd &`
+/// caught between the fork and the exec shows the shell's command line,
+/// so look again (up to 300 ms). A subshell that never execs (`( … ) &`,
+/// `while …; done &`) is named so, with what it runs.
+async fn settled_command_line(pid: i32, command: &str) -> String {
+  let deadline = Instant::now() + Duration::from_millis(300);
+  while is_shell_fork(pid, command) {
+    if Instant::now() >= deadline {
+      let running = crate::platform::children_of(Some(pid))
+        .into_iter()
+        .map(command_line)
+        .find(|c| !c.is_empty());
+      return match running {
+        Some(c) => format!("bash (a subshell, running: {})", one_line(&c, 120)),
+        None => "bash (a subshell)".to_owned(),
+      };
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  command_line(pid)
+}
+
 /// Adopt what a command left running (`left`: its marked processes still
 /// running after `bash` exited) as background jobs of the runner: one per
 /// process whose parent is not among them (the server, not its workers).
 /// Each job's output is the command's (shared). Returns (pid, command line).
-fn adopt_left(
+async fn adopt_left(
   inner: &Arc<Inner>,
   left: Vec<i32>,
   mark: &str,
+  command: &str,
   capture: &SharedCapture,
   limits: OutputLimits,
+  vocabulary: Vocabulary,
 ) -> Vec<(u32, String)> {
   let alive: Vec<(i32, marks::Stat)> = left
     .into_iter()
@@ -787,7 +899,7 @@ fn adopt_left(
   let pids: HashSet<i32> = alive.iter().map(|(p, _)| *p).collect();
   let mut adopted = Vec::new();
   for (pid, st) in alive.iter().filter(|(_, st)| !pids.contains(&st.ppid)) {
-    let command = command_line(*pid);
+    let command = settled_command_line(*pid, command).await;
     let cancel = CancellationToken::new();
     let (tx, rx) = watch::channel(None);
     let proc = Arc::new(BgProc {
@@ -801,6 +913,7 @@ fn adopt_left(
       done: rx,
       adopted: true,
       left: Mutex::new(Vec::new()),
+      vocabulary,
     });
     guard(&inner.procs).insert(*pid as u32, proc);
     if inner.closed.load(Ordering::SeqCst) {

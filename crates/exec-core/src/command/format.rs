@@ -8,8 +8,38 @@ use super::offload::LogStatus;
 use super::truncate::{TruncatedBy, Truncation};
 use crate::process::supervise::format_duration;
 
-/// How the model is told to manage a background process.
+/// How the model is told to manage a background process, in the tool's words.
 pub const MANAGE_HINT: &str = "Use check_pid or kill_pid to manage.";
+/// The same, in the JavaScript API's words.
+pub const API_MANAGE_HINT: &str = "Use checkBackground(pid) or killBackground(pid) to manage.";
+
+/// Whose words the texts use: the model's tool (`check_pid`, `kill_pid`,
+/// `exec_command`) or the JavaScript API (`checkBackground`, `start()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Vocabulary {
+  /// The tool's parameters (`commandTool`, `runner.call`, MCP).
+  Tool,
+  /// `runner.run` / `runCommand` and the methods of `CommandRunner`.
+  #[default]
+  Api,
+}
+
+impl Vocabulary {
+  pub fn manage_hint(self) -> &'static str {
+    match self {
+      Vocabulary::Tool => MANAGE_HINT,
+      Vocabulary::Api => API_MANAGE_HINT,
+    }
+  }
+
+  /// What to use instead for a command that wants input.
+  pub fn interactive_hint(self) -> &'static str {
+    match self {
+      Vocabulary::Tool => "use the exec_command tool (and write_stdin) for interactive commands",
+      Vocabulary::Api => "use start() for interactive commands",
+    }
+  }
+}
 
 /// One stream as shown.
 #[derive(Debug, Clone, Copy)]
@@ -180,14 +210,20 @@ pub fn format_finished(
 }
 
 /// The closing lines of a bracketed block: the cut sentences, the log, the hint.
-fn closing(out: &mut String, streams: &[Shown], max_bytes: usize, log: &LogStatus, hint: bool) {
+fn closing(
+  out: &mut String,
+  streams: &[Shown],
+  max_bytes: usize,
+  log: &LogStatus,
+  hint: Option<Vocabulary>,
+) {
   let mut lines: Vec<String> = streams
     .iter()
     .filter_map(|s| truncation_sentence(s.name, s.truncation, max_bytes))
     .collect();
   lines.extend(log_sentence(log));
-  if hint {
-    lines.push(MANAGE_HINT.to_owned());
+  if let Some(v) = hint {
+    lines.push(v.manage_hint().to_owned());
   }
   if !lines.is_empty() {
     out.push_str("\n\n");
@@ -208,6 +244,7 @@ pub fn format_backgrounded(
   streams: &[Shown],
   max_bytes: usize,
   log: &LogStatus,
+  vocabulary: Vocabulary,
 ) -> String {
   let mut out = match after {
     Some(d) => format!(
@@ -222,7 +259,7 @@ pub fn format_backgrounded(
     out.push_str(" Output so far:\n\n");
     sections(&mut out, streams, log, false);
   }
-  closing(&mut out, streams, max_bytes, log, true);
+  closing(&mut out, streams, max_bytes, log, Some(vocabulary));
   out
 }
 
@@ -234,11 +271,15 @@ pub fn format_backgrounded(
 /// Full output: /tmp/exec-native-….log
 /// Use check_pid or kill_pid to manage.]
 /// ```
-pub fn format_left_running(left: &[(u32, String)], log: &LogStatus) -> String {
+pub fn format_left_running(
+  left: &[(u32, String)],
+  log: &LogStatus,
+  vocabulary: Vocabulary,
+) -> String {
   let mut lines = vec!["[Left running in the background:".to_owned()];
   lines.extend(left.iter().map(|(pid, cmd)| format!("pid {pid}: {cmd}")));
   lines.extend(log_sentence(log));
-  lines.push(format!("{MANAGE_HINT}]"));
+  lines.push(format!("{}]", vocabulary.manage_hint()));
   lines.join("\n")
 }
 
@@ -266,6 +307,7 @@ pub fn format_check(
   streams: &[Shown],
   max_bytes: usize,
   log: &LogStatus,
+  vocabulary: Vocabulary,
 ) -> String {
   let mut out = match state {
     ProcessState::Running => format!("[Process {pid} still running."),
@@ -308,7 +350,13 @@ pub fn format_check(
     out.push_str("\n\n");
     sections(&mut out, streams, log, !running);
   }
-  closing(&mut out, streams, max_bytes, log, running);
+  closing(
+    &mut out,
+    streams,
+    max_bytes,
+    log,
+    running.then_some(vocabulary),
+  );
   out
 }
 
@@ -431,11 +479,11 @@ mod tests {
     ];
     let log = LogStatus::Saved(PathBuf::from("/tmp/l.log"));
     assert_eq!(
-      format_backgrounded(42, Some(Duration::from_millis(500)), &streams, 51200, &log),
+      format_backgrounded(42, Some(Duration::from_millis(500)), &streams, 51200, &log, Vocabulary::Tool),
       "[Command backgrounded after 0.5s timeout (pid 42). Partial output:\n\nstdout:\ntick\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
     );
     assert_eq!(
-      format_check(42, &ProcessState::Running, &streams, 51200, &log),
+      format_check(42, &ProcessState::Running, &streams, 51200, &log, Vocabulary::Tool),
       "[Process 42 still running.\n\nNew output since last check (1 line):\n\nstdout:\ntick\n\nFull output: /tmp/l.log\nUse check_pid or kill_pid to manage.]"
     );
     let none = [
@@ -458,7 +506,7 @@ mod tests {
       killed: false,
     };
     assert_eq!(
-      format_check(42, &exited, &none, 51200, &log),
+      format_check(42, &exited, &none, 51200, &log, Vocabulary::Tool),
       "[Process 42 exited with code 0.\n\nNo new output since last check.\n\nFull output: /tmp/l.log]"
     );
   }
@@ -543,12 +591,17 @@ mod tests {
       killed: false,
     };
     assert_eq!(
-      format_check(7, &exited, &streams, 51200, &log),
+      format_check(7, &exited, &streams, 51200, &log, Vocabulary::Tool),
       "[Process 7 exited with code 0.\n\nstdout (last 2000 lines):\n…\n\nstderr:\nx\n\nstdout: Showing last 2000 of 8500 lines.\nFull output: /tmp/l.log]"
     );
-    assert!(
-      format_check(7, &ProcessState::Running, &streams, 51200, &log)
-        .contains("New output since last check (8501 lines):")
-    );
+    assert!(format_check(
+      7,
+      &ProcessState::Running,
+      &streams,
+      51200,
+      &log,
+      Vocabulary::Tool
+    )
+    .contains("New output since last check (8501 lines):"));
   }
 }

@@ -18,7 +18,7 @@ use crate::manager::{
 };
 use crate::process::spec::EnvSpec;
 
-use super::format::{binary_notice, format_size, truncation_sentence};
+use super::format::{binary_notice, format_size, truncation_sentence, Vocabulary};
 use super::offload::{render_pair, LogStatus, Segment};
 use super::truncate::{count_lines, OutputLimits};
 use super::{command_env, StreamOutput};
@@ -51,6 +51,8 @@ pub struct StartOptions {
   pub resource_limits: crate::limits::Limits,
   /// Opt-in OS sandbox (see [`crate::sandbox`]).
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Whose words the answers use (`write(1, ...)` or `write_stdin`).
+  pub vocabulary: Vocabulary,
 }
 
 impl StartOptions {
@@ -65,6 +67,7 @@ impl StartOptions {
       limits: OutputLimits::default(),
       resource_limits: crate::limits::Limits::default(),
       sandbox: None,
+      vocabulary: Vocabulary::Api,
     }
   }
 }
@@ -113,6 +116,9 @@ struct Session {
   pid: u32,
   after_seq: u64,
   limits: OutputLimits,
+  vocabulary: Vocabulary,
+  /// A long command's file (see [`super::bash_args`]), kept while it runs.
+  _script: Option<tempfile::TempPath>,
   /// One caller at a time reads a session's output.
   busy: Arc<tokio::sync::Mutex<()>>,
 }
@@ -146,7 +152,7 @@ impl Interactive {
   /// Start `bash -c <command>` and collect its output for `yield_time`.
   /// Never fails: a command that cannot start gives `error` and `is_error`.
   pub async fn start(&self, command: &str, opts: StartOptions) -> InteractiveResult {
-    let started = (|| -> Result<(u32, String, u32), ExecError> {
+    let started = (|| -> Result<(u32, String, u32, Option<tempfile::TempPath>), ExecError> {
       if command.trim().is_empty() {
         return Err(ExecError::invalid("command is empty"));
       }
@@ -154,12 +160,13 @@ impl Interactive {
         return Err(ExecError::invalid("rows and cols must be at least 1"));
       }
       let env = command_env(opts.env.clone());
+      let (args, script) = super::bash_args(command)?;
       let id = self.next.fetch_add(1, Ordering::Relaxed);
       let process_id = format!("session-{id}");
       let s = self.pm.start(
         StartSpec {
           process_id: Some(process_id.clone()),
-          argv: vec!["bash".into(), "-c".into(), command.into()],
+          argv: std::iter::once("bash".to_owned()).chain(args).collect(),
           cwd: Some(opts.cwd.clone()),
           env,
           arg0: None,
@@ -177,9 +184,9 @@ impl Interactive {
         },
         None,
       )?;
-      Ok((id, process_id, s.pid))
+      Ok((id, process_id, s.pid, script))
     })();
-    let (id, process_id, pid) = match started {
+    let (id, process_id, pid, script) = match started {
       Ok(s) => s,
       Err(e) => return InteractiveResult::failed(e),
     };
@@ -191,6 +198,8 @@ impl Interactive {
         pid,
         after_seq: 0,
         limits: opts.limits,
+        vocabulary: opts.vocabulary,
+        _script: script,
         busy: Arc::new(tokio::sync::Mutex::new(())),
       },
     );
@@ -198,15 +207,39 @@ impl Interactive {
   }
 
   /// Send `chars` to session `id` and collect its output for `yield_time`.
-  pub async fn write(&self, id: u32, chars: &[u8], yield_time: Duration) -> InteractiveResult {
-    let process_id = match self.table().get(&id) {
-      Some(s) => s.process_id.clone(),
+  /// On pipes (no terminal to turn Ctrl-D into an end of file), a `\u{4}`
+  /// in `chars` closes stdin after what comes before it, and so does
+  /// `close_stdin`: the program reads EOF.
+  pub async fn write(
+    &self,
+    id: u32,
+    chars: &[u8],
+    yield_time: Duration,
+    close_stdin: bool,
+  ) -> InteractiveResult {
+    let (process_id, tty) = match self.table().get(&id) {
+      Some(s) => (s.process_id.clone(), s.tty),
       None => return InteractiveResult::failed(no_session(id)),
     };
-    if let Err(e) = self.pm.write(&process_id, chars).await {
-      // a command that ended (EPIO/EIO): its last output and exit still count
-      if !matches!(e.code, ErrorCode::EPIPE | ErrorCode::EIO) {
-        return InteractiveResult::failed(e);
+    let eof_at = (!tty).then(|| chars.iter().position(|&b| b == 4)).flatten();
+    let data = &chars[..eof_at.unwrap_or(chars.len())];
+    let ended = |e: &ExecError| matches!(e.code, ErrorCode::EPIPE | ErrorCode::EIO);
+    if !data.is_empty() {
+      if let Err(e) = self.pm.write(&process_id, data).await {
+        // a command that ended (EPIO/EIO): its last output and exit still count
+        if !ended(&e) {
+          return InteractiveResult::failed(e);
+        }
+      }
+    }
+    if tty && close_stdin {
+      // a terminal has no stdin pipe: Ctrl-D at the start of a line is its EOF
+      let _ = self.pm.write(&process_id, b"\x04").await;
+    } else if eof_at.is_some() || close_stdin {
+      if let Err(e) = self.pm.close_stdin(&process_id).await {
+        if !ended(&e) {
+          return InteractiveResult::failed(e);
+        }
       }
     }
     self.collect(id, yield_time).await
@@ -244,7 +277,7 @@ impl Interactive {
   }
 
   async fn collect(&self, id: u32, yield_time: Duration) -> InteractiveResult {
-    let (process_id, pid, mut after, limits, busy, tty) = match self.table().get(&id) {
+    let (process_id, pid, mut after, limits, busy, tty, vocabulary) = match self.table().get(&id) {
       Some(s) => (
         s.process_id.clone(),
         s.pid,
@@ -252,6 +285,7 @@ impl Interactive {
         s.limits,
         s.busy.clone(),
         s.tty,
+        s.vocabulary,
       ),
       None => return InteractiveResult::failed(no_session(id)),
     };
@@ -338,7 +372,7 @@ impl Interactive {
       is_error: exit_code.is_some_and(|c| c != 0),
       error: exit.and_then(|x| x.error),
     };
-    r.text = format_interactive(&r, raw, limits, yield_time, tty);
+    r.text = format_interactive(&r, raw, limits, yield_time, tty, vocabulary);
     r
   }
 }
@@ -357,8 +391,15 @@ fn format_interactive(
   limits: OutputLimits,
   yield_time: Duration,
   tty: bool,
+  vocabulary: Vocabulary,
 ) -> String {
   let input = if tty { "its terminal" } else { "its stdin" };
+  // a terminal's Ctrl-D needs no word; on pipes it is this runner's doing
+  let eof = if tty {
+    ""
+  } else {
+    "; \"\\u0004\" closes its stdin (EOF)"
+  };
   let waited = if yield_time < Duration::from_secs(1) {
     format!("{} ms", yield_time.as_millis())
   } else {
@@ -385,14 +426,20 @@ fn format_interactive(
   if !notes.is_empty() {
     parts.push(format!("[{}]", notes.join("; ")));
   }
+  let send = |id: u32| match vocabulary {
+    Vocabulary::Api => format!("write({id}, ...)"),
+    Vocabulary::Tool => format!("write_stdin with session_id {id}"),
+  };
   match (r.session_id, &r.signal, r.exit_code) {
     (Some(id), _, _) if r.awaiting_input => parts.push(format!(
-      "[waiting for input: session {id} (pid {}) is reading {input}; send keys with write({id}, ...)]",
-      r.pid
+      "[waiting for input: session {id} (pid {}) is reading {input}; send keys with {}{eof}]",
+      r.pid,
+      send(id)
     )),
     (Some(id), _, _) => parts.push(format!(
-      "[still running after {waited}: session {id} (pid {}); write({id}, ...) sends input and returns new output, \"\\u0003\" is Ctrl-C]",
-      r.pid
+      "[still running after {waited}: session {id} (pid {}); {} sends input and returns new output, \"\\u0003\" is Ctrl-C{eof}]",
+      r.pid,
+      send(id)
     )),
     (None, Some(sig), _) => parts.push(format!("killed by {sig}")),
     (None, None, Some(code)) => parts.push(format!("exit code: {code}")),

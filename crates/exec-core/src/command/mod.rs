@@ -15,6 +15,7 @@ pub mod interactive;
 pub mod offload;
 pub mod sanitize;
 pub mod tool;
+pub mod tools;
 pub mod truncate;
 
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use crate::error::ExecError;
 use crate::process::spec::EnvSpec;
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
-pub use format::ProcessState;
+pub use format::{ProcessState, Vocabulary};
 pub use interactive::{Interactive, InteractiveResult, StartOptions};
 pub use offload::LogStatus;
 pub use sanitize::{sanitize, sanitize_bytes};
@@ -44,6 +45,22 @@ pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
   ("TERM", "dumb"),
   ("NO_COLOR", "1"),
 ];
+
+/// Longer commands go to `bash` through a file: one argument of `execve`
+/// holds at most 128 KiB (`MAX_ARG_STRLEN`; E2BIG beyond).
+pub const INLINE_COMMAND_MAX: usize = 64 * 1024;
+
+/// The arguments after `bash` for `command`: `-c <command>`, or for a long
+/// one `-c '. "$0"' <file>` with the file that must outlive the run (the
+/// script runs in the same shell, so `exit`, `$?` and `&` behave alike).
+pub fn bash_args(command: &str) -> Result<(Vec<String>, Option<tempfile::TempPath>), ExecError> {
+  if command.len() <= INLINE_COMMAND_MAX {
+    return Ok((vec!["-c".into(), command.into()], None));
+  }
+  let file = crate::language::temp_with(command, None, ".sh")?;
+  let path = file.to_string_lossy().into_owned();
+  Ok((vec!["-c".into(), ". \"$0\"".into(), path], Some(file)))
+}
 
 /// The caller's environment over the non-interactive defaults.
 pub fn command_env(user: EnvSpec) -> EnvSpec {
@@ -76,6 +93,14 @@ pub struct CommandOptions {
   pub cleanup: bool,
   /// Opt-in OS sandbox of the command's tree (see [`crate::sandbox`]).
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Whose words the text uses to say how to manage background jobs: the
+  /// tool's from [`CommandOptions::new`], the JavaScript API's from
+  /// [`CommandDefaults::merge`] (the binding's path).
+  pub vocabulary: Vocabulary,
+  /// While the command runs in the foreground, this cancels it: its whole
+  /// tree is killed and nothing is adopted (an MCP `notifications/cancelled`).
+  /// Not watched once the command is in the background.
+  pub cancel: Option<crate::CancellationToken>,
 }
 
 impl CommandOptions {
@@ -91,6 +116,8 @@ impl CommandOptions {
       die_with_parent: false,
       cleanup: false,
       sandbox: None,
+      vocabulary: Vocabulary::Tool,
+      cancel: None,
     }
   }
 }
@@ -262,6 +289,8 @@ impl CommandDefaults {
       die_with_parent: call.die_with_parent.unwrap_or(self.die_with_parent),
       cleanup: call.cleanup.unwrap_or(false),
       sandbox,
+      vocabulary: Vocabulary::Api,
+      cancel: None,
     })
   }
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::process::supervise::OutputSink;
 use crate::utf8::incomplete_suffix_len;
 
-use super::sanitize::sanitize_bytes;
+use super::sanitize::{sanitize_terminal_bytes, ERASE_LINE, ERASE_TO_END};
 use super::truncate::{
   count_lines, count_newlines, truncate_tail, OutputLimits, TruncatedBy, Truncation,
 };
@@ -125,31 +125,83 @@ struct Prepared {
   redraws_only: bool,
 }
 
-/// Binary output: a NUL byte, or more than 10% of the bytes outside valid
-/// UTF-8 (text in a legacy encoding has far fewer).
+/// Binary output: more than 10% of the bytes are control bytes a text does
+/// not hold (NUL, and C0 controls other than tab, newline, carriage return,
+/// form feed, backspace, bell and escape) or outside valid UTF-8. One NUL in
+/// a page of text is not binary: it is shown as `␀`.
 pub fn looks_binary(bytes: &[u8]) -> bool {
-  if bytes.contains(&0) {
-    return true;
+  if bytes.is_empty() {
+    return false;
   }
+  let control = bytes
+    .iter()
+    .filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x08 | 0x07 | 0x1b))
+    .count();
   let invalid: usize = bytes.utf8_chunks().map(|c| c.invalid().len()).sum();
-  invalid * 10 > bytes.len()
+  (control + invalid) * 10 > bytes.len()
 }
 
-/// What a terminal shows of each line: the text after its last `\r` (a
-/// progress bar redrawn 20,000 times is one line). A line whose last `\r`
-/// ends it shows the last non-empty frame.
+/// The symbol a NUL byte of text output is shown as.
+pub const NUL_SYMBOL: &str = "\u{2400}";
+
+/// Text output with each NUL byte made visible as [`NUL_SYMBOL`] (the
+/// sanitizer drops control bytes, and a model must see that one was there).
+fn show_nuls(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+  if !bytes.contains(&0) {
+    return std::borrow::Cow::Borrowed(bytes);
+  }
+  let mut out = Vec::with_capacity(bytes.len() + 8);
+  for &b in bytes {
+    if b == 0 {
+      out.extend_from_slice(NUL_SYMBOL.as_bytes());
+    } else {
+      out.push(b);
+    }
+  }
+  std::borrow::Cow::Owned(out)
+}
+
+/// What a terminal shows of each line: `\r` moves to the start of the line
+/// and what follows overwrites it character by character (`line1\rXX` shows
+/// `XXne1`; a progress bar redrawn 20,000 times is one line); the erasures
+/// [`ERASE_TO_END`] and [`ERASE_LINE`] clear what they would. A `\r` that
+/// ends a line overwrites nothing.
 pub fn collapse_redraws(text: &str) -> std::borrow::Cow<'_, str> {
-  if !text.contains('\r') {
+  if !text.contains(['\r', ERASE_TO_END, ERASE_LINE]) {
     return std::borrow::Cow::Borrowed(text);
   }
   let mut out = String::with_capacity(text.len());
+  let mut screen: Vec<char> = Vec::new();
   for line in text.split_inclusive('\n') {
     let (body, nl) = match line.strip_suffix('\n') {
       Some(b) => (b, "\n"),
       None => (line, ""),
     };
-    let shown = body.rsplit('\r').find(|f| !f.is_empty()).unwrap_or("");
-    out.push_str(shown);
+    if !body.contains(['\r', ERASE_TO_END, ERASE_LINE]) {
+      out.push_str(body);
+      out.push_str(nl);
+      continue;
+    }
+    screen.clear();
+    let mut cursor = 0;
+    for c in body.chars() {
+      match c {
+        '\r' => cursor = 0,
+        ERASE_TO_END => screen.truncate(cursor),
+        ERASE_LINE => {
+          screen.clear();
+          screen.resize(cursor, ' ');
+        }
+        c => {
+          match screen.get_mut(cursor) {
+            Some(slot) => *slot = c,
+            None => screen.push(c),
+          }
+          cursor += 1;
+        }
+      }
+    }
+    out.extend(screen.iter());
     out.push_str(nl);
   }
   std::borrow::Cow::Owned(out)
@@ -182,7 +234,7 @@ fn prepare(seg: &Segment) -> Prepared {
       }
     }
   }
-  let clean = sanitize_bytes(bytes);
+  let clean = sanitize_terminal_bytes(&show_nuls(bytes));
   let clean = collapse_redraws(&clean).into_owned();
   Prepared {
     clean,
@@ -601,6 +653,33 @@ mod tests {
     let (text, tr) = render_segment(&t.take(false), lim(2000, 51200));
     assert_eq!(text, format!("[{}] 20000/20000\n", "#".repeat(50)));
     assert!(!tr.truncated());
+  }
+
+  #[test]
+  fn a_carriage_return_overwrites_as_a_terminal_does() {
+    assert_eq!(collapse_redraws("line1\rXX\n"), "XXne1\n");
+    assert_eq!(
+      collapse_redraws("downloading 100%\rdone\n"),
+      "doneloading 100%\n"
+    );
+    assert_eq!(collapse_redraws("a\rbc\rd"), "dc");
+    let erased = sanitize_terminal_bytes(b"Downloading 100%\r\x1b[KDone\nab\r\x1b[2Kc\n");
+    assert_eq!(collapse_redraws(&erased), "Done\nc\n");
+  }
+
+  #[test]
+  fn one_nul_in_text_is_shown_not_binary() {
+    let bytes = b"1\n2\n3\n4\n5\na\0b\n6\n7\n8\n";
+    assert!(!looks_binary(bytes));
+    let seg = Segment {
+      bytes: bytes.to_vec(),
+      dropped: false,
+      total_bytes: bytes.len() as u64,
+      total_lines: 9,
+    };
+    let (text, _) = render_segment(&seg, lim(2000, 51200));
+    assert_eq!(text, "1\n2\n3\n4\n5\na\u{2400}b\n6\n7\n8\n");
+    assert!(looks_binary(&[0u8; 64]));
   }
 
   #[test]

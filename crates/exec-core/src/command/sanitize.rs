@@ -9,12 +9,20 @@ use vte::{Params, Parser, Perform};
 
 struct Clean {
   out: String,
+  /// Keep `ESC [ K` (erase to the end of the line) and `ESC [ 2 K` (erase
+  /// the line) as [`ERASE_TO_END`] / [`ERASE_LINE`] for the redraw step.
+  erase_marks: bool,
 }
+
+/// Stands for `ESC [ K` in [`sanitize_terminal_bytes`]'s output.
+pub const ERASE_TO_END: char = '\u{E000}';
+/// Stands for `ESC [ 2 K` in [`sanitize_terminal_bytes`]'s output.
+pub const ERASE_LINE: char = '\u{E001}';
 
 impl Perform for Clean {
   fn print(&mut self, c: char) {
     // C1 controls can arrive as UTF-8 characters (U+0080..U+009F)
-    if !c.is_control() {
+    if !c.is_control() && !(self.erase_marks && (c == ERASE_TO_END || c == ERASE_LINE)) {
       self.out.push(c);
     }
   }
@@ -35,7 +43,21 @@ impl Perform for Clean {
     }
   }
 
-  fn csi_dispatch(&mut self, _: &Params, _: &[u8], _: bool, _: char) {}
+  fn csi_dispatch(&mut self, params: &Params, inter: &[u8], _: bool, action: char) {
+    if !self.erase_marks || action != 'K' || !inter.is_empty() {
+      return;
+    }
+    match params
+      .iter()
+      .next()
+      .and_then(|p| p.first().copied())
+      .unwrap_or(0)
+    {
+      0 => self.out.push(ERASE_TO_END),
+      2 => self.out.push(ERASE_LINE),
+      _ => {}
+    }
+  }
   fn osc_dispatch(&mut self, _: &[&[u8]], _: bool) {}
   fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {}
 }
@@ -43,8 +65,20 @@ impl Perform for Clean {
 /// Sanitize raw output bytes. Invalid UTF-8 becomes U+FFFD; an incomplete
 /// character or escape sequence at the very end is dropped.
 pub fn sanitize_bytes(bytes: &[u8]) -> String {
+  clean(bytes, false)
+}
+
+/// [`sanitize_bytes`], keeping the line erasures (`ESC [ K`, `ESC [ 2 K`) as
+/// [`ERASE_TO_END`] and [`ERASE_LINE`] for the redraw step, which needs them
+/// to show a line as a terminal would.
+pub fn sanitize_terminal_bytes(bytes: &[u8]) -> String {
+  clean(bytes, true)
+}
+
+fn clean(bytes: &[u8], erase_marks: bool) -> String {
   let mut clean = Clean {
     out: String::with_capacity(bytes.len()),
+    erase_marks,
   };
   let mut parser = Parser::new();
   parser.advance(&mut clean, bytes);

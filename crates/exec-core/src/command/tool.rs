@@ -2,12 +2,14 @@
 //! description, JSON schema of `{ command, timeout?, check_pid?, kill_pid? }`)
 //! and [`call`], which dispatches one call's arguments to a [`CommandRunner`].
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::error::ExecError;
 
+use super::tools::ToolSettings;
 use super::{CommandOptions, CommandRunner};
 
 /// The tool's name.
@@ -65,7 +67,10 @@ pub enum ToolCall {
   Kill(u32),
 }
 
-fn integer(args: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u64>, ExecError> {
+pub(crate) fn integer(
+  args: &serde_json::Map<String, Value>,
+  key: &str,
+) -> Result<Option<u64>, ExecError> {
   match args.get(key) {
     None | Some(Value::Null) => Ok(None),
     Some(v) => v
@@ -90,16 +95,97 @@ fn pid(args: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>, 
 
 /// Check a call's arguments: exactly one of `command`, `check_pid`, `kill_pid`.
 pub fn parse_call(args: &Value) -> Result<ToolCall, ExecError> {
-  let empty = serde_json::Map::new();
-  let args = match args {
-    Value::Object(m) => m,
-    Value::Null => &empty,
-    other => {
-      return Err(ExecError::invalid(format!(
-        "the arguments must be an object, got {other}"
-      )))
+  parse_args(args).map(|(c, _)| c)
+}
+
+/// The arguments of a call beyond the seed's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunExtras {
+  /// `workdir`: where the command runs (relative to the runner's cwd).
+  pub workdir: Option<String>,
+  /// `max_output_tokens`: the output budget the model asks for.
+  pub max_output_tokens: Option<u64>,
+}
+
+/// Every argument the tool knows: the seed's and [`RunExtras`].
+pub const KNOWN_ARGS: &[&str] = &[
+  "command",
+  "timeout",
+  "check_pid",
+  "kill_pid",
+  "workdir",
+  "max_output_tokens",
+];
+
+/// `args` as an object (`null`: no arguments).
+pub(crate) fn args_object(
+  args: &Value,
+) -> Result<std::borrow::Cow<'_, serde_json::Map<String, Value>>, ExecError> {
+  match args {
+    Value::Object(m) => Ok(std::borrow::Cow::Borrowed(m)),
+    Value::Null => Ok(std::borrow::Cow::Owned(serde_json::Map::new())),
+    other => Err(ExecError::invalid(format!(
+      "the arguments must be an object, got {other}"
+    ))),
+  }
+}
+
+/// An argument no parameter of the tool has: named, with its near miss.
+pub(crate) fn reject_unknown(
+  args: &serde_json::Map<String, Value>,
+  known: &[&str],
+) -> Result<(), ExecError> {
+  for key in args.keys() {
+    if known.contains(&key.as_str()) {
+      continue;
     }
+    let hint = match key.as_str() {
+      "cwd" | "dir" | "directory" | "working_directory" if known.contains(&"workdir") => {
+        " (use workdir)"
+      }
+      "cmd" if known.contains(&"command") => " (use command)",
+      "command" if known.contains(&"cmd") => " (use cmd)",
+      _ => "",
+    };
+    return Err(ExecError::invalid(format!(
+      "unknown argument {key}{hint}; the parameters are {}",
+      known.join(", ")
+    )));
+  }
+  Ok(())
+}
+
+/// A string argument (absent or null: `None`).
+pub(crate) fn string(
+  args: &serde_json::Map<String, Value>,
+  key: &str,
+) -> Result<Option<String>, ExecError> {
+  match args.get(key) {
+    None | Some(Value::Null) => Ok(None),
+    Some(Value::String(s)) => Ok(Some(s.clone())),
+    Some(v) => Err(ExecError::invalid(format!(
+      "{key} must be a string, got {v}"
+    ))),
+  }
+}
+
+/// [`parse_call`] with the arguments beyond the seed's. An argument the tool
+/// does not have is an error that names it.
+pub fn parse_args(args: &Value) -> Result<(ToolCall, RunExtras), ExecError> {
+  let args = args_object(args)?;
+  let args = args.as_ref();
+  reject_unknown(args, KNOWN_ARGS)?;
+  let extras = RunExtras {
+    workdir: string(args, "workdir")?,
+    max_output_tokens: match integer(args, "max_output_tokens")? {
+      Some(0) => return Err(ExecError::invalid("max_output_tokens must be at least 1")),
+      n => n,
+    },
   };
+  parse_seed(args).map(|c| (c, extras))
+}
+
+fn parse_seed(args: &serde_json::Map<String, Value>) -> Result<ToolCall, ExecError> {
   let command = match args.get("command") {
     None | Some(Value::Null) => None,
     Some(Value::String(s)) => Some(s.clone()),
@@ -129,37 +215,259 @@ pub fn parse_call(args: &Value) -> Result<ToolCall, ExecError> {
 /// run (its `timeout` is replaced by the call's, 0 meaning none). Never fails:
 /// bad arguments and unknown pids come back as `is_error` text.
 pub async fn call(runner: &CommandRunner, args: &Value, base: CommandOptions) -> ToolResult {
-  let parsed = match parse_call(args) {
+  call_with(runner, args, base, &ToolSettings::api())
+    .await
+    .result
+}
+
+/// A call's answer with its structured form (MCP's `structuredContent`,
+/// see [`super::tools::bash_output_schema`]); `None` for bad arguments.
+#[derive(Debug, Clone)]
+pub struct ToolOutcome {
+  pub result: ToolResult,
+  pub structured: Option<Value>,
+}
+
+impl ToolOutcome {
+  fn error(e: ExecError) -> Self {
+    ToolOutcome {
+      result: ToolResult::error(e),
+      structured: None,
+    }
+  }
+}
+
+/// `workdir` of a call: relative to `base`, an existing directory, and
+/// inside what the sandbox lets the command write when one is set.
+pub fn resolve_workdir(base: &CommandOptions, workdir: &str) -> Result<PathBuf, ExecError> {
+  let dir = base.cwd.join(workdir);
+  crate::process::spec::check_cwd(&dir)
+    .map_err(|e| ExecError::new(e.code, format!("workdir: {}", e.what)))?;
+  let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+  if let Some(sb) = &base.sandbox {
+    let mut roots: Vec<PathBuf> =
+      vec![base.cwd.canonicalize().unwrap_or_else(|_| base.cwd.clone())];
+    for r in sb.writable_paths(&base.cwd)? {
+      // the writable devices (/dev/null, ...) are no place to work in
+      if r.is_dir() && !roots.contains(&r) {
+        roots.push(r);
+      }
+    }
+    if !roots.iter().any(|r| real.starts_with(r)) {
+      return Err(ExecError::invalid(format!(
+        "workdir {} lies outside the sandbox's roots ({})",
+        real.display(),
+        roots
+          .iter()
+          .map(|r| r.display().to_string())
+          .collect::<Vec<_>>()
+          .join(", ")
+      )));
+    }
+  }
+  Ok(real)
+}
+
+/// One call of `bash` under `settings` (the wait's default and cap, the
+/// output budget's cap).
+pub async fn call_with(
+  runner: &CommandRunner,
+  args: &Value,
+  base: CommandOptions,
+  settings: &ToolSettings,
+) -> ToolOutcome {
+  let (parsed, extras) = match parse_args(args) {
     Ok(c) => c,
-    Err(e) => return ToolResult::error(e),
+    Err(e) => return ToolOutcome::error(e),
   };
   match parsed {
     ToolCall::Run { command, timeout } => {
       let mut opts = base;
-      if let Some(t) = timeout {
-        opts.timeout = (!t.is_zero()).then_some(t);
+      opts.vocabulary = super::Vocabulary::Tool;
+      opts.timeout = settings.timeout(timeout, opts.timeout);
+      opts.limits = settings.output_limits(extras.max_output_tokens, opts.limits);
+      if let Some(w) = &extras.workdir {
+        match resolve_workdir(&opts, w) {
+          Ok(dir) => opts.cwd = dir,
+          Err(e) => return ToolOutcome::error(e),
+        }
       }
       let r = runner.run(&command, opts).await;
-      ToolResult {
-        text: r.text,
-        is_error: r.is_error,
+      ToolOutcome {
+        structured: Some(run_structured(&r)),
+        result: ToolResult {
+          text: r.text,
+          is_error: r.is_error,
+        },
       }
     }
     ToolCall::Check(pid) => match runner.check(pid) {
-      Ok(c) => ToolResult {
-        text: c.text,
-        is_error: c.is_error,
-      },
-      Err(e) => ToolResult::error(e),
+      Ok(c) => checked(c),
+      Err(e) => ToolOutcome::error(e),
     },
     ToolCall::Kill(pid) => match runner.kill(pid).await {
-      Ok(c) => ToolResult {
-        text: c.text,
-        is_error: c.is_error,
-      },
-      Err(e) => ToolResult::error(e),
+      Ok(c) => checked(c),
+      Err(e) => ToolOutcome::error(e),
     },
   }
+}
+
+fn checked(c: super::CheckResult) -> ToolOutcome {
+  let truncated = c.stdout.truncation.truncated()
+    || c.stderr.truncation.truncated()
+    || c.stdout.binary
+    || c.stderr.binary;
+  ToolOutcome {
+    structured: Some(json!({
+      "exit_code": c.exit_code,
+      "signal": c.signal,
+      "pid": c.pid,
+      "running": c.running,
+      "backgrounded": c.running,
+      "truncated": truncated,
+      "log_path": c.log.path().map(|p| p.display().to_string()),
+      "adopted": [],
+    })),
+    result: ToolResult {
+      text: c.text,
+      is_error: c.is_error,
+    },
+  }
+}
+
+fn run_structured(r: &super::CommandResult) -> Value {
+  let truncated = r.stdout.truncation.truncated()
+    || r.stderr.truncation.truncated()
+    || r.stdout.binary
+    || r.stderr.binary;
+  json!({
+    "exit_code": r.exit_code,
+    "signal": r.signal,
+    "pid": (r.pid != 0).then_some(r.pid),
+    "running": r.background.is_some(),
+    "backgrounded": r.background.is_some(),
+    "truncated": truncated,
+    "log_path": r.log.path().map(|p| p.display().to_string()),
+    "adopted": r.adopted.iter().map(|(pid, command)| json!({ "pid": pid, "command": command })).collect::<Vec<_>>(),
+  })
+}
+
+/// The arguments `exec_command` knows.
+const EXEC_ARGS: &[&str] = &[
+  "cmd",
+  "workdir",
+  "tty",
+  "yield_time_ms",
+  "max_output_tokens",
+];
+/// The arguments `write_stdin` knows.
+const WRITE_ARGS: &[&str] = &["session_id", "chars", "yield_time_ms", "close_stdin"];
+/// The longest yield a call may ask for (an MCP client waits 60 s).
+pub const MAX_YIELD: Duration = Duration::from_secs(50);
+
+fn boolean(args: &serde_json::Map<String, Value>, key: &str) -> Result<Option<bool>, ExecError> {
+  match args.get(key) {
+    None | Some(Value::Null) => Ok(None),
+    Some(Value::Bool(b)) => Ok(Some(*b)),
+    Some(v) => Err(ExecError::invalid(format!(
+      "{key} must be a boolean, got {v}"
+    ))),
+  }
+}
+
+fn yield_time(
+  args: &serde_json::Map<String, Value>,
+  default: Duration,
+) -> Result<Duration, ExecError> {
+  Ok(
+    integer(args, "yield_time_ms")?
+      .map_or(default, Duration::from_millis)
+      .min(MAX_YIELD),
+  )
+}
+
+fn interactive(r: super::InteractiveResult) -> ToolOutcome {
+  ToolOutcome {
+    result: ToolResult {
+      text: r.text,
+      is_error: r.is_error,
+    },
+    structured: None,
+  }
+}
+
+/// `exec_command`: start an interactive command (see [`super::interactive`]).
+pub async fn exec_command(
+  runner: &CommandRunner,
+  args: &Value,
+  base: CommandOptions,
+  settings: &ToolSettings,
+) -> ToolOutcome {
+  let parsed = (|| -> Result<_, ExecError> {
+    let args = args_object(args)?;
+    let args = args.as_ref();
+    reject_unknown(args, EXEC_ARGS)?;
+    let cmd = string(args, "cmd")?.ok_or_else(|| ExecError::invalid("cmd is required"))?;
+    let cwd = match string(args, "workdir")? {
+      Some(w) => resolve_workdir(&base, &w)?,
+      None => base.cwd.clone(),
+    };
+    let mut s = super::StartOptions::new(cwd);
+    s.env = base.env.clone();
+    s.sandbox = base.sandbox.clone();
+    s.resource_limits = base.resource_limits.clone();
+    s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
+    s.tty = boolean(args, "tty")?.unwrap_or(true);
+    s.yield_time = yield_time(args, super::interactive::DEFAULT_START_YIELD)?;
+    s.vocabulary = super::Vocabulary::Tool;
+    Ok((cmd, s))
+  })();
+  match parsed {
+    Ok((cmd, s)) => interactive(runner.start(&cmd, s).await),
+    Err(e) => ToolOutcome::error(e),
+  }
+}
+
+/// `write_stdin`: keys to a session, and the output since the last call.
+pub async fn write_stdin(runner: &CommandRunner, args: &Value) -> ToolOutcome {
+  let parsed = (|| -> Result<_, ExecError> {
+    let args = args_object(args)?;
+    let args = args.as_ref();
+    reject_unknown(args, WRITE_ARGS)?;
+    let id =
+      pid(args, "session_id")?.ok_or_else(|| ExecError::invalid("session_id is required"))?;
+    let chars = string(args, "chars")?.unwrap_or_default();
+    let close = boolean(args, "close_stdin")?.unwrap_or(false);
+    let wait = yield_time(args, super::interactive::DEFAULT_WRITE_YIELD)?;
+    Ok((id, chars, close, wait))
+  })();
+  match parsed {
+    Ok((id, chars, close, wait)) => {
+      interactive(runner.write(id, chars.as_bytes(), wait, close).await)
+    }
+    Err(e) => ToolOutcome::error(e),
+  }
+}
+
+/// One call of a tool of the set ([`super::tools::TOOL_NAMES`]).
+pub async fn dispatch(
+  runner: &CommandRunner,
+  name: &str,
+  args: &Value,
+  base: CommandOptions,
+  settings: &ToolSettings,
+) -> Result<ToolOutcome, ExecError> {
+  Ok(match name {
+    "bash" => call_with(runner, args, base, settings).await,
+    "exec_command" => exec_command(runner, args, base, settings).await,
+    "write_stdin" => write_stdin(runner, args).await,
+    other => {
+      return Err(ExecError::invalid(format!(
+        "no tool named '{other}' (tools: {})",
+        super::tools::TOOL_NAMES.join(", ")
+      )))
+    }
+  })
 }
 
 #[cfg(test)]

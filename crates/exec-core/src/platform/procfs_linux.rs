@@ -237,6 +237,19 @@ pub fn resident_pages(pid: i32) -> u64 {
     .unwrap_or(0)
 }
 
+/// Whether `pid` names a thread of another process (its `Tgid` differs):
+/// `/proc/<tid>` answers for a thread though `/proc` does not list it.
+pub fn is_thread(pid: i32) -> bool {
+  let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+    return false;
+  };
+  status
+    .lines()
+    .find_map(|l| l.strip_prefix("Tgid:"))
+    .and_then(|v| v.trim().parse::<i32>().ok())
+    .is_some_and(|tgid| tgid != pid)
+}
+
 /// The raw `/proc/<pid>/cmdline` (arguments separated by NULs).
 pub fn cmdline(pid: i32) -> Vec<u8> {
   std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()

@@ -80,6 +80,11 @@ pub fn resident_pages(_pid: i32) -> u64 {
   0
 }
 
+/// Pids are processes on macOS.
+pub fn is_thread(_pid: i32) -> bool {
+  false
+}
+
 /// Not known without `/proc`: empty.
 pub fn cmdline(_pid: i32) -> Vec<u8> {
   Vec::new()

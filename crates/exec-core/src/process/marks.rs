@@ -118,7 +118,8 @@ const RANGE_SCAN_MAX: i64 = 4096;
 pub fn scan_since(first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> usize {
   let mut found = 0;
   let ranged = for_each_since(first_pid, &mut |pid| {
-    if environ_contains(pid, needle.bytes()) {
+    // a pid in the range may be a thread's id: `/proc/<tid>` answers too
+    if environ_contains(pid, needle.bytes()) && !platform::is_thread(pid) {
       found += 1;
       f(pid);
     }

@@ -1,0 +1,488 @@
+//! `exec-native mcp`: a Model Context Protocol server (stdio) on the official
+//! Rust SDK (`rmcp`). Its tools:
+//!
+//! - `bash`, `exec_command`, `write_stdin`: the command tool set as
+//!   [`crate::command::tools`] defines it, on one [`CommandRunner`] per
+//!   connection (background jobs and sessions live as long as it);
+//! - `execute_code`: `{ code, language, timeout? }` in a fresh process
+//!   (bash, javascript, typescript, python), with the same text format.
+//!
+//! A call runs until its answer; `notifications/cancelled` kills what it
+//! started; a call with a `progressToken` gets `notifications/progress`
+//! while it runs. [`transport`] answers malformed lines as JSON-RPC says.
+
+pub mod transport;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+  CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+  InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+  ServerCapabilities, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::buffer::HeadTailBuffer;
+use crate::command::format::{format_finished, Shown};
+use crate::command::offload::LogStatus;
+use crate::command::tool::{self, ToolOutcome};
+use crate::command::tools::{self, ToolFormat, ToolSettings, TOOL_NAMES};
+use crate::command::{
+  CallOptions, CommandDefaults, CommandOptions, CommandRunner, OutputLimits, RunnerConfig,
+};
+use crate::error::{ErrorCode, ExecError};
+use crate::language::{self, Language, Toolchain};
+use crate::process::supervise::{run, RunPolicy};
+use crate::CancellationToken;
+
+/// Settings of the MCP server.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+  /// Working directory of every command and code run (a call's `workdir`
+  /// is relative to it).
+  pub cwd: PathBuf,
+  pub runner: RunnerConfig,
+  pub toolchain: Toolchain,
+  /// The environment, limits and sandbox of every command (its `cwd` is
+  /// `cwd`); a call can only narrow them.
+  pub defaults: CommandDefaults,
+  /// The waits, budgets and descriptions of the tools.
+  pub settings: ToolSettings,
+}
+
+impl McpConfig {
+  /// A server for `cwd` with the defaults: no sandbox, MCP's waits.
+  pub fn new(cwd: PathBuf) -> Self {
+    let defaults = CommandDefaults {
+      cwd: Some(cwd.clone()),
+      timeout: Some(tools::MCP_DEFAULT_TIMEOUT),
+      ..Default::default()
+    };
+    McpConfig {
+      settings: ToolSettings {
+        cwd: Some(cwd.clone()),
+        ..ToolSettings::mcp()
+      },
+      cwd,
+      runner: RunnerConfig::default(),
+      toolchain: Toolchain::default(),
+      defaults,
+    }
+  }
+
+  /// Refuse to start rather than fail every call: the directory must exist.
+  pub fn check(&self) -> Result<(), ExecError> {
+    crate::process::spec::check_cwd(&self.cwd)
+  }
+}
+
+/// Timeout of `execute_code` when the call gives none.
+pub const EXECUTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a call with a `progressToken` hears that it still runs.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// The MCP handler: one per connection.
+#[derive(Clone)]
+pub struct ExecMcp {
+  config: Arc<McpConfig>,
+  runner: CommandRunner,
+}
+
+impl ExecMcp {
+  pub fn new(config: McpConfig) -> Self {
+    let runner = CommandRunner::new(config.runner.clone());
+    ExecMcp {
+      config: Arc::new(config),
+      runner,
+    }
+  }
+
+  pub fn runner(&self) -> &CommandRunner {
+    &self.runner
+  }
+
+  /// The options every command of a call starts from.
+  fn base(&self) -> Result<CommandOptions, ExecError> {
+    let cwd = self.config.cwd.clone();
+    self
+      .config
+      .defaults
+      .merge(CallOptions::default(), move || Ok(cwd))
+  }
+}
+
+/// The tools, as `tools/list` gives them.
+pub fn tools(settings: &ToolSettings) -> Vec<Tool> {
+  let mut list: Vec<Tool> = tools::definitions(settings, ToolFormat::Mcp, false)
+    .into_iter()
+    .map(|d| serde_json::from_value(d).expect("a tool definition is a Tool"))
+    .collect();
+  let code = json!({
+    "name": "execute_code",
+    "title": "Run a code snippet",
+    "description": "Run code in a fresh process and return its output (same format and limits as bash). Languages: bash, javascript (node), typescript, python (python3).",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "code": { "type": "string", "description": "The code to run" },
+        "language": { "type": "string", "enum": ["bash", "javascript", "typescript", "python"], "description": "Its language" },
+        "timeout": { "type": "integer", "minimum": 0, "description": "Timeout in ms; the process is killed after it (default: 30000)" }
+      },
+      "required": ["code", "language"],
+      "additionalProperties": false
+    },
+    "annotations": { "title": "Run a code snippet", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true }
+  });
+  list.push(serde_json::from_value(code).expect("a tool definition is a Tool"));
+  list
+}
+
+fn result(outcome: ToolOutcome) -> CallToolResponse {
+  let content = vec![ContentBlock::text(outcome.result.text)];
+  let mut r = if outcome.result.is_error {
+    CallToolResult::error(content)
+  } else {
+    CallToolResult::success(content)
+  };
+  r.structured_content = outcome.structured;
+  r.into()
+}
+
+fn text_outcome(text: String, is_error: bool) -> ToolOutcome {
+  ToolOutcome {
+    result: tool::ToolResult { text, is_error },
+    structured: None,
+  }
+}
+
+/// `execute_code`: run, capture, format like the command tool.
+pub async fn execute_code(
+  config: &McpConfig,
+  args: &Value,
+  cancel: &CancellationToken,
+) -> (String, bool) {
+  let parsed = (|| -> Result<_, ExecError> {
+    if let Value::Object(m) = args {
+      tool::reject_unknown(m, &["code", "language", "timeout"])?;
+    }
+    let code = args
+      .get("code")
+      .and_then(Value::as_str)
+      .ok_or_else(|| ExecError::invalid("code must be a string"))?;
+    let lang: Language = args
+      .get("language")
+      .and_then(Value::as_str)
+      .ok_or_else(|| ExecError::invalid("language must be a string"))?
+      .parse()?;
+    let timeout = match args.get("timeout") {
+      None | Some(Value::Null) => EXECUTE_TIMEOUT,
+      Some(v) => Duration::from_millis(v.as_u64().ok_or_else(|| {
+        ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
+      })?),
+    };
+    let env = crate::command::command_env(config.defaults.env.clone());
+    let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
+    Ok((launch, timeout))
+  })();
+  let (launch, timeout) = match parsed {
+    Ok(p) => p,
+    Err(e) => return (e.message(), true),
+  };
+  let mut spec = launch.spec;
+  spec.cwd = Some(config.cwd.clone());
+  spec.sandbox = config.defaults.sandbox.clone();
+  spec.limits = config.defaults.resource_limits.clone();
+  let policy = RunPolicy {
+    timeout: (!timeout.is_zero()).then_some(timeout),
+    owner: config.runner.owner,
+    ..Default::default()
+  };
+  let limits = OutputLimits::default();
+  let cap = limits.max_bytes * 2;
+  let f = match run(
+    &spec,
+    &policy,
+    HeadTailBuffer::new(cap),
+    HeadTailBuffer::new(cap),
+    cancel,
+  )
+  .await
+  {
+    Ok(f) => f,
+    Err(e) => return (e.message(), true),
+  };
+  drop(launch.temp);
+  let (o, e) = crate::command::offload::render_bytes(
+    &f.stdout.render().bytes,
+    f.outcome.stdout_bytes,
+    &f.stderr.render().bytes,
+    f.outcome.stderr_bytes,
+    limits,
+  );
+  let streams = [
+    Shown {
+      name: "stdout",
+      text: &o.text,
+      truncation: &o.truncation,
+      binary: o.binary,
+    },
+    Shown {
+      name: "stderr",
+      text: &e.text,
+      truncation: &e.truncation,
+      binary: e.binary,
+    },
+  ];
+  let out = &f.outcome;
+  let mut text = format_finished(
+    &streams,
+    out.exit_code,
+    out.signal.as_deref(),
+    limits.max_bytes,
+    &LogStatus::NotNeeded,
+  );
+  if let Some(err) = &out.error {
+    text.push_str("\n\n");
+    text.push_str(&err.message());
+  }
+  (text, out.exit_code != 0 || out.error.is_some())
+}
+
+/// Tell the client, every [`PROGRESS_EVERY`], that the call still runs.
+fn progress_ticker(
+  peer: Peer<RoleServer>,
+  token: rmcp::model::ProgressToken,
+) -> tokio::task::JoinHandle<()> {
+  tokio::spawn(async move {
+    let started = tokio::time::Instant::now();
+    loop {
+      tokio::time::sleep(PROGRESS_EVERY).await;
+      let secs = started.elapsed().as_secs();
+      let note = ProgressNotificationParam::new(token.clone(), secs as f64)
+        .with_message(format!("still running after {secs} s"));
+      if peer.notify_progress(note).await.is_err() {
+        return;
+      }
+    }
+  })
+}
+
+fn instructions(settings: &ToolSettings) -> String {
+  let shell = if settings.stateful {
+    "one bash session shared by all calls (cd and export carry over)"
+  } else {
+    "a fresh bash -c per call (cd and export do not carry over)"
+  };
+  format!(
+    "bash runs shell commands ({shell}); a command still running after its timeout moves to the background: manage it with check_pid / kill_pid. exec_command and write_stdin run interactive commands (prompts, REPLs). execute_code runs a snippet in a language.{}",
+    settings
+      .sandbox
+      .as_ref()
+      .map(|s| format!(" Sandbox: {s}"))
+      .unwrap_or_default()
+  )
+}
+
+impl ServerHandler for ExecMcp {
+  fn get_info(&self) -> InitializeResult {
+    InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+      .with_server_info(Implementation::new(
+        "exec-native",
+        env!("CARGO_PKG_VERSION"),
+      ))
+      .with_instructions(instructions(&self.config.settings))
+  }
+
+  async fn list_tools(
+    &self,
+    _request: Option<PaginatedRequestParams>,
+    _context: RequestContext<RoleServer>,
+  ) -> Result<ListToolsResult, ErrorData> {
+    Ok(ListToolsResult::with_all_items(tools(
+      &self.config.settings,
+    )))
+  }
+
+  async fn call_tool(
+    &self,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+  ) -> Result<CallToolResponse, ErrorData> {
+    let args = Value::Object(request.arguments.unwrap_or_default());
+    let name = request.name.as_ref();
+    if name != "execute_code" && !TOOL_NAMES.contains(&name) {
+      return Err(ErrorData::invalid_params(
+        format!(
+          "no tool named '{name}' (tools: {}, execute_code)",
+          TOOL_NAMES.join(", ")
+        ),
+        None,
+      ));
+    }
+    let ticker = context
+      .meta
+      .get_progress_token()
+      .map(|t| progress_ticker(context.peer.clone(), t));
+    let cancel = context.ct.clone();
+    let outcome = if name == "execute_code" {
+      let (text, is_error) = execute_code(&self.config, &args, &cancel).await;
+      text_outcome(text, is_error)
+    } else {
+      match self.base() {
+        Ok(mut base) => {
+          base.cancel = Some(cancel);
+          tool::dispatch(&self.runner, name, &args, base, &self.config.settings)
+            .await
+            .unwrap_or_else(|e| text_outcome(e.message(), true))
+        }
+        Err(e) => text_outcome(e.message(), true),
+      }
+    };
+    if let Some(t) = ticker {
+      t.abort();
+    }
+    Ok(result(outcome))
+  }
+}
+
+/// Serve one MCP connection over `transport` until the peer closes it; then
+/// kill what the connection's runner still runs.
+pub async fn serve_on<T, E, A>(config: McpConfig, transport: T) -> Result<(), ExecError>
+where
+  T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+  E: std::error::Error + Send + Sync + 'static,
+{
+  config.check()?;
+  let handler = ExecMcp::new(config);
+  let runner = handler.runner.clone();
+  let io = |e: String| ExecError::new(ErrorCode::EIO, format!("MCP: {e}"));
+  let service = handler
+    .serve(transport)
+    .await
+    .map_err(|e| io(e.to_string()))?;
+  let r = service.waiting().await.map_err(|e| io(e.to_string()));
+  runner.close().await;
+  r.map(|_| ())
+}
+
+/// Serve MCP over stdin/stdout (`exec-native mcp`).
+pub async fn serve_stdio(config: McpConfig) -> Result<(), ExecError> {
+  config.check()?;
+  let transport = transport::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+  serve_on(config, transport).await
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn object(v: Value) -> rmcp::model::JsonObject {
+    match v {
+      Value::Object(m) => m,
+      _ => rmcp::model::JsonObject::new(),
+    }
+  }
+
+  fn text_of(r: &CallToolResult) -> String {
+    r.content
+      .iter()
+      .filter_map(|c| match c {
+        ContentBlock::Text(t) => Some(t.text.clone()),
+        _ => None,
+      })
+      .collect()
+  }
+
+  #[tokio::test]
+  async fn a_real_client_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = McpConfig::new(dir.path().to_owned());
+    config.runner.output_dir = dir.path().to_owned();
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let server = tokio::spawn(serve_on(config, server_io));
+    let client = ().serve(client_io).await.expect("initialize");
+    let info = client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "exec-native");
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+      names,
+      ["bash", "exec_command", "write_stdin", "execute_code"]
+    );
+    let settings = ToolSettings {
+      cwd: Some(dir.path().to_owned()),
+      ..ToolSettings::mcp()
+    };
+    assert_eq!(
+      Value::Object((*tools[0].input_schema).clone()),
+      tools::definitions(&settings, ToolFormat::Mcp, false)[0]["inputSchema"]
+    );
+
+    let call = |name: &'static str, args: Value| {
+      CallToolRequestParams::new(name).with_arguments(object(args))
+    };
+    let r = client
+      .call_tool(call(
+        "bash",
+        json!({"command": "echo hello; echo oops >&2; exit 3"}),
+      ))
+      .await
+      .unwrap();
+    assert_eq!(
+      text_of(&r),
+      "stdout:\nhello\n\nstderr:\noops\n\nexit code: 3"
+    );
+    assert_eq!(r.is_error, Some(true));
+
+    let r = client
+      .call_tool(call("bash", json!({"command": "sleep 5", "timeout": 200})))
+      .await
+      .unwrap();
+    let t = text_of(&r);
+    assert!(
+      t.starts_with("[Command backgrounded after 0.2s timeout (pid "),
+      "{t}"
+    );
+    let pid: u64 = t
+      .split("(pid ")
+      .nth(1)
+      .unwrap()
+      .split(')')
+      .next()
+      .unwrap()
+      .parse()
+      .unwrap();
+    let r = client
+      .call_tool(call("bash", json!({"kill_pid": pid})))
+      .await
+      .unwrap();
+    assert!(text_of(&r).starts_with(&format!("[Process {pid} killed (SIGTERM")));
+
+    let r = client
+      .call_tool(call(
+        "execute_code",
+        json!({"code": "print(6*7)", "language": "python"}),
+      ))
+      .await
+      .unwrap();
+    assert_eq!(text_of(&r), "stdout:\n42\n\nexit code: 0");
+    assert_eq!(r.is_error, Some(false));
+
+    let r = client
+      .call_tool(call("bash", json!({"command": "ls", "check_pid": 1})))
+      .await
+      .unwrap();
+    assert_eq!(
+      text_of(&r),
+      "exec: give exactly one of command, check_pid, kill_pid (EINVAL)"
+    );
+    assert!(client.call_tool(call("nope", json!({}))).await.is_err());
+
+    client.cancel().await.unwrap();
+    server.await.unwrap().unwrap();
+  }
+}
