@@ -254,8 +254,10 @@ export declare class Subprocess {
    * Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
    * that the process is alive) to the whole tree. `'SIGTERM'` (the default)
    * and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
-   * `forceKillAfterDelay`; the result then has `canceled: true`. Returns
-   * whether a signal was sent (false once the run has settled), like Node.
+   * `forceKillAfterDelay`; the result then has `canceled: true`. A stopped
+   * child (SIGSTOP) gets SIGCONT right after the SIGTERM, so that it acts
+   * on it. Returns whether a signal was sent (false once the run has
+   * settled), like Node.
    */
   kill(signal?: NodeJS.Signals | number): boolean
 }
@@ -269,7 +271,9 @@ export declare class Subprocess {
 export declare class SubprocessStdin {
   /**
    * Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
-   * closed (by `end()` or by the child).
+   * closed: by `end()`, by the child, or because the run settled (the
+   * host's end of the pipe is closed when the child exits, not when the
+   * handle is collected).
    */
   write(data: string | Buffer | Uint8Array): Promise<void>
   /** Close stdin (the child reads EOF) once the writes before it are done. */
@@ -665,7 +669,11 @@ export interface ExecuteOptions {
   maxOutputBytes?: number
   /** Written to stdin, then EOF. Without it stdin is closed (a read gets EOF). */
   input?: string | Buffer | Uint8Array
-  /** Cancels the run: the group is killed, the result has `canceled: true`. */
+  /**
+   * Cancels the run: the group is killed, the result has `canceled: true`.
+   * Already aborted: nothing is spawned, the result has `canceled: true`,
+   * `pid: 0`, `errorCode: 'ECANCELED'`.
+   */
   signal?: AbortSignal
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
@@ -1147,7 +1155,8 @@ export interface ReaperStatus {
 
 /**
  * Resource limits of an execution and all its descendants. Each is a
- * number of at least 1 (a fraction is cut).
+ * number of at least 1 (a fraction is cut). Any other key is refused
+ * (`EINVAL`), like an unknown key of every options object.
  */
 export interface ResourceLimits {
   /**
@@ -1388,7 +1397,7 @@ export interface ServeOptions {
    * intervals is dropped and its processes terminated. @default 30000
    */
   pingIntervalMs?: number
-  /** Milliseconds a connection has to complete its handshake (at least 1). @default 10000 */
+  /** Milliseconds a connection has to send its handshake request (at least 1); until then it holds one of 256 handshake places, not a connection. @default 3000 */
   handshakeTimeoutMs?: number
 }
 
@@ -1596,7 +1605,11 @@ export interface SpawnOptions {
   forceKillAfterDelay?: number
   /** Written to stdin, then EOF. */
   input?: string | Buffer | Uint8Array
-  /** Cancels the run: the tree is killed, the result has `canceled: true`. */
+  /**
+   * Cancels the run: the tree is killed, the result has `canceled: true`.
+   * Already aborted: nothing is spawned, the result has `canceled: true`,
+   * `pid: 0`, `errorCode: 'ECANCELED'`.
+   */
   signal?: AbortSignal
   /**
    * Output is cut into chunks of at most 64 KiB (whole characters; a
@@ -1792,7 +1805,11 @@ export interface SubprocessOptions {
    * one call per interval and a flood gets full chunks. @default 10
    */
   callbackIntervalMs?: number
-  /** Kills the tree like `kill()`; the result has `canceled: true`. */
+  /**
+   * Kills the tree like `kill()`; the result has `canceled: true`.
+   * Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
+   * an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
+   */
   signal?: AbortSignal
 }
 
