@@ -332,4 +332,29 @@ describe('the MCP server', () => {
     expect(await waitGone([server.pid])).toEqual([])
     await client.close()
   }, 60_000)
+
+describe.skipIf(process.platform !== 'linux')('the MCP server with --sandbox (issue 22: composition)', () => {
+  it('a model-written attack through the bash tool reaches neither the server nor outside the roots, and the model reads the denial', async () => {
+    const outside = mkdtempSync(join('/var/tmp', 'exn-mcp-out-'))
+    try {
+      writeFileSync(join(outside, 'bait'), 'bait')
+      const { client, transport, call } = await connect(['--sandbox'])
+      const server = transport.pid!
+      const r = await call('bash', {
+        command: `kill -9 ${server}; grep -a -l PATH /proc/${server}/environ; echo x > ${outside}/bait; chmod 777 ${outside}/bait; echo done`,
+      })
+      const t = text(r)
+      expect(t).toContain('done')
+      expect(t).toMatch(/Read-only file system|Permission denied/)
+      // the host side: the server lives and answers, the file is as it was
+      expect(isRunning(server)).toBe(true)
+      expect(text(await call('bash', { command: 'echo alive' }))).toContain('alive')
+      expect(readFileSync(join(outside, 'bait'), 'utf8')).toBe('bait')
+      await client.close()
+    } finally {
+      rmSync(outside, { recursive: true, force: true })
+    }
+  }, 20_000)
+})
+
 })
