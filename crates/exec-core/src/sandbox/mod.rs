@@ -363,18 +363,25 @@ pub struct Invocation {
   pub args: Vec<std::ffi::OsString>,
 }
 
-/// How deep [`protected`] looks for repositories inside a writable root
-/// (the temp directories, shared scratch space, less deep), and how many
-/// directories it reads at most per root.
-const GIT_SCAN_DEPTH: usize = 4;
-const GIT_SCAN_DEPTH_TMP: usize = 2;
-const GIT_SCAN_BUDGET: usize = 4000;
+/// How deep [`protected`] looks for repositories inside a writable root:
+/// `<root>/.git` is depth 0, `<root>/a/.git` depth 1, and so on (the temp
+/// directories, shared scratch space with many entries, less deep); and how
+/// many directories it lists at most per root.
+const GIT_SCAN_DEPTH: usize = 1;
+const GIT_SCAN_DEPTH_TMP: usize = 0;
+const GIT_SCAN_BUDGET: usize = 256;
 
-/// `.git` entries (directories, or a worktree's `.git` file) under `dir`,
-/// at most `depth` levels down, reading at most `budget` directories.
-/// Symbolic links are not followed; `node_modules` is skipped.
+/// `.git` entries (directories, or a worktree's `.git` file) in `dir` and
+/// below it, at most `depth` levels down, listing at most `budget`
+/// directories. A directory's own `.git` is one `lstat`; only directories
+/// above the last level are listed. Symbolic links are not followed;
+/// `node_modules` and `.git` itself are not entered.
 fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
-  if *budget == 0 {
+  let git = dir.join(".git");
+  if git.symlink_metadata().is_ok() {
+    out.push(git);
+  }
+  if depth == 0 || *budget == 0 {
     return;
   }
   *budget -= 1;
@@ -383,10 +390,10 @@ fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>
   };
   for e in entries.flatten() {
     let name = e.file_name();
-    let Ok(ft) = e.file_type() else { continue };
-    if name == ".git" {
-      out.push(e.path());
-    } else if ft.is_dir() && depth > 0 && name != "node_modules" {
+    if name == ".git" || name == "node_modules" {
+      continue;
+    }
+    if e.file_type().is_ok_and(|t| t.is_dir()) {
       find_git(&e.path(), depth - 1, budget, out);
     }
   }
@@ -394,8 +401,8 @@ fn find_git(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>
 
 /// The paths made read-only again inside the writable roots:
 /// - every `.git` found walking up from the cwd (git's own discovery) and
-///   down each root (nested repositories too, codex#37081; the temp
-///   directories less deep, see [`GIT_SCAN_DEPTH_TMP`]);
+///   down each root (nested repositories too, codex#37081: [`GIT_SCAN_DEPTH`]
+///   levels, the temp directories [`GIT_SCAN_DEPTH_TMP`]);
 /// - for a worktree's `.git` file, the `gitdir:` it names and that one's
 ///   `commondir` (the main repository);
 /// - `policy.protect`.
