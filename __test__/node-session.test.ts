@@ -308,3 +308,29 @@ describe('NodeSession: display', () => {
     expect(r.displays[0]['text/plain']).toBe('big\n[exec-native: image/png (5000 bytes) omitted, over the display cap of 1000 bytes]')
   })
 })
+
+describe('NodeSession: sandbox and limits (the engine of the other sessions)', () => {
+  it('runs under a network-off sandbox: the channel works, writes outside the roots and sockets fail', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-node-sb-'))
+    const s = await node({ cwd: dir, sandbox: { mode: 'workspace-write', network: false } })
+    const denied = await s.execute('require("node:fs").writeFileSync("/etc/exec-native-node-probe", "x")')
+    expect(denied.status).toBe('error')
+    expect(denied.error?.message).toMatch(/EROFS|EACCES|EPERM/)
+    expect((await s.execute('require("node:fs").writeFileSync("ok.txt", "x"); require("node:fs").readFileSync("ok.txt", "utf8")')).value).toBe("'x'")
+    const net = await s.execute(
+      'await new Promise((ok) => require("node:net").connect(9, "127.0.0.1").on("error", (e) => ok(e.code)).on("connect", () => ok("connected")))',
+    )
+    expect(net.value).not.toBe("'connected'")
+    expect(net.value).toMatch(/EPERM|EACCES/)
+  })
+
+  it('a memory limit stops a cell that allocates without end: died, ELIMIT, and a restart', async () => {
+    const s = await node({ limits: { memoryBytes: 400 * 2 ** 20 } })
+    const r = await s.execute('const a = []; while (true) a.push(new Array(1e6).fill(1))', { timeout: 30000 })
+    expect(r.status).toBe('died')
+    expect(r.errorCode).toBe('ELIMIT')
+    const next = await s.execute('1')
+    expect(next.restarted).toBe(true)
+    expect(next.value).toBe('1')
+  }, 60000)
+})
