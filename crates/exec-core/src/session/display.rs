@@ -51,7 +51,7 @@ pub fn cap_bundle(mut b: Bundle, cap: usize) -> Bundle {
     .filter(|(k, _)| k.as_str() != "text/plain")
     .map(|(k, v)| (k.clone(), size_of(v)))
     .collect();
-  sizes.sort_by(|a, b| b.1.cmp(&a.1));
+  sizes.sort_by_key(|s| std::cmp::Reverse(s.1));
   let mut left = total;
   let mut notes = Vec::new();
   for (mime, size) in sizes {
