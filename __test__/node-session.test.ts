@@ -246,6 +246,21 @@ describe('NodeSession: interrupt and timeout', () => {
     expect(stuck.errorCode).toBe('TIMEOUT')
   })
 
+  it('runs initCode after every start; reset() gives a fresh node; a throwing initCode rejects', async () => {
+    const s = await node({ initCode: 'globalThis.boot = (globalThis.boot ?? 0) + 1; const fromInit = 5' })
+    expect((await s.execute('fromInit + boot')).value).toBe('6')
+    await s.execute('const mine = 1')
+    const pid = s.pid
+    await s.reset()
+    expect(s.pid).not.toBe(pid)
+    expect((await s.execute('typeof mine')).value).toBe("'undefined'")
+    expect((await s.execute('boot')).value).toBe('1')
+    await expect(NodeSession.start({ initCode: 'throw new Error("no init")' })).rejects.toMatchObject({
+      code: 'EINVAL',
+      message: 'exec: initCode failed: Error: no init (EINVAL)',
+    })
+  })
+
   it('close() ends node and what it started', async () => {
     const s = await node()
     const r = await s.execute('require("node:child_process").spawn("sleep", ["60"]).pid')
