@@ -13,6 +13,7 @@ const importable = (mod: string, path?: string) =>
   spawnSync('python3', ['-c', `import ${mod}`], { env: { ...process.env, ...(path ? { PYTHONPATH: path } : {}) } }).status === 0
 let pythonPath: string | undefined
 let haveMatplotlib = false
+let havePandas = false
 beforeAll(() => {
   if (!importable('nbformat')) {
     if (!importable('nbformat', pylib)) {
@@ -25,6 +26,11 @@ beforeAll(() => {
     pythonPath = pylib
   }
   haveMatplotlib = importable('matplotlib', pythonPath)
+  if (!importable('pandas', pythonPath)) {
+    spawnSync('python3', ['-m', 'pip', 'install', '--quiet', '--target', pylib, 'pandas'], { stdio: 'inherit' })
+    pythonPath = pylib
+  }
+  havePandas = importable('pandas', pythonPath)
 }, 600_000)
 
 const env = () => (pythonPath ? { PYTHONPATH: pythonPath } : {})
@@ -113,6 +119,18 @@ describe('PythonSession: rich display', () => {
     const fig = await s.execute('fig = plt.figure()\nfig.add_subplot().plot([3, 1])\nfig')
     expect(fig.resultData?.['image/png']).toBeTypeOf('string')
     expect(fig.displays).toEqual([])
+  })
+})
+
+describe('PythonSession: pandas', () => {
+  it('shows a DataFrame as text/html (when pandas installs)', async ({ skip }) => {
+    if (!havePandas) skip()
+    const s = await python()
+    const r = await s.execute('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+    expect(r.status).toBe('ok')
+    expect(r.resultValue).toContain('a  b')
+    expect(String(r.resultData?.['text/html'])).toMatch(/<table[^>]*class="dataframe"/)
+    expect(r.resultData?.['text/plain']).toBe(r.resultValue)
   })
 })
 
