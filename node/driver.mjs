@@ -159,7 +159,6 @@ const globals = {
   require: cellRequire,
   __filename: path.join(cwd, '[cell]'),
   __dirname: cwd,
-  [Symbol.for('exec-native.import')]: importer,
 }
 for (const [k, v] of Object.entries(globals)) {
   Object.defineProperty(globalThis, k, { value: v, writable: true, configurable: true, enumerable: false })

@@ -1,5 +1,5 @@
-//! Persistent sessions: one long-lived interpreter (Python) or shell (bash)
-//! whose state survives from one execution to the next.
+//! Persistent sessions: one long-lived interpreter (Python, Node) or shell
+//! (bash) whose state survives from one execution to the next.
 //!
 //! The parts, bottom to top:
 //! - `worker`: the interpreter or shell process (spawn, limits, kill);
@@ -9,12 +9,17 @@
 //!   `interrupt()` reaches;
 //! - `engine`: the worker slot (start, restart, reset, close) and one
 //!   request followed to its end; `capture`: an execution's output;
-//! - `python` and `shell`: the languages (their protocol, timeout
-//!   escalation and results).
+//! - `driver`: the JSON-line driver protocol Python and Node share (one
+//!   `DriverSession`: results, MIME bundles, history, timeout escalation);
+//!   `python` and `node`: their start options (and Node's cell rewrite);
+//!   `display`: MIME bundles and their cap; `notebook`: history -> nbformat;
+//! - `shell`: bash (its own protocol, timeout escalation and results).
 //!
 //! The control channel is a socketpair given to the worker as its stdin. The
 //! worker moves it off the way of the code it runs (the Python driver dups it
-//! to a private close-on-exec fd and puts /dev/null on fd 0; bash keeps reading
+//! to a private close-on-exec fd and puts /dev/null on fd 0; Node cannot dup,
+//! so its driver reads fd 0 itself and gives /dev/null to `process.stdin` and
+//! to every child process that would inherit fd 0; bash keeps reading
 //! commands from it but runs each one with `</dev/null`). Requests and
 //! completion messages travel on it, never in stdout/stderr, so nothing a
 //! program prints can fake or hide a completion. Why a socketpair on fd 0:
