@@ -40,15 +40,6 @@ export declare class CommandRunner {
    */
   call(args: { command?: string; timeout?: number; check_pid?: number; kill_pid?: number }): Promise<ToolCallResult>
   /**
-   * One call of a tool of `commandTools()` by its name (`bash`,
-   * `exec_command`, `write_stdin`). Resolves with `{ text, isError }`, and
-   * for `bash` `structured` (exit code, signal, pid, backgrounded,
-   * truncated, log path, adopted). Never rejects for the model's mistakes
-   * (unknown arguments, pids, sessions: `isError` and an `exec: ... (CODE)`
-   * text); rejects (TypeError, `EINVAL`) when `args` is not an object.
-   */
-  callTool(name: string, args: Record<string, unknown>): Promise<ToolCallResult>
-  /**
    * Start an interactive command (codex's unified exec): `bash -c
    * <command>` on a pseudo-terminal. Resolves after `yieldMs` with the
    * output so far and, while it still runs, a `sessionId` for `write`;
@@ -78,6 +69,52 @@ export declare class CommandRunner {
    * `ECANCELED`. Resolves with how many processes were still running.
    */
   close(): Promise<number>
+}
+
+/**
+ * A persistent Node.js interpreter (a real `node` process). `let`, `const`,
+ * `class` and `function` declarations survive from one `execute` to the
+ * next and can be declared again; top-level `await`; `import` from the
+ * session's cwd; TypeScript cells. Calls are queued and run in order.
+ */
+export declare class NodeSession {
+  /**
+   * Start `node` (and run `initCode`). Rejects with `err.code`: ENOENT
+   * (`node` or cwd missing), ENOTDIR, EACCES, ESPAWN, ELIMIT, EINVAL
+   * (`initCode` threw; bad options as a TypeError), TIMEOUT.
+   */
+  static start(options?: NodeSessionOptions): Promise<NodeSession>
+  /**
+   * Run a cell (`language: 'typescript'` strips its types first). Streams
+   * output to `onStdout`/`onStderr` and bundles to `onDisplay` as they come;
+   * resolves with the result for every outcome of the cell.
+   */
+  execute(code: string, options?: SessionExecuteOptions): Promise<NodeExecuteResult>
+  /**
+   * Interrupt the running cell (SIGINT): synchronous code stops with the
+   * state kept; a pending `await` is abandoned (`interrupted`, state kept);
+   * code that keeps running after an `await` cannot be stopped in-process
+   * and `node` is killed after `forceKillAfterDelay` (`interrupted`,
+   * `stateLost`). Targets the oldest cell whose promise has not settled.
+   */
+  interrupt(): boolean
+  /** Replace `node` by a fresh one (`initCode` runs again). */
+  reset(): Promise<void>
+  /** End `node` and every process it started. */
+  close(): Promise<void>
+  /** `node`'s pid; 0 while none runs. */
+  get pid(): number
+  /** Whether `close()` was called. */
+  get closed(): boolean
+  /** The cells run so far (not `initCode`), with their outputs, in order. */
+  history(): Array<HistoryEntry>
+  /** Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`). */
+  exportNotebook(path: string): Promise<void>
+  /**
+   * Run the code cells of the notebook at `path` in this session, in order
+   * (each in the language it was recorded with, else `options.language`).
+   */
+  importNotebook(path: string, options?: SessionExecuteOptions): Promise<NodeExecuteResult[]>
 }
 
 /**
@@ -162,6 +199,19 @@ export declare class PythonSession {
    * resolves with the captured result for every outcome of the cell.
    */
   execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
+  /** The cells run so far (not `initCode`), with their outputs, in order. */
+  history(): Array<HistoryEntry>
+  /**
+   * Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
+   * Rejects with EIO when it cannot be written.
+   */
+  exportNotebook(path: string): Promise<void>
+  /**
+   * Run the code cells of the notebook at `path` in this session, in order;
+   * resolves with their results. Rejects with ENOENT / EINVAL for a missing
+   * or malformed notebook.
+   */
+  importNotebook(path: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult[]>
   /**
    * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
    * namespace survives): the oldest cell whose promise has not settled, held
@@ -254,10 +304,8 @@ export declare class Subprocess {
    * Send `signal` (a name such as `'SIGINT'` or a number; 0 only checks
    * that the process is alive) to the whole tree. `'SIGTERM'` (the default)
    * and `'SIGKILL'` end it as a timeout would: SIGTERM, then SIGKILL after
-   * `forceKillAfterDelay`; the result then has `canceled: true`. A stopped
-   * child (SIGSTOP) gets SIGCONT right after the SIGTERM, so that it acts
-   * on it. Returns whether a signal was sent (false once the run has
-   * settled), like Node.
+   * `forceKillAfterDelay`; the result then has `canceled: true`. Returns
+   * whether a signal was sent (false once the run has settled), like Node.
    */
   kill(signal?: NodeJS.Signals | number): boolean
 }
@@ -271,9 +319,7 @@ export declare class Subprocess {
 export declare class SubprocessStdin {
   /**
    * Write a string (as UTF-8) or bytes. Rejects with `EPIPE` once stdin was
-   * closed: by `end()`, by the child, or because the run settled (the
-   * host's end of the pipe is closed when the child exits, not when the
-   * handle is collected).
+   * closed (by `end()` or by the child).
    */
   write(data: string | Buffer | Uint8Array): Promise<void>
   /** Close stdin (the child reads EOF) once the writes before it are done. */
@@ -584,31 +630,6 @@ export interface CommandRunnerOptions {
 export declare function commandTool(): { name: 'bash'; description: string; parameters: { type: 'object'; properties: Record<'command' | 'timeout' | 'check_pid' | 'kill_pid', { type: 'string' | 'integer'; description: string }> } }
 
 /**
- * The model's tool set, ready for a harness: `bash` (with `workdir` and
- * `max_output_tokens` beyond the seed's `commandTool`), `exec_command` and
- * `write_stdin` (interactive commands). Dispatch a call with
- * `runner.callTool(name, args)`. Throws (`EINVAL`) for an unknown format.
- */
-export declare function commandTools(options?: CommandToolsOptions): Array<Record<string, any>>
-
-/** Options of `commandTools`. */
-export interface CommandToolsOptions {
-  /**
-   * The harness's shape: `'openai-responses'` (`{ type: 'function', name,
-   * description, parameters, strict }`), `'openai-chat'` (`{ type:
-   * 'function', function: {...} }`), `'anthropic'` (`{ name, description,
-   * input_schema }`) or `'mcp'` (`{ name, title, description, inputSchema,
-   * outputSchema, annotations }`). @default 'mcp'
-   */
-  format?: string
-  /**
-   * OpenAI's strict mode: every property required (the optional ones
-   * nullable) and `additionalProperties: false`. @default false
-   */
-  strict?: boolean
-}
-
-/**
  * Run code in a fresh process and resolve with everything it printed.
  *
  * Languages: `'bash'`, `'javascript'` (node), `'typescript'` (tsx: the
@@ -669,11 +690,7 @@ export interface ExecuteOptions {
   maxOutputBytes?: number
   /** Written to stdin, then EOF. Without it stdin is closed (a read gets EOF). */
   input?: string | Buffer | Uint8Array
-  /**
-   * Cancels the run: the group is killed, the result has `canceled: true`.
-   * Already aborted: nothing is spawned, the result has `canceled: true`,
-   * `pid: 0`, `errorCode: 'ECANCELED'`.
-   */
+  /** Cancels the run: the group is killed, the result has `canceled: true`. */
   signal?: AbortSignal
   /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
@@ -692,6 +709,22 @@ export interface ExecuteOptions {
  * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
  */
 export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
+
+/** One cell of `history()`. */
+export interface HistoryEntry {
+  code: string
+  /** `'python'`, `'javascript'` or `'typescript'`. */
+  language: string
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  executionCount: number
+  stdout: string
+  stderr: string
+  value: string | null
+  valueData: Record<string, any> | null
+  displays: Array<Record<string, any>>
+  /** The exception / error, as `{ type, message, traceback }`. */
+  exception: { type: string, message: string, traceback: string } | null
+}
 
 /** The answer of `start` and `write`: the output since the last answer. */
 export interface InteractiveResult {
@@ -747,12 +780,84 @@ export declare function listBackground(): Array<BackgroundProcessInfo>
  */
 export declare function liveProcessGroups(): number
 
-/**
- * Options of `serveMcp`: the process options of every command the server
- * runs (`cwd`, `env`, `limits`, `sandbox`, ...); a call's `workdir`
- * resolves from `cwd` and no call can widen the sandbox.
- */
+/** Options of `serveMcp`. */
 export interface McpOptions {
+  /** The directory commands and code run in. @default process.cwd() */
+  cwd?: string
+}
+
+/** An error thrown by a JavaScript cell. */
+export interface NodeCellError {
+  /**
+   * `error.name`, e.g. `'TypeError'`; `'SyntaxError'` for a cell that does
+   * not compile (TypeScript too); `'Interrupted'` for an interrupt.
+   */
+  name: string
+  message: string
+  /**
+   * The stack with the cell's own positions (`at <cell 3>:2:5`), the
+   * driver's frames cut.
+   */
+  stack: string
+}
+
+/**
+ * The result of `NodeSession.execute`. It resolves for every outcome of the
+ * cell; it rejects only when the session is closed (ECANCELED) or a lost
+ * `node` cannot be restarted.
+ */
+export interface NodeExecuteResult {
+  /**
+   * `ok`; `error` (the cell threw, or did not compile); `interrupted`
+   * (`interrupt()`: synchronous code stopped or a pending `await` abandoned,
+   * state kept; or killed after `forceKillAfterDelay`, `stateLost`);
+   * `timeout`; `died` (`node` ended: `process.exit()`, an uncaught exception
+   * in a timer; the next cell starts a new one).
+   */
+  status: 'ok' | 'error' | 'interrupted' | 'timeout' | 'died'
+  /** The last expression, `util.inspect`ed; null for `undefined` and statements. */
+  value: string | null
+  /**
+   * The last expression's MIME bundle (`Symbol.for('Jupyter.display')`, a
+   * PNG/JPEG Buffer), or null.
+   */
+  valueData: Record<string, any> | null
+  /** The bundles of `display()` calls, in order. */
+  displays: Array<Record<string, any>>
+  stdout: string
+  /** Captured stderr (a thrown error's stack is printed there too). */
+  stderr: string
+  truncated: boolean
+  /**
+   * What the cell threw (with `error`, `interrupted`, a timeout the
+   * interrupt stopped).
+   */
+  error: NodeCellError | null
+  /** The cell's number in its `node` (`<cell N>`); 1 again after a restart. */
+  executionCount: number
+  /** Milliseconds. */
+  executionTime: number
+  /** With `died` or a kill: `node`'s exit code (128+N for signal N). */
+  exitCode: number | null
+  signal: string | null
+  /** `node` is gone and the cells' state with it. */
+  stateLost: boolean
+  /** This cell ran in a new `node` because the previous one was lost. */
+  restarted: boolean
+  /**
+   * `exec: <what> (<CODE>)` for a timeout (TIMEOUT), a kill after an
+   * interrupt or a close (ECANCELED), a resource limit (ELIMIT). (`error` is
+   * the cell's own error.)
+   */
+  errorMessage?: string
+  errorCode?: string
+}
+
+/**
+ * Options of `NodeSession.start`. `dieWithParent` kills only `node`
+ * itself; `limits`, `sandbox` hold for every cell and again after a restart.
+ */
+export interface NodeSessionOptions {
   /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
   /** Variables set over the host environment (`undefined` removes one). */
@@ -793,6 +898,22 @@ export interface McpOptions {
    * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
+  /** `node`: a name looked up in PATH, or a path. @default 'node' */
+  nodePath?: string
+  /** Node options put before the driver, e.g. `['--max-old-space-size=512']`. */
+  execArgv?: Array<string>
+  /**
+   * JavaScript run after every start of `node` (the first, restarts,
+   * `reset()`). If it throws, `start` rejects (EINVAL).
+   */
+  initCode?: string
+  /**
+   * Milliseconds a cell has to stop after the SIGINT of `interrupt()` or of
+   * its timeout before `node` is killed (`stateLost`). @default 2000
+   */
+  forceKillAfterDelay?: number
+  /** Milliseconds allowed for starting `node` and running `initCode`. @default 30000 */
+  startupTimeout?: number
 }
 
 /**
@@ -1026,6 +1147,18 @@ export interface PythonExecuteResult {
    * statements and for `None`.
    */
   resultValue: string | null
+  /**
+   * The last expression's MIME bundle by IPython's protocol
+   * (`_repr_mimebundle_`, `_repr_html_`, `_repr_png_`, ...; a matplotlib
+   * figure as `image/png`, a pandas DataFrame as `text/html`), or null when
+   * it has only text.
+   */
+  resultData: Record<string, any> | null
+  /**
+   * The bundles of `display()` calls (and of matplotlib figures left open
+   * at the end of the cell), in order.
+   */
+  displays: Array<Record<string, any>>
   /** The exception with `error` and `interrupted` (and a timeout the interrupt stopped). */
   exception: PythonException | null
   /** The cell's number in its interpreter (`<cell N>`); starts at 1 again after a restart. */
@@ -1155,8 +1288,7 @@ export interface ReaperStatus {
 
 /**
  * Resource limits of an execution and all its descendants. Each is a
- * number of at least 1 (a fraction is cut). Any other key is refused
- * (`EINVAL`), like an unknown key of every options object.
+ * number of at least 1 (a fraction is cut).
  */
 export interface ResourceLimits {
   /**
@@ -1346,10 +1478,9 @@ export declare function sanitize(text: string): string
 export declare function serve(options?: ServeOptions | null): Promise<void>
 
 /**
- * Serve the MCP server (tools `bash`, `exec_command`, `write_stdin`,
- * `execute_code`) over stdin/stdout; resolves when stdin closes, after the
- * connection's processes were killed. Rejects at once (before serving) when
- * `cwd` is not a directory. `exec-native mcp` calls it.
+ * Serve the MCP server (tools `bash` and `execute_code`) over stdin/stdout;
+ * resolves when stdin closes, after the connection's processes were killed.
+ * `exec-native mcp` calls it.
  */
 export declare function serveMcp(options?: McpOptions): Promise<void>
 
@@ -1397,7 +1528,7 @@ export interface ServeOptions {
    * intervals is dropped and its processes terminated. @default 30000
    */
   pingIntervalMs?: number
-  /** Milliseconds a connection has to send its handshake request (at least 1); until then it holds one of 256 handshake places, not a connection. @default 3000 */
+  /** Milliseconds a connection has to complete its handshake (at least 1). @default 10000 */
   handshakeTimeoutMs?: number
 }
 
@@ -1414,6 +1545,21 @@ export interface SessionExecuteOptions {
   onStdout?: (data: string) => void
   /** Called with stderr text as it is printed. */
   onStderr?: (data: string) => void
+  /**
+   * Python and Node: called with each MIME bundle (`display()`, the last
+   * value's bundle comes in the result) as it is shown.
+   */
+  onDisplay?: (bundle: Record<string, any>) => void
+  /**
+   * NodeSession: the cell's language; TypeScript has its types stripped
+   * (enums and namespaces transformed) first. @default 'javascript'
+   */
+  language?: 'javascript' | 'typescript'
+  /**
+   * Bytes a MIME bundle may take; larger entries are dropped and named in
+   * its `text/plain`. @default 8388608
+   */
+  maxDisplayBytes?: number
 }
 
 /**
@@ -1605,11 +1751,7 @@ export interface SpawnOptions {
   forceKillAfterDelay?: number
   /** Written to stdin, then EOF. */
   input?: string | Buffer | Uint8Array
-  /**
-   * Cancels the run: the tree is killed, the result has `canceled: true`.
-   * Already aborted: nothing is spawned, the result has `canceled: true`,
-   * `pid: 0`, `errorCode: 'ECANCELED'`.
-   */
+  /** Cancels the run: the tree is killed, the result has `canceled: true`. */
   signal?: AbortSignal
   /**
    * Output is cut into chunks of at most 64 KiB (whole characters; a
@@ -1805,11 +1947,7 @@ export interface SubprocessOptions {
    * one call per interval and a flood gets full chunks. @default 10
    */
   callbackIntervalMs?: number
-  /**
-   * Kills the tree like `kill()`; the result has `canceled: true`.
-   * Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
-   * an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
-   */
+  /** Kills the tree like `kill()`; the result has `canceled: true`. */
   signal?: AbortSignal
 }
 
@@ -1836,12 +1974,6 @@ export interface TerminateOptions {
 export interface ToolCallResult {
   text: string
   isError: boolean
-  /**
-   * `callTool('bash', ...)`: the result as data (MCP's `structuredContent`):
-   * `exit_code`, `signal`, `pid`, `running`, `backgrounded`, `truncated`,
-   * `log_path`, `adopted`.
-   */
-  structured?: Record<string, unknown>
 }
 
 /** Limits of `truncateTail`. */
@@ -1911,9 +2043,4 @@ export interface WriteCommandOptions {
    * command ends or waits for input again. @default 250
    */
   yieldMs?: number
-  /**
-   * After the write, end the command's stdin: it reads EOF (on pipes,
-   * `tty: false`; a `\u0004` in `chars` does the same there). @default false"
-   */
-  closeStdin?: boolean
 }

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.CommandRunner = nativeBinding.CommandRunner
+module.exports.NodeSession = nativeBinding.NodeSession
 module.exports.ProcessManager = nativeBinding.ProcessManager
 module.exports.PythonSession = nativeBinding.PythonSession
 module.exports.ShellSession = nativeBinding.ShellSession

@@ -842,6 +842,66 @@ async function caseHosts() {
   target('hosts', 'PythonSession round trip / python3 -c per cell', rows[2].vsExecFile, '<= 0.1', rows[2].vsExecFile <= 0.1, 'x')
 }
 
+// ---------------------------------------------------------------- sessions
+
+/** Resident memory of a process (kB from /proc; null elsewhere). */
+function rssKb(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m ? Number(m[1]) : null
+  } catch {
+    return null
+  }
+}
+
+async function caseSessions() {
+  const total = n(200, 20)
+  const rows = []
+  // start, then `1 + 1` round trips
+  for (const [name, start, cell, want] of [
+    ['NodeSession', () => native.NodeSession.start(), '1 + 1', (r) => r.value === '2'],
+    ['PythonSession', () => native.PythonSession.start(), '1 + 1', (r) => r.resultValue === '2'],
+  ]) {
+    const t0 = performance.now()
+    const s = await start()
+    const startMs = performance.now() - t0
+    const times = []
+    for (let i = 0; i < total; i++) {
+      const t = performance.now()
+      const r = await s.execute(cell)
+      times.push(performance.now() - t)
+      check(r.status === 'ok' && want(r), `${name} ${JSON.stringify(r)}`)
+    }
+    // at rest: after the cells, nothing running
+    await new Promise((r) => setTimeout(r, 200))
+    const rest = rssKb(s.pid)
+    rows.push({ name: `${name}: \`1 + 1\``, runs: total, ms: median(times), p90: quantile(times, 0.9), startMs, restMiB: rest === null ? null : rest / 1024 })
+    // a cell that prints 10 MB (captured head + tail at the default 1 MiB)
+    if (name === 'NodeSession') {
+      const big = []
+      for (let i = 0; i < n(5, 2); i++) {
+        const t = performance.now()
+        const r = await s.execute("process.stdout.write('x'.repeat(10 * 1024 * 1024)); 0")
+        big.push(performance.now() - t)
+        check(r.status === 'ok' && r.truncated, `10 MB ${r.status}`)
+      }
+      rows.push({ name: 'NodeSession: a cell printing 10 MB to stdout', runs: big.length, ms: median(big), p90: quantile(big, 0.9), startMs: null, restMiB: null })
+    }
+    await s.close()
+  }
+  results.cases.sessions = { measures: `ms per cell (median, p90 of ${total}); start ms; the interpreter's RSS at rest after the cells (MiB, /proc)`, rows }
+  markdown.push(
+    table(`8. Sessions (ms per cell)`, [
+      { key: 'name', label: 'cell' },
+      { key: 'ms', label: 'median ms', digits: 3 },
+      { key: 'p90', label: 'p90 ms', digits: 3 },
+      { key: 'startMs', label: 'start ms', digits: 1 },
+      { key: 'restMiB', label: 'RSS at rest MiB', digits: 1 },
+    ], rows),
+  )
+  target('sessions', 'NodeSession `1 + 1` round trip', rows[0].ms, '<= 5', rows[0].ms <= 5, 'ms')
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -871,6 +931,7 @@ async function main() {
     ['concurrency', caseConcurrency],
     ['typescript', caseTypeScript],
     ['hosts', caseHosts],
+    ['sessions', caseSessions],
   ]
   const t0 = performance.now()
   for (const [id, fn] of cases) {

@@ -11,9 +11,18 @@
 #   driver -> addon  {"ev": "ready", "pid": ..., "version": "3.11.7"}
 #   addon -> driver  {"op": "run", "id": 7, "code": "...", "init": false}
 #   driver -> addon  {"ev": "start", "id": 7, "count": 3}
+#   driver -> addon  {"ev": "display", "id": 7, "data": {mime: data}}  (0..n)
 #   driver -> addon  {"ev": "done", "id": 7, "count": 3, "status": "ok",
-#                     "value": "42" | null, "exception": {...} | null}
+#                     "value": "42" | null, "data": {mime: data} | null,
+#                     "exception": {...} | null}
 # status is "ok", "error" or "interrupted". EOF on the socket ends the driver.
+#
+# Rich display follows IPython's protocol: `display(obj)` (a builtin) and the
+# last expression give a MIME bundle from _repr_mimebundle_, _repr_html_,
+# _repr_markdown_, _repr_svg_, _repr_png_, _repr_jpeg_, _repr_json_ and
+# _repr_latex_ (binary data as base64). matplotlib gets the Agg backend
+# (MPLBACKEND, unless set) and the figures a cell leaves open are shown as
+# image/png at its end and closed, as IPython's inline backend does.
 #
 # The channel belongs to this process only: a child made by os.fork() in a
 # cell closes its copy at once (os.register_at_fork), and a forked child that
@@ -29,6 +38,7 @@
 # Python 3.8+ (ast.Module with type_ignores, f-strings).
 
 import ast
+import base64
 import builtins
 import json
 import linecache
@@ -37,8 +47,11 @@ import select
 import signal
 import socket
 import sys
+import threading
 import traceback
 import types
+
+os.environ.setdefault("MPLBACKEND", "agg")
 
 
 def _idle(signum, frame):
@@ -62,6 +75,72 @@ def _flush_output():
 
 # the driver's own file name (its frames are cut from a cell's traceback)
 _OWN = _idle.__code__.co_filename
+
+_REPRS = (
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("application/json", "_repr_json_"),
+    ("text/latex", "_repr_latex_"),
+)
+
+
+def _data(mime, value):
+    # binary as base64, JSON as itself, the rest as text
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if mime == "application/json" or mime.endswith("+json"):
+        return value
+    return _clean(str(value))
+
+
+def _figure_png(fig):
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _is_figure(obj):
+    mod = sys.modules.get("matplotlib.figure")
+    return mod is not None and isinstance(obj, mod.Figure)
+
+
+def _bundle(obj):
+    """The MIME bundle of obj: its rich reprs, and text/plain (repr)."""
+    data = {}
+    if _is_figure(obj):
+        data["image/png"] = _data("image/png", _figure_png(obj))
+    method = getattr(type(obj), "_repr_mimebundle_", None)
+    if method is not None and not isinstance(obj, type):
+        try:
+            got = obj._repr_mimebundle_(include=None, exclude=None)
+        except TypeError:
+            got = obj._repr_mimebundle_()
+        if isinstance(got, tuple):
+            got = got[0]
+        for mime, value in (got or {}).items():
+            data[mime] = _data(mime, value)
+    for mime, name in _REPRS:
+        if mime in data or isinstance(obj, type):
+            continue
+        method = getattr(obj, name, None)
+        if method is None or not callable(method):
+            continue
+        try:
+            value = method()
+        except Exception:
+            continue
+        if isinstance(value, tuple):
+            value = value[0]
+        if value is not None:
+            data[mime] = _data(mime, value)
+    if "text/plain" not in data:
+        data["text/plain"] = _clean(repr(obj))
+    return data
 
 
 class _CellOutput:
@@ -146,6 +225,9 @@ class _Driver:
         self.cell_running = None
         self.handler = signal.default_int_handler
         signal.signal(signal.SIGINT, _idle)
+        self.lock = threading.Lock()
+        self.rid = None
+        builtins.display = self.display
 
     def _forked_child(self):
         # a child of os.fork() must never answer on the channel. The fd is
@@ -168,7 +250,27 @@ class _Driver:
             sys.stderr = _CellOutput(sys.stderr, self.cell_ended)
 
     def send(self, msg):
-        self.ctl.sendall(json.dumps(msg).encode("utf-8") + b"\n")
+        line = json.dumps(msg).encode("utf-8") + b"\n"
+        with self.lock:  # a cell's threads may display too
+            self.ctl.sendall(line)
+
+    def display(self, *objs, raw=False):
+        """Show each object as a MIME bundle (raw: obj is the bundle)."""
+        for obj in objs:
+            data = {m: _data(m, v) for m, v in obj.items()} if raw else _bundle(obj)
+            self.send({"ev": "display", "id": self.rid, "data": data})
+
+    def flush_figures(self):
+        # the figures a cell left open are shown and closed (inline backend)
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        try:
+            for num in plt.get_fignums():
+                self.display(plt.figure(num))
+            plt.close("all")
+        except Exception as e:
+            sys.stderr.write("display of the open figures failed: %r\n" % (e,))
 
     def serve(self):
         """Answer requests until EOF on the channel."""
@@ -191,9 +293,18 @@ class _Driver:
         else:
             self.count += 1
             filename = "<cell %d>" % self.count
+        self.rid = rid
         self.cell_ended, self.cell_running = os.pipe()
         try:
-            outcome = self.run(rid, req.get("code", ""), filename)
+            error = req.get("error")
+            if error:
+                # a compile error found by the addon: the cell fails with it
+                self.send({"ev": "start", "id": rid, "count": self.count})
+                outcome = ("compile", error)
+            else:
+                outcome = self.run(rid, req.get("code", ""), filename)
+            if os.getpid() == self.pid:
+                self.flush_figures()
         finally:
             if os.getpid() == self.pid:
                 _flush_output()
@@ -212,6 +323,7 @@ class _Driver:
             self.send(done)
         except (TypeError, ValueError):
             done["value"] = None
+            done["data"] = None
             self.send(done)
 
     def run(self, rid, code, filename):
@@ -257,7 +369,20 @@ class _Driver:
             value = eval(compile(last, filename, "eval", dont_inherit=True), self.ns)
             if value is not None:
                 self.ns["_"] = value
-                return _clean(repr(value))
+                try:
+                    data = _bundle(value)
+                except Exception:
+                    data = {}
+                if _is_figure(value):
+                    plt = sys.modules.get("matplotlib.pyplot")
+                    if plt is not None:
+                        plt.close(value)
+                text = data.pop("text/plain", None)
+                if text is None:
+                    text = _clean(repr(value))
+                if data:
+                    data["text/plain"] = text
+                return (text, data or None)
         return None
 
     def _end_forked_child(self, outcome):
@@ -279,10 +404,15 @@ class _Driver:
             "count": self.count,
             "status": status,
             "value": None,
+            "data": None,
             "exception": None,
         }
         if status == "ok":
-            done["value"] = payload
+            if payload is not None:
+                done["value"], done["data"] = payload
+        elif status == "compile":
+            done["status"] = "error"
+            done["exception"] = payload
         else:
             try:
                 info = _describe(payload, filename)

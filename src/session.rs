@@ -1,12 +1,12 @@
-//! `PythonSession` and `ShellSession`: persistent interpreters as JavaScript
-//! classes. Conversion only; the work is in `exec_core::session`.
+//! `PythonSession`, `NodeSession` and `ShellSession`: persistent interpreters
+//! as JavaScript classes. Conversion only; the work is in `exec_core::session`.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exec_core::session::{self as core, ExecuteOptions, SessionStatus};
+use exec_core::session::{self as core, Bundle, CellLanguage, ExecuteOptions, SessionStatus};
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -14,7 +14,7 @@ use napi_derive::napi;
 use crate::call;
 use crate::host;
 use crate::options::{nullable, ProcessSetup};
-use crate::read::{self, ArgResult, At, JsFn, Ms, Size, Timeout};
+use crate::read::{self, ArgResult, At, FromJs, JsFn, Ms, Size, Timeout};
 use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
 
@@ -36,6 +36,28 @@ js_options! {
     #[napi(ts_type = "number")]
     pub force_kill_after_delay: Option<Ms>,
     /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
+    #[napi(ts_type = "number")]
+    pub startup_timeout: Option<Ms>,
+  }
+}
+
+js_options! {
+  /// Options of `NodeSession.start`. `dieWithParent` kills only `node`
+  /// itself; `limits`, `sandbox` hold for every cell and again after a restart.
+  pub struct NodeSessionOptions {
+    ..process,
+    /// `node`: a name looked up in PATH, or a path. @default 'node'
+    pub node_path: Option<String>,
+    /// Node options put before the driver, e.g. `['--max-old-space-size=512']`.
+    pub exec_argv: Option<Vec<String>>,
+    /// JavaScript run after every start of `node` (the first, restarts,
+    /// `reset()`). If it throws, `start` rejects (EINVAL).
+    pub init_code: Option<String>,
+    /// Milliseconds a cell has to stop after the SIGINT of `interrupt()` or of
+    /// its timeout before `node` is killed (`stateLost`). @default 2000
+    #[napi(ts_type = "number")]
+    pub force_kill_after_delay: Option<Ms>,
+    /// Milliseconds allowed for starting `node` and running `initCode`. @default 30000
     #[napi(ts_type = "number")]
     pub startup_timeout: Option<Ms>,
   }
@@ -77,7 +99,112 @@ js_options! {
     /// Called with stderr text as it is printed.
     #[napi(ts_type = "(data: string) => void")]
     pub on_stderr: Option<JsFn<'env>>,
+    /// Python and Node: called with each MIME bundle (`display()`, the last
+    /// value's bundle comes in the result) as it is shown.
+    #[napi(ts_type = "(bundle: Record<string, any>) => void")]
+    pub on_display: Option<JsFn<'env>>,
+    /// NodeSession: the cell's language; TypeScript has its types stripped
+    /// (enums and namespaces transformed) first. @default 'javascript'
+    #[napi(ts_type = "'javascript' | 'typescript'")]
+    pub language: Option<Language>,
+    /// Bytes a MIME bundle may take; larger entries are dropped and named in
+    /// its `text/plain`. @default 8388608
+    #[napi(ts_type = "number")]
+    pub max_display_bytes: Option<Size>,
   }
+}
+
+/// `language: 'javascript' | 'typescript'`.
+pub struct Language(pub CellLanguage);
+
+impl<'env> FromJs<'env> for Language {
+  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
+    read::parsed(v, at, CellLanguage::parse).map(Language)
+  }
+}
+
+/// An error thrown by a JavaScript cell.
+#[napi(object, object_from_js = false)]
+pub struct NodeCellError {
+  /// `error.name`, e.g. `'TypeError'`; `'SyntaxError'` for a cell that does
+  /// not compile (TypeScript too); `'Interrupted'` for an interrupt.
+  pub name: String,
+  pub message: String,
+  /// The stack with the cell's own positions (`at <cell 3>:2:5`), the
+  /// driver's frames cut.
+  pub stack: String,
+}
+
+/// The result of `NodeSession.execute`. It resolves for every outcome of the
+/// cell; it rejects only when the session is closed (ECANCELED) or a lost
+/// `node` cannot be restarted.
+#[napi(object, object_from_js = false)]
+pub struct NodeExecuteResult {
+  /// `ok`; `error` (the cell threw, or did not compile); `interrupted`
+  /// (`interrupt()`: synchronous code stopped or a pending `await` abandoned,
+  /// state kept; or killed after `forceKillAfterDelay`, `stateLost`);
+  /// `timeout`; `died` (`node` ended: `process.exit()`, an uncaught exception
+  /// in a timer; the next cell starts a new one).
+  #[napi(ts_type = "'ok' | 'error' | 'interrupted' | 'timeout' | 'died'")]
+  pub status: String,
+  /// The last expression, `util.inspect`ed; null for `undefined` and statements.
+  #[napi(ts_type = "string | null")]
+  pub value: Either<String, Null>,
+  /// The last expression's MIME bundle (`Symbol.for('Jupyter.display')`, a
+  /// PNG/JPEG Buffer), or null.
+  #[napi(ts_type = "Record<string, any> | null")]
+  pub value_data: Either<serde_json::Value, Null>,
+  /// The bundles of `display()` calls, in order.
+  #[napi(ts_type = "Array<Record<string, any>>")]
+  pub displays: Vec<serde_json::Value>,
+  pub stdout: String,
+  /// Captured stderr (a thrown error's stack is printed there too).
+  pub stderr: String,
+  pub truncated: bool,
+  /// What the cell threw (with `error`, `interrupted`, a timeout the
+  /// interrupt stopped).
+  #[napi(ts_type = "NodeCellError | null")]
+  pub error: Either<NodeCellError, Null>,
+  /// The cell's number in its `node` (`<cell N>`); 1 again after a restart.
+  pub execution_count: u32,
+  /// Milliseconds.
+  pub execution_time: f64,
+  /// With `died` or a kill: `node`'s exit code (128+N for signal N).
+  #[napi(ts_type = "number | null")]
+  pub exit_code: Either<i32, Null>,
+  #[napi(ts_type = "string | null")]
+  pub signal: Either<String, Null>,
+  /// `node` is gone and the cells' state with it.
+  pub state_lost: bool,
+  /// This cell ran in a new `node` because the previous one was lost.
+  pub restarted: bool,
+  /// `exec: <what> (<CODE>)` for a timeout (TIMEOUT), a kill after an
+  /// interrupt or a close (ECANCELED), a resource limit (ELIMIT). (`error` is
+  /// the cell's own error.)
+  pub error_message: Option<String>,
+  pub error_code: Option<String>,
+}
+
+/// One cell of `history()`.
+#[napi(object, object_from_js = false)]
+pub struct HistoryEntry {
+  pub code: String,
+  /// `'python'`, `'javascript'` or `'typescript'`.
+  pub language: String,
+  #[napi(ts_type = "'ok' | 'error' | 'interrupted' | 'timeout' | 'died'")]
+  pub status: String,
+  pub execution_count: u32,
+  pub stdout: String,
+  pub stderr: String,
+  #[napi(ts_type = "string | null")]
+  pub value: Either<String, Null>,
+  #[napi(ts_type = "Record<string, any> | null")]
+  pub value_data: Either<serde_json::Value, Null>,
+  #[napi(ts_type = "Array<Record<string, any>>")]
+  pub displays: Vec<serde_json::Value>,
+  /// The exception / error, as `{ type, message, traceback }`.
+  #[napi(ts_type = "{ type: string, message: string, traceback: string } | null")]
+  pub exception: Either<serde_json::Value, Null>,
 }
 
 /// An exception raised by a Python cell.
@@ -112,6 +239,16 @@ pub struct PythonExecuteResult {
   /// statements and for `None`.
   #[napi(ts_type = "string | null")]
   pub result_value: Either<String, Null>,
+  /// The last expression's MIME bundle by IPython's protocol
+  /// (`_repr_mimebundle_`, `_repr_html_`, `_repr_png_`, ...; a matplotlib
+  /// figure as `image/png`, a pandas DataFrame as `text/html`), or null when
+  /// it has only text.
+  #[napi(ts_type = "Record<string, any> | null")]
+  pub result_data: Either<serde_json::Value, Null>,
+  /// The bundles of `display()` calls (and of matplotlib figures left open
+  /// at the end of the cell), in order.
+  #[napi(ts_type = "Array<Record<string, any>>")]
+  pub displays: Vec<serde_json::Value>,
   /// The exception with `error` and `interrupted` (and a timeout the interrupt stopped).
   #[napi(ts_type = "PythonException | null")]
   pub exception: Either<PythonException, Null>,
@@ -213,6 +350,21 @@ struct ExecArgs {
   opts: ExecuteOptions,
   out: CallbackSink,
   err: CallbackSink,
+  display: DisplayCallback,
+}
+
+/// `onDisplay`, called on the JavaScript thread with each bundle.
+struct DisplayCallback(Option<call::JsCallback<serde_json::Value, true>>);
+
+impl core::DisplaySink for DisplayCallback {
+  fn display(&mut self, bundle: &Bundle) {
+    if let Some(f) = &self.0 {
+      let _ = f.call(
+        serde_json::Value::Object(bundle.clone()),
+        napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+      );
+    }
+  }
 }
 
 fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<ExecArgs> {
@@ -222,14 +374,21 @@ fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<E
   let d = ExecuteOptions::default();
   let on_out = output_callback(o.on_stdout, &at.key("onStdout"), false)?;
   let on_err = output_callback(o.on_stderr, &at.key("onStderr"), false)?;
+  let on_display = match o.on_display {
+    Some(f) => Some(call::callback(f, &at.key("onDisplay"))?),
+    None => None,
+  };
   Ok(ExecArgs {
     code,
     opts: ExecuteOptions {
       timeout: o.timeout.map_or(d.timeout, |t| t.0),
       max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
+      language: o.language.map(|l| l.0),
+      max_display_bytes: o.max_display_bytes.map_or(d.max_display_bytes, |s| s.0),
     },
     out: CallbackSink::new(on_out, CALLBACK_INTERVAL),
     err: CallbackSink::new(on_err, CALLBACK_INTERVAL),
+    display: DisplayCallback(on_display),
   })
 }
 
@@ -352,31 +511,184 @@ impl PythonSession {
     options: Option<Unknown<'env>>,
   ) -> Result<PromiseRaw<'env, PythonExecuteResult>> {
     let inner = &self.inner;
-    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err);
-    execute_in(env, code, options, "code", run, |r| PythonExecuteResult {
-      status: status(r.status),
-      stdout: r.stdout,
-      stderr: r.stderr,
-      truncated: r.truncated,
-      result_value: nullable(r.result_value),
-      exception: r.exception.map_or(Either::B(Null), |e| {
-        Either::A(PythonException {
-          kind: e.kind,
-          message: e.message,
-          traceback: e.traceback,
-        })
-      }),
-      execution_count: r.execution_count,
-      execution_time: ms(r.execution_time),
-      exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
-      signal: nullable(r.signal),
-      state_lost: r.state_lost,
-      restarted: r.restarted,
-      error: call::error_message(&r.error),
-      error_code: call::error_code(&r.error),
-    })
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err, a.display);
+    execute_in(env, code, options, "code", run, python_result)
   }
 
+  /// The cells run so far (not `initCode`), with their outputs, in order.
+  #[napi]
+  pub fn history(&self) -> Vec<HistoryEntry> {
+    history_of(&self.inner)
+  }
+
+  /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
+  /// Rejects with EIO when it cannot be written.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn export_notebook<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+  ) -> Result<PromiseRaw<'env, ()>> {
+    export_in(env, &self.inner, path)
+  }
+
+  /// Run the code cells of the notebook at `path` in this session, in order;
+  /// resolves with their results. Rejects with ENOENT / EINVAL for a missing
+  /// or malformed notebook.
+  #[napi(
+    ts_args_type = "path: string, options?: SessionExecuteOptions",
+    ts_return_type = "Promise<PythonExecuteResult[]>"
+  )]
+  pub fn import_notebook<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, Vec<PythonExecuteResult>>> {
+    import_in(env, &self.inner, path, options, python_result)
+  }
+}
+
+fn bundle(b: Option<Bundle>) -> Either<serde_json::Value, Null> {
+  b.map_or(Either::B(Null), |b| Either::A(serde_json::Value::Object(b)))
+}
+
+fn bundles(v: Vec<Bundle>) -> Vec<serde_json::Value> {
+  v.into_iter().map(serde_json::Value::Object).collect()
+}
+
+fn history_of(s: &core::DriverSession) -> Vec<HistoryEntry> {
+  s.history()
+    .into_iter()
+    .map(|c| HistoryEntry {
+      code: c.code,
+      language: c.language,
+      status: status(c.result.status),
+      execution_count: c.result.execution_count,
+      stdout: c.result.stdout,
+      stderr: c.result.stderr,
+      value: nullable(c.result.result_value),
+      value_data: bundle(c.result.result_data),
+      displays: bundles(c.result.displays),
+      exception: c
+        .result
+        .exception
+        .and_then(|e| serde_json::to_value(e).ok())
+        .map_or(Either::B(Null), Either::A),
+    })
+    .collect()
+}
+
+fn export_in<'env>(
+  env: &'env Env,
+  s: &Arc<core::DriverSession>,
+  path: String,
+) -> Result<PromiseRaw<'env, ()>> {
+  let s = s.clone();
+  let fut =
+    async move { core::notebook::export(std::path::Path::new(&path), s.kind(), &s.history()) };
+  call::fallible(env, Ok(fut), |_, ()| Ok(()))
+}
+
+fn import_in<'env, V: ToNapiValue + Send + 'static>(
+  env: &'env Env,
+  s: &Arc<core::DriverSession>,
+  path: String,
+  options: Option<Unknown<'env>>,
+  convert: fn(core::CellResult) -> V,
+) -> Result<PromiseRaw<'env, Vec<V>>> {
+  let s = s.clone();
+  let args = exec_args_for_import(options);
+  let fut = args.map(|opts| async move {
+    let cells = core::notebook::code_cells(std::path::Path::new(&path))?;
+    let mut results = Vec::new();
+    for (code, language) in cells {
+      let mut o = opts.clone();
+      if let Some(l) = language
+        .as_deref()
+        .and_then(|l| CellLanguage::parse(l).ok())
+      {
+        o.language = o.language.or(Some(l));
+      }
+      let out = exec_core::process::supervise::Discard;
+      let err = exec_core::process::supervise::Discard;
+      results.push(s.execute(code, o, out, err).await?);
+    }
+    Ok(results)
+  });
+  call::fallible(env, fut, move |_, rs: Vec<core::CellResult>| {
+    Ok(rs.into_iter().map(convert).collect())
+  })
+}
+
+/// The options of `importNotebook` (the callbacks are not used).
+fn exec_args_for_import(options: Option<Unknown>) -> ArgResult<ExecuteOptions> {
+  let o: SessionExecuteOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+  let d = ExecuteOptions::default();
+  Ok(ExecuteOptions {
+    timeout: o.timeout.map_or(d.timeout, |t| t.0),
+    max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
+    language: o.language.map(|l| l.0),
+    max_display_bytes: o.max_display_bytes.map_or(d.max_display_bytes, |s| s.0),
+  })
+}
+
+fn python_result(r: core::CellResult) -> PythonExecuteResult {
+  PythonExecuteResult {
+    status: status(r.status),
+    stdout: r.stdout,
+    stderr: r.stderr,
+    truncated: r.truncated,
+    result_value: nullable(r.result_value),
+    result_data: bundle(r.result_data),
+    displays: bundles(r.displays),
+    exception: r.exception.map_or(Either::B(Null), |e| {
+      Either::A(PythonException {
+        kind: e.kind,
+        message: e.message,
+        traceback: e.traceback,
+      })
+    }),
+    execution_count: r.execution_count,
+    execution_time: ms(r.execution_time),
+    exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
+    signal: nullable(r.signal),
+    state_lost: r.state_lost,
+    restarted: r.restarted,
+    error: call::error_message(&r.error),
+    error_code: call::error_code(&r.error),
+  }
+}
+
+fn node_result(r: core::CellResult) -> NodeExecuteResult {
+  NodeExecuteResult {
+    status: status(r.status),
+    value: nullable(r.result_value),
+    value_data: bundle(r.result_data),
+    displays: bundles(r.displays),
+    stdout: r.stdout,
+    stderr: r.stderr,
+    truncated: r.truncated,
+    error: r.exception.map_or(Either::B(Null), |e| {
+      Either::A(NodeCellError {
+        name: e.kind,
+        message: e.message,
+        stack: e.traceback,
+      })
+    }),
+    execution_count: r.execution_count,
+    execution_time: ms(r.execution_time),
+    exit_code: r.exit_code.map_or(Either::B(Null), Either::A),
+    signal: nullable(r.signal),
+    state_lost: r.state_lost,
+    restarted: r.restarted,
+    error_message: call::error_message(&r.error),
+    error_code: call::error_code(&r.error),
+  }
+}
+
+#[napi]
+impl PythonSession {
   /// Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
   /// namespace survives): the oldest cell whose promise has not settled, held
   /// until it starts if it is queued; never the cell after it. Returns false
@@ -412,6 +724,142 @@ impl PythonSession {
   #[napi(getter)]
   pub fn closed(&self) -> bool {
     self.inner.is_closed()
+  }
+}
+
+/// A persistent Node.js interpreter (a real `node` process). `let`, `const`,
+/// `class` and `function` declarations survive from one `execute` to the
+/// next and can be declared again; top-level `await`; `import` from the
+/// session's cwd; TypeScript cells. Calls are queued and run in order.
+#[napi]
+pub struct NodeSession {
+  inner: Arc<core::NodeSession>,
+}
+
+#[napi]
+impl NodeSession {
+  /// Start `node` (and run `initCode`). Rejects with `err.code`: ENOENT
+  /// (`node` or cwd missing), ENOTDIR, EACCES, ESPAWN, ELIMIT, EINVAL
+  /// (`initCode` threw; bad options as a TypeError), TIMEOUT.
+  #[napi(
+    ts_args_type = "options?: NodeSessionOptions",
+    ts_return_type = "Promise<NodeSession>"
+  )]
+  pub fn start<'env>(
+    env: &'env Env,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, NodeSession>> {
+    let make = || {
+      let mut o: NodeSessionOptions =
+        read::optional(options, &At::arg("options"))?.unwrap_or_default();
+      let d = core::NodeOptions::default();
+      let c = Common::new(
+        o.process().try_into()?,
+        o.force_kill_after_delay,
+        o.startup_timeout,
+        (d.kill_grace, d.startup_timeout),
+      )?;
+      Ok(core::NodeOptions {
+        node: o.node_path.unwrap_or(d.node),
+        exec_argv: o.exec_argv.unwrap_or_default(),
+        cwd: c.cwd,
+        env: c.env,
+        init_code: o.init_code,
+        owner: host::owner(),
+        kill_grace: c.grace,
+        startup_timeout: c.startup,
+        limits: c.limits,
+        die_with_parent: c.die_with_parent,
+        sandbox: c.sandbox,
+      })
+    };
+    start_session(env, make(), core::NodeSession::start, |inner| NodeSession {
+      inner,
+    })
+  }
+
+  /// Run a cell (`language: 'typescript'` strips its types first). Streams
+  /// output to `onStdout`/`onStderr` and bundles to `onDisplay` as they come;
+  /// resolves with the result for every outcome of the cell.
+  #[napi(
+    ts_args_type = "code: string, options?: SessionExecuteOptions",
+    ts_return_type = "Promise<NodeExecuteResult>"
+  )]
+  pub fn execute<'env>(
+    &self,
+    env: &'env Env,
+    code: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, NodeExecuteResult>> {
+    let inner = &self.inner;
+    let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err, a.display);
+    execute_in(env, code, options, "code", run, node_result)
+  }
+
+  /// Interrupt the running cell (SIGINT): synchronous code stops with the
+  /// state kept; a pending `await` is abandoned (`interrupted`, state kept);
+  /// code that keeps running after an `await` cannot be stopped in-process
+  /// and `node` is killed after `forceKillAfterDelay` (`interrupted`,
+  /// `stateLost`). Targets the oldest cell whose promise has not settled.
+  #[napi]
+  pub fn interrupt(&self) -> bool {
+    self.inner.interrupt()
+  }
+
+  /// Replace `node` by a fresh one (`initCode` runs again).
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
+  }
+
+  /// End `node` and every process it started.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
+  }
+
+  /// `node`'s pid; 0 while none runs.
+  #[napi(getter)]
+  pub fn pid(&self) -> i32 {
+    self.inner.pid()
+  }
+
+  /// Whether `close()` was called.
+  #[napi(getter)]
+  pub fn closed(&self) -> bool {
+    self.inner.is_closed()
+  }
+
+  /// The cells run so far (not `initCode`), with their outputs, in order.
+  #[napi]
+  pub fn history(&self) -> Vec<HistoryEntry> {
+    history_of(&self.inner)
+  }
+
+  /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn export_notebook<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+  ) -> Result<PromiseRaw<'env, ()>> {
+    export_in(env, &self.inner, path)
+  }
+
+  /// Run the code cells of the notebook at `path` in this session, in order
+  /// (each in the language it was recorded with, else `options.language`).
+  #[napi(
+    ts_args_type = "path: string, options?: SessionExecuteOptions",
+    ts_return_type = "Promise<NodeExecuteResult[]>"
+  )]
+  pub fn import_notebook<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    options: Option<Unknown<'env>>,
+  ) -> Result<PromiseRaw<'env, Vec<NodeExecuteResult>>> {
+    import_in(env, &self.inner, path, options, node_result)
   }
 }
 

@@ -241,6 +241,77 @@ fn template_text(b: &[u8], mut i: usize) -> (usize, bool) {
   (i, false)
 }
 
+/// A NodeSession cell's types stripped: parsed as a module (imports, exports
+/// and top-level `await` are the caller's to rewrite), positions kept. What
+/// stripping cannot express (enums, namespaces, parameter properties) is
+/// transformed instead (its lines may move). Imports are never elided, even
+/// when the cell itself does not use them: a later cell may. The error is the
+/// first diagnostic, one line. Runs on its own thread, as [`strip`] does.
+pub fn strip_cell(code: &str) -> Result<String, String> {
+  let depth = nesting_estimate(code);
+  if depth > MAX_NESTING {
+    return Err(format!(
+      "the code is nested too deeply to strip ({depth} levels, at most {MAX_NESTING})"
+    ));
+  }
+  let owned = code.to_owned();
+  let worker = std::thread::Builder::new()
+    .name("exec-ts-strip".into())
+    .stack_size(STRIP_STACK)
+    .spawn(move || {
+      strip_module(&owned, Mode::StripOnly).or_else(|first| {
+        strip_module(&owned, Mode::Transform).map_err(|second| {
+          // a real syntax error: strip's message names it as well
+          if first.contains("not supported in strip-only mode") {
+            second
+          } else {
+            first
+          }
+        })
+      })
+    });
+  match worker {
+    Ok(h) => h
+      .join()
+      .unwrap_or_else(|_| Err("the type stripper failed on this code".into())),
+    Err(e) => Err(format!("cannot start the type stripper: {e}")),
+  }
+}
+
+fn strip_module(code: &str, mode: Mode) -> Result<String, String> {
+  let cm: Lrc<SourceMap> = Default::default();
+  let diags = Diagnostics::default();
+  let handler = Handler::with_emitter_writer(Box::new(diags.clone()), Some(cm.clone()));
+  let transform = serde_json::from_value(serde_json::json!({
+    "verbatimModuleSyntax": true,
+    "noEmptyExport": true,
+    "nativeClassProperties": true,
+  }))
+  .ok();
+  let options = Options {
+    module: Some(true),
+    mode,
+    transform,
+    parser: swc_ecma_parser_syntax(),
+    deprecated_ts_module_as_error: Some(true),
+    ..Default::default()
+  };
+  let out = GLOBALS.set(&Default::default(), || {
+    HANDLER.set(&handler, || {
+      operate(&cm, &handler, code.to_owned(), options)
+    })
+  });
+  out.map(|o| o.code).map_err(|e| {
+    let text = String::from_utf8_lossy(&diags.0.lock().unwrap()).into_owned();
+    text
+      .lines()
+      .map(str::trim)
+      .find(|l| !l.is_empty())
+      .map(|l| l.trim_start_matches("x ").to_owned())
+      .unwrap_or_else(|| e.message.clone())
+  })
+}
+
 fn strip_here(code: &str) -> Result<String, String> {
   let cm: Lrc<SourceMap> = Default::default();
   let diags = Diagnostics::default();

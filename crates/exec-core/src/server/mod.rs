@@ -4,6 +4,7 @@
 //! [`ProcessManager`] whose processes are terminated when it closes.
 
 pub mod protocol;
+pub mod sessions;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +59,9 @@ pub async fn serve_connection(
   mut incoming: mpsc::Receiver<Incoming>,
   out: mpsc::Sender<String>,
 ) {
+  let owner = config.owner;
   let manager = ProcessManager::new(config);
+  let sessions = Arc::new(sessions::Sessions::default());
   let (ev_tx, mut ev_rx) = mpsc::channel(64);
   let forward_out = out.clone();
   let forwarder = tokio::spawn(async move {
@@ -117,8 +120,13 @@ pub async fn serve_connection(
       continue;
     }
     let (m, ev, o) = (manager.clone(), ev_tx.clone(), out.clone());
+    let ss = sessions.clone();
     tasks.spawn(async move {
-      let r = protocol::dispatch(&m, &ev, &method, params).await;
+      let r = if method.starts_with("session/") {
+        sessions::dispatch(&ss, &o, owner, &method, params).await
+      } else {
+        protocol::dispatch(&m, &ev, &method, params).await
+      };
       let _ = o.send(protocol::response(&id, r).to_string()).await;
     });
   }
@@ -131,6 +139,7 @@ pub async fn serve_connection(
   })
   .await;
   manager.close().await;
+  sessions.close_all().await;
   let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
     while tasks.join_next().await.is_some() {}
   })

@@ -224,7 +224,7 @@ pub(crate) fn kind(v: &Value) -> &'static str {
 /// `limits: { memoryBytes, cpuSeconds, maxProcesses, fileSizeBytes,
 /// openFiles }`, checked by [`Limits::set`] as the Node API checks them:
 /// numbers of at least 1 (fractions are cut), `null` for none.
-fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
+pub(crate) fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
   let mut l = Limits::default();
   let obj = match v {
     None => return Ok(l),
@@ -258,7 +258,7 @@ fn limits_param(v: Option<Value>) -> Result<Limits, RpcError> {
 }
 
 /// `envAllowlist` / `envDenylist`: an array of `*` patterns, `null` for none.
-fn patterns_param(v: Option<Value>, key: &str) -> Result<Option<Vec<String>>, RpcError> {
+pub(crate) fn patterns_param(v: Option<Value>, key: &str) -> Result<Option<Vec<String>>, RpcError> {
   let bad = || RpcError::invalid_params(format!("{key} must be an array of strings"));
   match v {
     None | Some(Value::Null) => Ok(None),
@@ -363,7 +363,7 @@ fn initialize_json(m: &ProcessManager) -> Value {
   json!({
     "protocolVersion": PROTOCOL_VERSION,
     "serverInfo": { "name": "exec-native", "version": env!("CARGO_PKG_VERSION") },
-    "capabilities": { "pty": true, "pipes": true },
+    "capabilities": { "pty": true, "pipes": true, "sessions": ["python", "node", "shell"] },
     "limits": {
       "retainedOutputBytes": c.retained_output_bytes,
       "maxProcesses": c.max_processes,
@@ -438,7 +438,9 @@ fn read_json(r: ReadResult) -> Value {
 
 /// `sandbox`: `true`, `false`, or `{ mode, writableRoots, excludeTmp, network,
 /// onUnavailable }` as in the addon.
-fn sandbox_param(v: Option<Value>) -> Result<Option<crate::sandbox::SandboxPolicy>, RpcError> {
+pub(crate) fn sandbox_param(
+  v: Option<Value>,
+) -> Result<Option<crate::sandbox::SandboxPolicy>, RpcError> {
   use crate::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
   let bad = |what: String| RpcError::invalid_params(format!("sandbox{what}"));
   let o = match v {

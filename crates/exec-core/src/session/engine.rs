@@ -96,6 +96,9 @@ pub(crate) struct Followed<T> {
   pub interrupted: bool,
   /// The worker confirmed it started the request (its code may have run).
   pub started: bool,
+  /// The request did not end within the grace after its interrupt and the
+  /// worker was killed.
+  pub interrupt_killed: bool,
 }
 
 /// The slot, held, with a worker in it, and how the execution got it.
@@ -240,28 +243,52 @@ impl<S: Send> Engine<S> {
   }
 
   /// Follow a sent request to its end: `on_message` turns the completion
-  /// message into `Some`, `on_deadline` escalates.
+  /// message into `Some`, `on_deadline` escalates. With `interrupt_grace`,
+  /// a request still running that long after `interrupt()` reached it is
+  /// killed (`Followed::interrupt_killed`).
+  #[allow(clippy::too_many_arguments)]
   pub async fn follow<T, O: OutputSink, E: OutputSink>(
     &self,
     w: &mut Worker,
     out: &mut O,
     err: &mut E,
     mut deadline: Option<Instant>,
+    interrupt_grace: Option<Duration>,
     mut on_message: impl FnMut(&[u8]) -> Option<T>,
     mut on_deadline: impl FnMut(&mut Worker) -> Escalate,
   ) -> Followed<T> {
+    // cancelled by the session's close, or by an interrupt of this request
+    let mut wake = self.closing.child_token();
+    if interrupt_grace.is_some() {
+      self.queue.wake_on_interrupt(wake.clone());
+    }
+    let mut kill_at: Option<Instant> = None;
+    let mut interrupt_killed = false;
     let outcome = loop {
-      match w.next_event(out, err, deadline, &self.closing).await {
+      let until = match (deadline, kill_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+      };
+      match w.next_event(out, err, until, &wake).await {
         Event::Message(m) => {
           if let Some(done) = on_message(&m) {
             break Outcome::Done(done);
           }
         }
         Event::Exited(st) => break Outcome::Died(Some(st)),
+        Event::Deadline if kill_at.is_some_and(|k| Instant::now() >= k) => {
+          interrupt_killed = true;
+          break Outcome::Killed(w.kill().await);
+        }
         Event::Deadline => match on_deadline(w) {
           Escalate::Until(at) => deadline = at,
           Escalate::Kill => break Outcome::Killed(w.kill().await),
         },
+        Event::Canceled if !self.closing.is_cancelled() => {
+          // the interrupt reached the request: it has the grace to end
+          kill_at = interrupt_grace.map(|g| Instant::now() + g);
+          wake = self.closing.child_token();
+        }
         Event::Canceled => {
           w.kill().await;
           break Outcome::Canceled;
@@ -273,6 +300,7 @@ impl<S: Send> Engine<S> {
       outcome,
       interrupted,
       started,
+      interrupt_killed,
     }
   }
 

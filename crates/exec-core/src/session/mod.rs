@@ -1,5 +1,5 @@
-//! Persistent sessions: one long-lived interpreter (Python) or shell (bash)
-//! whose state survives from one execution to the next.
+//! Persistent sessions: one long-lived interpreter (Python, Node) or shell
+//! (bash) whose state survives from one execution to the next.
 //!
 //! The parts, bottom to top:
 //! - `worker`: the interpreter or shell process (spawn, limits, kill);
@@ -9,12 +9,17 @@
 //!   `interrupt()` reaches;
 //! - `engine`: the worker slot (start, restart, reset, close) and one
 //!   request followed to its end; `capture`: an execution's output;
-//! - `python` and `shell`: the languages (their protocol, timeout
-//!   escalation and results).
+//! - `driver`: the JSON-line driver protocol Python and Node share (one
+//!   `DriverSession`: results, MIME bundles, history, timeout escalation);
+//!   `python` and `node`: their start options (and Node's cell rewrite);
+//!   `display`: MIME bundles and their cap; `notebook`: history -> nbformat;
+//! - `shell`: bash (its own protocol, timeout escalation and results).
 //!
 //! The control channel is a socketpair given to the worker as its stdin. The
 //! worker moves it off the way of the code it runs (the Python driver dups it
-//! to a private close-on-exec fd and puts /dev/null on fd 0; bash keeps reading
+//! to a private close-on-exec fd and puts /dev/null on fd 0; Node cannot dup,
+//! so its driver reads fd 0 itself and gives /dev/null to `process.stdin` and
+//! to every child process that would inherit fd 0; bash keeps reading
 //! commands from it but runs each one with `</dev/null`). Requests and
 //! completion messages travel on it, never in stdout/stderr, so nothing a
 //! program prints can fake or hide a completion. Why a socketpair on fd 0:
@@ -35,7 +40,11 @@
 
 mod capture;
 mod channel;
+pub mod display;
+mod driver;
 mod engine;
+mod node;
+pub mod notebook;
 mod python;
 mod queue;
 mod shell;
@@ -43,8 +52,18 @@ mod worker;
 
 use std::time::Duration;
 
-pub use python::{CellResult, PythonException, PythonOptions, PythonSession};
+pub use display::{Bundle, DisplaySink, NoDisplay};
+pub use driver::{CellException, CellResult, DriverKind, DriverSession, DriverSpec};
+pub use node::{prepare_cell, NodeOptions};
+pub use python::PythonOptions;
 pub use queue::Ticket;
+
+/// A persistent Python interpreter (`python/driver.py`).
+pub type PythonSession = DriverSession;
+/// A persistent Node.js interpreter (`node/driver.mjs`).
+pub type NodeSession = DriverSession;
+/// An exception raised by a Python cell.
+pub type PythonException = CellException;
 pub use shell::{CommandResult, ShellOptions, ShellSession};
 
 /// How an execution in a session ended.
@@ -74,6 +93,36 @@ impl SessionStatus {
   }
 }
 
+/// The language of a NodeSession cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CellLanguage {
+  #[default]
+  JavaScript,
+  /// Types stripped (enums and namespaces transformed) before it runs.
+  TypeScript,
+}
+
+impl CellLanguage {
+  /// `'javascript'` / `'typescript'` (also `js`, `ts`), or what the message
+  /// says instead (the caller names the option).
+  pub fn parse(s: &str) -> Result<Self, String> {
+    match s {
+      "javascript" | "js" => Ok(CellLanguage::JavaScript),
+      "typescript" | "ts" => Ok(CellLanguage::TypeScript),
+      other => Err(format!(
+        "must be 'javascript' or 'typescript', got '{other}'"
+      )),
+    }
+  }
+
+  pub fn as_str(&self) -> &'static str {
+    match self {
+      CellLanguage::JavaScript => "javascript",
+      CellLanguage::TypeScript => "typescript",
+    }
+  }
+}
+
 /// Per-execution settings.
 #[derive(Debug, Clone)]
 pub struct ExecuteOptions {
@@ -81,6 +130,10 @@ pub struct ExecuteOptions {
   pub timeout: Option<Duration>,
   /// Bytes kept per stream (head + tail).
   pub max_output: usize,
+  /// NodeSession: the cell's language (default JavaScript); others ignore it.
+  pub language: Option<CellLanguage>,
+  /// Bytes a display bundle may take (see [`display::cap_bundle`]).
+  pub max_display_bytes: usize,
 }
 
 impl Default for ExecuteOptions {
@@ -88,6 +141,8 @@ impl Default for ExecuteOptions {
     ExecuteOptions {
       timeout: Some(Duration::from_secs(30)),
       max_output: 1024 * 1024,
+      language: None,
+      max_display_bytes: display::DEFAULT_MAX_DISPLAY_BYTES,
     }
   }
 }

@@ -48,6 +48,9 @@ struct QueueState {
   pending: u64,
   /// The running request got a SIGINT from `interrupt()`.
   interrupted: bool,
+  /// Cancelled when an interrupt reaches the running execution (its
+  /// follower may escalate; see `Engine::follow`).
+  wake: Option<CancellationToken>,
 }
 
 impl QueueState {
@@ -191,6 +194,12 @@ impl Queue {
     s.running = gen;
     s.started = false;
     s.interrupted = false;
+    s.wake = None;
+  }
+
+  /// `wake` is cancelled when an interrupt reaches the running execution.
+  pub fn wake_on_interrupt(&self, wake: CancellationToken) {
+    self.lock().wake = Some(wake);
   }
 
   /// The worker confirmed it runs the request: deliver an interrupt held for it.
@@ -201,6 +210,9 @@ impl Queue {
       s.pending = 0;
       s.interrupted = true;
       registry::signal_group(s.pgid, Signal::SIGINT);
+      if let Some(w) = &s.wake {
+        w.cancel();
+      }
     }
   }
 
@@ -218,6 +230,9 @@ impl Queue {
     if s.running == gen && s.started {
       s.interrupted = true;
       registry::signal_group(s.pgid, Signal::SIGINT);
+      if let Some(w) = &s.wake {
+        w.cancel();
+      }
     } else {
       s.pending = gen;
     }
@@ -230,6 +245,7 @@ impl Queue {
   pub fn end(&self) -> (bool, bool) {
     let mut s = self.lock();
     let was = (s.interrupted, s.started);
+    s.wake = None;
     s.running = 0;
     s.started = false;
     s.interrupted = false;

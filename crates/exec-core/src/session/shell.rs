@@ -340,7 +340,7 @@ impl ShellSession {
     };
     let followed = self
       .engine
-      .follow(w, out, err, first, on_message, on_deadline)
+      .follow(w, out, err, first, None, on_message, on_deadline)
       .await;
     Ok((followed, phase > 0 && phase != u32::MAX, broken))
   }

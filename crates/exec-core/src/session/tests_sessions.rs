@@ -14,6 +14,7 @@ fn opts(timeout_ms: u64) -> ExecuteOptions {
   ExecuteOptions {
     timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms)),
     max_output: 1 << 20,
+    ..Default::default()
   }
 }
 
@@ -522,12 +523,13 @@ async fn shell_that_logs_itself_out_between_commands_is_seen_and_replaced() {
 #[tokio::test]
 async fn interrupt_targets_the_execution_whose_ticket_is_held() {
   let s = py().await;
-  let (ta, a) = s.execute_ticketed("pass".into(), opts(10_000), Discard, Discard);
+  let (ta, a) = s.execute_ticketed("pass".into(), opts(10_000), Discard, Discard, NoDisplay);
   let (tb, b) = s.execute_ticketed(
     "import time\ntime.sleep(1)\n'b'".into(),
     opts(10_000),
     Discard,
     Discard,
+    NoDisplay,
   );
   let b = tokio::spawn(b);
   assert_eq!(a.await.unwrap().status, SessionStatus::Ok);

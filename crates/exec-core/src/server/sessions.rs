@@ -1,0 +1,429 @@
+//! The `session/*` methods of `serve`: persistent Python, Node and bash
+//! sessions of one connection (closed with it), over the same engine as the
+//! addon's classes. Output and bundles stream as notifications while a
+//! `session/execute` runs:
+//! `session/output {sessionId, stream: 'stdout'|'stderr', data}` (text, split
+//! on UTF-8 boundaries) and `session/display {sessionId, data: {mime: ...}}`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
+use crate::process::spec::EnvSpec;
+use crate::process::supervise::OutputSink;
+use crate::session::{
+  Bundle, CellLanguage, CellResult, DriverSession, ExecuteOptions, NodeOptions, PythonOptions,
+  ShellOptions, ShellSession,
+};
+
+/// Longest `sessionId` accepted (bytes).
+const MAX_SESSION_ID_BYTES: usize = 256;
+
+enum Session {
+  Driver(Arc<DriverSession>),
+  Shell(Arc<ShellSession>),
+}
+
+/// The sessions of one connection.
+#[derive(Default)]
+pub struct Sessions {
+  map: Mutex<HashMap<String, Arc<Session>>>,
+  next: std::sync::atomic::AtomicU64,
+}
+
+impl Sessions {
+  fn get(&self, id: &str) -> Result<Arc<Session>, RpcError> {
+    self
+      .map
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .get(id)
+      .cloned()
+      .ok_or_else(|| {
+        RpcError::new(
+          protocol::rpc_code(crate::ErrorCode::ESRCH),
+          format!("exec: no session '{id}' (ESRCH)"),
+        )
+      })
+  }
+
+  /// Close every session (the connection ended).
+  pub async fn close_all(&self) {
+    let all: Vec<_> = self
+      .map
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .drain()
+      .map(|(_, s)| s)
+      .collect();
+    for s in all {
+      close(&s).await;
+    }
+  }
+}
+
+async fn close(s: &Session) {
+  match s {
+    Session::Driver(d) => d.close().await,
+    Session::Shell(sh) => sh.close().await,
+  }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StartParams {
+  /// `python`, `node` or `shell`.
+  kind: String,
+  session_id: Option<String>,
+  cwd: Option<String>,
+  env: Option<HashMap<String, Option<String>>>,
+  extend_env: Option<bool>,
+  env_allowlist: Option<Value>,
+  env_denylist: Option<Value>,
+  limits: Option<Value>,
+  sandbox: Option<Value>,
+  die_with_parent: Option<bool>,
+  /// The interpreter: `python3`, `node` or `bash` by default.
+  program: Option<String>,
+  exec_argv: Option<Vec<String>>,
+  init_code: Option<String>,
+  force_kill_after_delay_ms: Option<u64>,
+  startup_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExecuteParams {
+  session_id: String,
+  code: String,
+  language: Option<String>,
+  timeout_ms: Option<u64>,
+  max_output_bytes: Option<usize>,
+  max_display_bytes: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IdParams {
+  session_id: String,
+}
+
+fn params<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, RpcError> {
+  if v.is_null() {
+    return Err(RpcError::invalid_params("params are missing"));
+  }
+  if let Some(Value::String(id)) = v.get("sessionId") {
+    if id.len() > MAX_SESSION_ID_BYTES {
+      return Err(RpcError::invalid_params(format!(
+        "sessionId is {} bytes long, at most {MAX_SESSION_ID_BYTES}",
+        id.len()
+      )));
+    }
+  }
+  serde_json::from_value(v).map_err(RpcError::invalid_params)
+}
+
+/// Run one `session/*` method; `out` takes the notifications.
+pub async fn dispatch(
+  sessions: &Sessions,
+  out: &mpsc::Sender<String>,
+  owner: u64,
+  method: &str,
+  p: Value,
+) -> Result<Value, RpcError> {
+  match method {
+    "session/start" => start(sessions, owner, params(p)?).await,
+    "session/execute" => execute(sessions, out, params(p)?).await,
+    "session/interrupt" => {
+      let p: IdParams = params(p)?;
+      let hit = match &*sessions.get(&p.session_id)? {
+        Session::Driver(d) => d.interrupt(),
+        Session::Shell(s) => s.interrupt(),
+      };
+      Ok(json!({ "interrupted": hit }))
+    }
+    "session/close" => {
+      let p: IdParams = params(p)?;
+      let s = sessions.get(&p.session_id)?;
+      sessions
+        .map
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&p.session_id);
+      close(&s).await;
+      Ok(json!({}))
+    }
+    _ => Err(RpcError::new(
+      METHOD_NOT_FOUND,
+      format!("exec: unknown method '{method}' (EINVAL)"),
+    )),
+  }
+}
+
+async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value, RpcError> {
+  let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
+  let mut env = EnvSpec::from_options(
+    p.extend_env,
+    p.env.unwrap_or_default().into_iter().collect(),
+    protocol::patterns_param(p.env_allowlist, "envAllowlist")?,
+    protocol::patterns_param(p.env_denylist, "envDenylist")?,
+  )?;
+  let sandbox = protocol::sandbox_param(p.sandbox)?;
+  crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+  let limits = protocol::limits_param(p.limits)?;
+  let cwd = match p.cwd {
+    Some(c) => c.into(),
+    None => std::env::current_dir().map_err(|e| {
+      RpcError::invalid_params(format!("cwd is missing and the server's is gone: {e}"))
+    })?,
+  };
+  let die_with_parent = p.die_with_parent.unwrap_or(false);
+  let ms = Duration::from_millis;
+  let id = match p.session_id {
+    Some(id) => id,
+    None => format!(
+      "s{}",
+      sessions
+        .next
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1
+    ),
+  };
+  if sessions
+    .map
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .contains_key(&id)
+  {
+    return Err(RpcError::new(
+      protocol::rpc_code(crate::ErrorCode::EEXIST),
+      format!("exec: a session '{id}' exists already (EEXIST)"),
+    ));
+  }
+  let session = match p.kind.as_str() {
+    "python" => {
+      let d = PythonOptions::default();
+      let o = PythonOptions {
+        python: p.program.unwrap_or(d.python),
+        cwd,
+        env,
+        init_code: p.init_code,
+        owner,
+        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
+        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
+        limits,
+        die_with_parent,
+        sandbox,
+      };
+      Session::Driver(Arc::new(DriverSession::start(o).await?))
+    }
+    "node" => {
+      let d = NodeOptions::default();
+      let o = NodeOptions {
+        node: p.program.unwrap_or(d.node),
+        exec_argv: p.exec_argv.unwrap_or_default(),
+        cwd,
+        env,
+        init_code: p.init_code,
+        owner,
+        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
+        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
+        limits,
+        die_with_parent,
+        sandbox,
+      };
+      Session::Driver(Arc::new(DriverSession::start(o).await?))
+    }
+    "shell" => {
+      let d = ShellOptions::default();
+      let o = ShellOptions {
+        shell: p.program.unwrap_or(d.shell),
+        cwd,
+        env,
+        init_script: p.init_code,
+        owner,
+        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
+        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
+        limits,
+        die_with_parent,
+        sandbox,
+      };
+      Session::Shell(Arc::new(ShellSession::start(o).await?))
+    }
+    other => {
+      return Err(RpcError::invalid_params(format!(
+        "kind must be 'python', 'node' or 'shell', got '{other}'"
+      )))
+    }
+  };
+  let pid = match &session {
+    Session::Driver(d) => d.pid(),
+    Session::Shell(s) => s.pid(),
+  };
+  sessions
+    .map
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .insert(id.clone(), Arc::new(session));
+  Ok(json!({ "sessionId": id, "pid": pid }))
+}
+
+async fn execute(
+  sessions: &Sessions,
+  out: &mpsc::Sender<String>,
+  p: ExecuteParams,
+) -> Result<Value, RpcError> {
+  let s = sessions.get(&p.session_id)?;
+  let d = ExecuteOptions::default();
+  let language = match p.language.as_deref() {
+    Some(l) => {
+      Some(CellLanguage::parse(l).map_err(|e| RpcError::invalid_params(format!("language {e}")))?)
+    }
+    None => None,
+  };
+  let opts = ExecuteOptions {
+    timeout: match p.timeout_ms {
+      Some(0) => None,
+      Some(t) => Some(Duration::from_millis(t)),
+      None => d.timeout,
+    },
+    max_output: p.max_output_bytes.unwrap_or(d.max_output),
+    language,
+    max_display_bytes: p.max_display_bytes.unwrap_or(d.max_display_bytes),
+  };
+  // notifications go through an unbounded queue to the connection's output,
+  // in the order they were made
+  let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+  let forward = {
+    let out = out.clone();
+    tokio::spawn(async move {
+      while let Some(v) = rx.recv().await {
+        if out.send(v.to_string()).await.is_err() {
+          break;
+        }
+      }
+    })
+  };
+  let stream = |name: &'static str| Notify {
+    tx: tx.clone(),
+    session: p.session_id.clone(),
+    stream: name,
+    carry: Vec::new(),
+  };
+  let result = match &*s {
+    Session::Driver(d) => {
+      let (tx, sid) = (tx.clone(), p.session_id.clone());
+      let display = move |b: &Bundle| {
+        let _ = tx.send(json!({
+          "jsonrpc": "2.0",
+          "method": "session/display",
+          "params": { "sessionId": sid, "data": b },
+        }));
+      };
+      let (ticket, run) =
+        d.execute_ticketed(p.code, opts, stream("stdout"), stream("stderr"), display);
+      let r = run.await;
+      drop(ticket);
+      driver_json(r?)
+    }
+    Session::Shell(sh) => {
+      let r = sh
+        .execute(p.code, opts, stream("stdout"), stream("stderr"))
+        .await?;
+      let mut v = json!({
+        "status": r.status.as_str(),
+        "stdout": r.stdout,
+        "stderr": r.stderr,
+        "truncated": r.truncated,
+        "exitCode": r.exit_code,
+        "cwd": r.cwd,
+        "executionTime": r.execution_time.as_secs_f64() * 1000.0,
+        "signal": r.signal,
+        "stateLost": r.state_lost,
+        "restarted": r.restarted,
+      });
+      error_fields(&mut v, &r.error);
+      v
+    }
+  };
+  drop(tx);
+  // every notification of the execution goes out before its answer
+  let _ = forward.await;
+  Ok(result)
+}
+
+fn error_fields(v: &mut Value, e: &Option<crate::ExecError>) {
+  if let Some(e) = e {
+    v["error"] = json!(e.message());
+    v["errorCode"] = json!(e.code.as_str());
+  }
+}
+
+fn driver_json(r: CellResult) -> Value {
+  let mut v = json!({
+    "status": r.status.as_str(),
+    "stdout": r.stdout,
+    "stderr": r.stderr,
+    "truncated": r.truncated,
+    "value": r.result_value,
+    "valueData": r.result_data,
+    "displays": r.displays,
+    "exception": r.exception,
+    "executionCount": r.execution_count,
+    "executionTime": r.execution_time.as_secs_f64() * 1000.0,
+    "exitCode": r.exit_code,
+    "signal": r.signal,
+    "stateLost": r.state_lost,
+    "restarted": r.restarted,
+  });
+  error_fields(&mut v, &r.error);
+  v
+}
+
+/// A stream of an execution as `session/output` notifications.
+struct Notify {
+  tx: mpsc::UnboundedSender<Value>,
+  session: String,
+  stream: &'static str,
+  /// The start of a UTF-8 character cut at the end of the last chunk.
+  carry: Vec<u8>,
+}
+
+impl OutputSink for Notify {
+  fn write(&mut self, data: &[u8]) {
+    self.carry.extend_from_slice(data);
+    let valid = match std::str::from_utf8(&self.carry) {
+      Ok(_) => self.carry.len(),
+      // an incomplete character at the end waits for the next chunk
+      Err(e) if e.error_len().is_none() => e.valid_up_to(),
+      Err(_) => self.carry.len(),
+    };
+    if valid == 0 {
+      return;
+    }
+    let rest = self.carry.split_off(valid);
+    let text = String::from_utf8_lossy(&self.carry).into_owned();
+    self.carry = rest;
+    let _ = self.tx.send(json!({
+      "jsonrpc": "2.0",
+      "method": "session/output",
+      "params": { "sessionId": self.session, "stream": self.stream, "data": text },
+    }));
+  }
+
+  async fn finish(&mut self) {
+    if !self.carry.is_empty() {
+      let text = String::from_utf8_lossy(&std::mem::take(&mut self.carry)).into_owned();
+      let _ = self.tx.send(json!({
+        "jsonrpc": "2.0",
+        "method": "session/output",
+        "params": { "sessionId": self.session, "stream": self.stream, "data": text },
+      }));
+    }
+  }
+}

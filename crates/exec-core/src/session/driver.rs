@@ -1,0 +1,704 @@
+//! A session run by a driver program inside the interpreter (Python's
+//! `python/driver.py`, Node's `node/driver.mjs`), both speaking the same
+//! JSON-line protocol on the control channel: cells run in one namespace, the
+//! last expression's value is the result (with a MIME bundle when it has
+//! one), `display()` bundles come as they happen, SIGINT interrupts a cell, a
+//! timeout interrupts then kills, a dead interpreter is restarted on the next
+//! cell. What differs by language is in [`DriverKind`] (`python.rs`,
+//! `node.rs`: the start options, how a cell's code is prepared).
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde::Deserialize;
+use tokio::sync::MutexGuard;
+use tokio::time::Instant;
+
+use super::capture::{cap_text, rendered_text, Capture, Streams};
+use super::display::{cap_bundle, Bundle, DisplaySink, NoDisplay};
+use super::engine::{
+  closed_error, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate, Followed,
+  Outcome, Slot,
+};
+use super::notebook::HistoryCell;
+use super::queue::{Ticket, Turn};
+use super::worker::{Worker, WorkerSpec};
+use super::{CellLanguage, ExecuteOptions, SessionStatus};
+use crate::error::{ErrorCode, ExecError};
+use crate::process::spec::EnvSpec;
+use crate::process::supervise::{format_duration, Discard, OutputSink};
+
+/// Which interpreter a driver session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverKind {
+  Python,
+  Node,
+}
+
+impl DriverKind {
+  /// The name in messages (`Python cell timeout after 1s`).
+  pub fn label(&self) -> &'static str {
+    match self {
+      DriverKind::Python => "Python",
+      DriverKind::Node => "JavaScript",
+    }
+  }
+
+  /// The code sent to the driver, or the compile error the cell fails with.
+  fn prepare(&self, code: &str, language: Option<CellLanguage>) -> Result<String, CellException> {
+    match self {
+      DriverKind::Python => Ok(code.to_owned()),
+      DriverKind::Node => super::node::prepare_cell(code, language.unwrap_or_default()),
+    }
+  }
+
+  /// How long a cell has to end after `interrupt()` reached it before the
+  /// interpreter is killed (`None`: never). Node's synchronous code after an
+  /// `await` cannot be interrupted in-process; Python's cells always can.
+  fn interrupt_grace(&self, grace: Duration) -> Option<Duration> {
+    match self {
+      DriverKind::Python => None,
+      DriverKind::Node => Some(grace),
+    }
+  }
+}
+
+/// How a driver session's interpreter is started (made from `PythonOptions`
+/// or `NodeOptions`).
+#[derive(Debug, Clone)]
+pub struct DriverSpec {
+  pub kind: DriverKind,
+  /// The interpreter: a name looked up in PATH or a path.
+  pub program: String,
+  /// Its arguments, the driver among them.
+  pub args: Vec<OsString>,
+  pub cwd: PathBuf,
+  pub env: EnvSpec,
+  /// Run after every start of an interpreter (first start, restarts, reset).
+  pub init_code: Option<String>,
+  /// The host environment that owns the processes.
+  pub owner: u64,
+  /// After the SIGINT of a timeout (Node: of an interrupt too), how long the
+  /// cell may take to stop before the interpreter is killed.
+  pub kill_grace: Duration,
+  /// Bound on starting the interpreter and running `init_code`.
+  pub startup_timeout: Duration,
+  pub limits: crate::limits::Limits,
+  pub die_with_parent: bool,
+  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+}
+
+/// An exception raised by a cell (Python) or an error it threw (JavaScript).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct CellException {
+  /// The class name, e.g. `ZeroDivisionError`, `TypeError`.
+  #[serde(rename = "type")]
+  pub kind: String,
+  /// `str(exception)` / `error.message`.
+  pub message: String,
+  /// The formatted traceback / stack, starting at the cell (`File "<cell 3>",
+  /// line 2` / `at <cell 3>:2:5`).
+  pub traceback: String,
+}
+
+/// The result of one cell.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+  pub status: SessionStatus,
+  pub stdout: String,
+  pub stderr: String,
+  /// Whether either stream was cut (head + tail kept).
+  pub truncated: bool,
+  pub stdout_bytes: u64,
+  pub stderr_bytes: u64,
+  /// The cell's last expression as text (`repr` / `util.inspect`; not for
+  /// `None`/`undefined`, not for statements).
+  pub result_value: Option<String>,
+  /// The last expression's MIME bundle, when it has more than text.
+  pub result_data: Option<Bundle>,
+  /// The bundles of `display()` calls, in order.
+  pub displays: Vec<Bundle>,
+  pub exception: Option<CellException>,
+  /// The cell's number in its interpreter (1, 2, ...; `<cell N>` in tracebacks).
+  pub execution_count: u32,
+  pub execution_time: Duration,
+  /// With `Died` (and a killing timeout): how the interpreter ended.
+  pub exit_code: Option<i32>,
+  pub signal: Option<String>,
+  /// The interpreter is gone and its namespace with it; also set (with
+  /// `restarted`) when the last one died between cells.
+  pub state_lost: bool,
+  /// This cell ran in a new interpreter because the previous one was lost.
+  pub restarted: bool,
+  /// TIMEOUT, or ECANCELED when the session was closed under the cell.
+  pub error: Option<ExecError>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+  ev: String,
+  #[serde(default)]
+  id: Option<u64>,
+  #[serde(default)]
+  count: Option<u32>,
+  #[serde(default)]
+  status: Option<String>,
+  #[serde(default)]
+  value: Option<String>,
+  #[serde(default)]
+  data: Option<Bundle>,
+  #[serde(default)]
+  exception: Option<CellException>,
+}
+
+/// A cell's request as it ended, with the interpreter that ran it.
+struct Ran {
+  w: Worker,
+  outcome: Outcome<Message>,
+  /// The timeout fired (the cell got its SIGINT).
+  timed_out: bool,
+  /// The cell ignored `interrupt()` for the grace and the interpreter was killed.
+  interrupt_killed: bool,
+  /// The cell's number, from the driver's start message.
+  count: u32,
+}
+
+/// One request to the driver.
+struct Request<'a> {
+  id: u64,
+  code: &'a str,
+  init: bool,
+  /// A compile error the cell fails with (nothing runs).
+  error: Option<&'a CellException>,
+  timeout: Option<Duration>,
+}
+
+/// Where a request's output and bundles go.
+struct Io<'a, O, E> {
+  out: &'a mut O,
+  err: &'a mut E,
+  shown: &'a mut dyn Shows,
+}
+
+/// The bundles of one execution: each one capped, handed to the sink and kept.
+struct Shown<D> {
+  sink: D,
+  kept: Vec<Bundle>,
+  cap: usize,
+}
+
+trait Shows: Send {
+  fn push(&mut self, b: Bundle);
+}
+
+impl<D: DisplaySink> Shows for Shown<D> {
+  fn push(&mut self, b: Bundle) {
+    let b = cap_bundle(b, self.cap);
+    self.sink.display(&b);
+    self.kept.push(b);
+  }
+}
+
+impl Shows for Vec<Bundle> {
+  fn push(&mut self, b: Bundle) {
+    Vec::push(self, b)
+  }
+}
+
+impl CellResult {
+  /// A cell that went well so far: `settle` says how it ended.
+  fn blank(entry: Entry, count: u32, execution_time: Duration) -> CellResult {
+    CellResult {
+      status: SessionStatus::Ok,
+      stdout: String::new(),
+      stderr: String::new(),
+      truncated: false,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      result_value: None,
+      result_data: None,
+      displays: Vec::new(),
+      exception: None,
+      execution_count: count,
+      execution_time,
+      exit_code: None,
+      signal: None,
+      state_lost: entry.lost_idle,
+      restarted: entry.restarted,
+      error: None,
+    }
+  }
+
+  fn with_streams(self, s: Streams) -> CellResult {
+    CellResult {
+      stdout: s.stdout,
+      stderr: s.stderr,
+      truncated: s.truncated,
+      stdout_bytes: s.stdout_bytes,
+      stderr_bytes: s.stderr_bytes,
+      ..self
+    }
+  }
+}
+
+/// A long-lived interpreter run by a driver (`PythonSession`, `NodeSession`).
+/// Executions are queued (FIFO) and run one at a time; `interrupt` does not
+/// wait for the queue.
+pub struct DriverSession {
+  opts: DriverSpec,
+  engine: Engine<()>,
+  history: std::sync::Mutex<Vec<HistoryCell>>,
+}
+
+impl DriverSession {
+  /// Start the interpreter and run `init_code`. Must be called within a tokio
+  /// runtime.
+  pub async fn start(opts: impl Into<DriverSpec>) -> Result<DriverSession, ExecError> {
+    let opts: DriverSpec = opts.into();
+    let spec = WorkerSpec {
+      program: PathBuf::from(&opts.program),
+      args: opts.args.clone(),
+      cwd: opts.cwd.clone(),
+      env: opts.env.clone(),
+      separator: b'\n',
+      limits: opts.limits.clone(),
+      die_with_parent: opts.die_with_parent,
+      sandbox: opts.sandbox.clone(),
+    };
+    let engine = Engine::new(spec, opts.owner, opts.startup_timeout, ())?;
+    let session = DriverSession {
+      opts,
+      engine,
+      history: Default::default(),
+    };
+    {
+      let mut slot = session.engine.slot.lock().await;
+      session.boot(&mut slot).await?;
+    }
+    Ok(session)
+  }
+
+  /// The interpreter's pid (0 when none runs: before a restart, after close).
+  pub fn pid(&self) -> i32 {
+    self.engine.pid()
+  }
+
+  /// Send one request and follow it to its end. Returns how it ended, whether
+  /// a timeout fired, and the cell's number (from the driver's start message).
+  async fn run_request<O: OutputSink, E: OutputSink>(
+    &self,
+    w: &mut Worker,
+    gen: u64,
+    req: &Request<'_>,
+    io: Io<'_, O, E>,
+  ) -> (Followed<Message>, bool, u32) {
+    let Io { out, err, shown } = io;
+    let id = req.id;
+    let request = serde_json::json!({
+      "op": "run", "id": id, "code": req.code, "init": req.init, "error": req.error,
+    });
+    let mut line = request.to_string().into_bytes();
+    line.push(b'\n');
+    // a failed send: the interpreter is gone, its exit is reported
+    let (deadline, _) = self.engine.send_request(w, gen, &line, req.timeout).await;
+    let mut timed_out = false;
+    let mut count = 0;
+    let on_message = |m: &[u8]| {
+      let m = serde_json::from_slice::<Message>(m).ok()?;
+      // a display of an earlier cell's timer, read now, is shown with this one
+      if m.ev == "display" {
+        if let Some(data) = m.data {
+          shown.push(data);
+        }
+        return None;
+      }
+      if m.id != Some(id) {
+        return None;
+      }
+      match m.ev.as_str() {
+        "start" => {
+          count = m.count.unwrap_or(0);
+          self.engine.queue.started();
+          None
+        }
+        "done" => Some(m),
+        _ => None,
+      }
+    };
+    let on_deadline = |w: &mut Worker| {
+      if timed_out {
+        return Escalate::Kill;
+      }
+      // interrupt first; the cell has `kill_grace` to stop
+      timed_out = true;
+      w.signal(Signal::SIGINT);
+      Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
+    };
+    let grace = self.opts.kind.interrupt_grace(self.opts.kill_grace);
+    let followed = self
+      .engine
+      .follow(w, out, err, deadline, grace, on_message, on_deadline)
+      .await;
+    (followed, timed_out, count)
+  }
+
+  /// Run a cell. Output goes to `out`/`err` as it comes (and is captured).
+  /// Errors only for a session that is closed or cannot be restarted.
+  pub fn execute<O: OutputSink, E: OutputSink>(
+    self: &Arc<Self>,
+    code: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+  ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
+    let (ticket, run) = self.execute_ticketed(code, opts, out, err, NoDisplay);
+    async move {
+      let r = run.await;
+      drop(ticket);
+      r
+    }
+  }
+
+  /// [`Self::execute`], with the cell's [`Ticket`]: `interrupt()` targets
+  /// the cell until the caller drops it (once it has taken the result).
+  /// `display` gets each MIME bundle as it comes.
+  pub fn execute_ticketed<O: OutputSink, E: OutputSink, D: DisplaySink>(
+    self: &Arc<Self>,
+    code: String,
+    opts: ExecuteOptions,
+    out: O,
+    err: E,
+    display: D,
+  ) -> (
+    Ticket,
+    impl Future<Output = Result<CellResult, ExecError>> + Send + 'static,
+  ) {
+    // the place in the queue is taken now, in call order
+    let (turn, ticket) = self.engine.queue.join_execution();
+    let this = self.clone();
+    (ticket, async move {
+      let r = this
+        .execute_in_turn(turn, &code, &opts, out, err, display)
+        .await;
+      if let Ok(r) = &r {
+        let language = match this.opts.kind {
+          DriverKind::Python => "python",
+          DriverKind::Node => opts.language.unwrap_or_default().as_str(),
+        };
+        this.record(HistoryCell {
+          code,
+          language: language.into(),
+          result: r.clone(),
+        });
+      }
+      r
+    })
+  }
+
+  async fn execute_in_turn<O: OutputSink, E: OutputSink, D: DisplaySink>(
+    &self,
+    mut turn: Turn,
+    code: &str,
+    opts: &ExecuteOptions,
+    out: O,
+    err: E,
+    display: D,
+  ) -> Result<CellResult, ExecError> {
+    let prepared = self.opts.kind.prepare(code, opts.language);
+    let entered = self.engine.enter(&mut turn, self).await?;
+    let mut out = Capture::new(opts.max_output, out);
+    let mut err = Capture::new(opts.max_output, err);
+    let mut shown = Shown {
+      sink: display,
+      kept: Vec::new(),
+      cap: opts.max_display_bytes,
+    };
+    let started = Instant::now();
+    let (code, error) = match &prepared {
+      Ok(c) => (c.as_str(), None),
+      Err(e) => ("", Some(e)),
+    };
+    let req = Request {
+      id: 0,
+      code,
+      init: false,
+      error,
+      timeout: opts.timeout,
+    };
+    let io = Io {
+      out: &mut out,
+      err: &mut err,
+      shown: &mut shown,
+    };
+    let (mut slot, entry, ran) = self.run_cell(entered, &turn, req, io).await?;
+    let mut result = CellResult::blank(entry, ran.count, started.elapsed());
+    self.settle(&mut slot, ran, opts, &mut result).await;
+    result.displays = shown.kept;
+    if let Some(d) = result.result_data.take() {
+      result.result_data = Some(cap_bundle(d, opts.max_display_bytes));
+    }
+    let streams = Engine::finish(slot, turn, out, err).await;
+    Ok(result.with_streams(streams))
+  }
+
+  /// Run the cell's request in the slot's interpreter; in a new one if that
+  /// one turns out to have died before it started the cell.
+  async fn run_cell<'a, O: OutputSink, E: OutputSink>(
+    &self,
+    entered: Entered<'a, ()>,
+    turn: &Turn,
+    mut req: Request<'_>,
+    io: Io<'_, O, E>,
+  ) -> Result<(MutexGuard<'a, Slot<()>>, Entry, Ran), ExecError> {
+    let Io { out, err, shown } = io;
+    let (mut slot, mut entry) = entered;
+    let mut retried = false;
+    loop {
+      req.id = slot.take_id();
+      let mut w = slot.worker.take().expect("a worker was started");
+      let io = Io {
+        out: &mut *out,
+        err: &mut *err,
+        shown: &mut *shown,
+      };
+      let (run, timed_out, count) = self.run_request(&mut w, turn.gen(), &req, io).await;
+      // the interpreter died before it started the cell (between cells, and
+      // the death was not seen yet): the cell runs in a new one
+      if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
+        let st = *st;
+        (slot, entry) = self
+          .engine
+          .replace_dead(slot, w, st, self, |_| {}, entry)
+          .await?;
+        retried = true;
+        continue;
+      }
+      let ran = Ran {
+        w,
+        outcome: run.outcome,
+        timed_out,
+        interrupt_killed: run.interrupt_killed,
+        count,
+      };
+      return Ok((slot, entry, ran));
+    }
+  }
+
+  fn record(&self, cell: HistoryCell) {
+    self
+      .history
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .push(cell);
+  }
+
+  /// The cells run so far (not the init code), with their results, in order.
+  pub fn history(&self) -> Vec<HistoryCell> {
+    self
+      .history
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .clone()
+  }
+
+  /// Which interpreter the session runs.
+  pub fn kind(&self) -> DriverKind {
+    self.opts.kind
+  }
+
+  /// Fill `result` from how the cell ended; the interpreter goes back into
+  /// the slot, or is cleared away when it was lost.
+  async fn settle(
+    &self,
+    slot: &mut Slot<()>,
+    ran: Ran,
+    opts: &ExecuteOptions,
+    result: &mut CellResult,
+  ) {
+    let Ran {
+      mut w,
+      outcome,
+      timed_out,
+      interrupt_killed,
+      count,
+    } = ran;
+    let label = self.opts.kind.label();
+    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
+    // a watched limit passed by the end of the cell (processes it left, a
+    // fork the kernel refused) is this cell's, not the next one's
+    let outcome = match outcome {
+      Outcome::Done(m) if w.over_limit_now() => {
+        result.exception = m.exception;
+        Outcome::Died(None)
+      }
+      o => o,
+    };
+    match outcome {
+      Outcome::Done(m) => {
+        result.execution_count = m.count.unwrap_or(0);
+        result.exception = m.exception;
+        result.result_value = m.value.map(|v| cap_text(v, opts.max_output));
+        result.result_data = m.data;
+        result.status = match m.status.as_deref() {
+          Some("ok") => SessionStatus::Ok,
+          Some("interrupted") => SessionStatus::Interrupted,
+          _ => SessionStatus::Error,
+        };
+        if timed_out {
+          result.status = SessionStatus::Timeout;
+          result.error = Some(ExecError::new(
+            ErrorCode::TIMEOUT,
+            format!("{label} cell timeout after {timeout_label}; it was interrupted and the session's state is kept"),
+          ));
+        }
+        slot.worker = Some(w);
+      }
+      Outcome::Died(st) | Outcome::Killed(st) => {
+        let killed = matches!(outcome, Outcome::Killed(_));
+        let by_interrupt = interrupt_killed && !timed_out;
+        let mut lost = self
+          .engine
+          .lost(slot, w, st, (killed && !by_interrupt) || timed_out, || {
+            ExecError::new(
+              ErrorCode::TIMEOUT,
+              format!("{label} cell timeout after {timeout_label}; it ignored the interrupt, so the interpreter was killed and its state lost"),
+            )
+          })
+          .await;
+        if by_interrupt && lost.error.is_none() {
+          lost.status = SessionStatus::Interrupted;
+          lost.error = Some(ExecError::new(
+            ErrorCode::ECANCELED,
+            format!(
+              "the {label} cell did not stop within {} of the interrupt (code running after an await cannot be interrupted in-process), so the interpreter was killed and its state lost",
+              format_duration(self.opts.kill_grace)
+            ),
+          ));
+        }
+        result.exit_code = lost.exit_code;
+        result.signal = lost.signal;
+        result.state_lost = true;
+        result.execution_count = count;
+        result.status = lost.status;
+        result.error = lost.error;
+      }
+      Outcome::Canceled => {
+        result.status = SessionStatus::Died;
+        result.state_lost = true;
+        result.error = Some(closed_error());
+        self.engine.gone();
+        drop(w);
+      }
+    }
+  }
+
+  /// Interrupt the running cell (SIGINT: `KeyboardInterrupt` in a Python
+  /// cell; JavaScript: synchronous code stops, a pending `await` is
+  /// abandoned, anything else is killed after the grace). False when no
+  /// cell runs.
+  pub fn interrupt(&self) -> bool {
+    self.engine.queue.interrupt()
+  }
+
+  /// A fresh interpreter (runs `init_code` again). Waits for queued cells.
+  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
+    let turn = self.engine.queue.join();
+    let this = self.clone();
+    async move { this.engine.reset(turn, &*this, |_| {}).await }
+  }
+
+  /// End the interpreter and everything it started. A running cell ends with
+  /// `died`; queued and later calls fail with ECANCELED.
+  pub async fn close(&self) {
+    self.engine.close().await
+  }
+
+  pub fn is_closed(&self) -> bool {
+    self.engine.closing.is_cancelled()
+  }
+}
+
+impl Boot<()> for DriverSession {
+  /// Start an interpreter and run `init_code` in it.
+  async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
+    let ready = |m: &[u8]| serde_json::from_slice::<Message>(m).is_ok_and(|m| m.ev == "ready");
+    let mut w = self
+      .engine
+      .spawn_ready(None, |m| ready(m).then_some(Ok(())))
+      .await?;
+    if let Some(init) = self.opts.init_code.clone() {
+      let mut out = Capture::new(4096, Discard);
+      let mut err = Capture::new(4096, Discard);
+      let req = Request {
+        id: slot.take_id(),
+        code: &init,
+        init: true,
+        error: None,
+        timeout: Some(self.opts.startup_timeout),
+      };
+      let io = Io {
+        out: &mut out,
+        err: &mut err,
+        shown: &mut Vec::new(),
+      };
+      match self.run_request(&mut w, 0, &req, io).await {
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          false,
+          _,
+        ) if m.status.as_deref() == Some("ok") => {}
+        (
+          Followed {
+            outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
+            ..
+          },
+          true,
+          _,
+        ) => {
+          init_ended(&mut w, None, "initCode").await?;
+          return Err(init_timeout("initCode", self.opts.startup_timeout));
+        }
+        (
+          Followed {
+            outcome: Outcome::Done(m),
+            ..
+          },
+          _,
+          _,
+        ) => {
+          w.kill().await;
+          let what = m
+            .exception
+            .map(|e| format!("{}: {}", e.kind, e.message))
+            .unwrap_or_default();
+          return Err(ExecError::invalid(format!("initCode failed: {what}")));
+        }
+        (
+          Followed {
+            outcome: Outcome::Canceled,
+            ..
+          },
+          _,
+          _,
+        ) => return Err(closed_error()),
+        _ => {
+          init_ended(&mut w, None, "initCode").await?;
+          let (text, _) = rendered_text(&err.buf);
+          return Err(ExecError::invalid(format!(
+            "initCode did not complete (the interpreter died or timed out): {}",
+            text.trim()
+          )));
+        }
+      }
+    }
+    self.engine.install(slot, w);
+    Ok(())
+  }
+}
