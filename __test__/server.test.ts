@@ -94,6 +94,9 @@ class PlainWebSocket {
       this.buf = Buffer.concat([this.buf, d])
       this.parse()
     })
+    // a server the test kills resets the connection: that is the close the
+    // test waits for, not an error of the test run
+    socket.on('error', () => this.onClose(1006, 'reset'))
   }
 
   static open(url: string, headers: Record<string, string> = {}): Promise<PlainWebSocket> {

@@ -124,12 +124,19 @@ where
 
   async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
     loop {
-      self.line.clear();
+      // cancel-safe: rmcp drops this future when something else is ready,
+      // and a long line arrives in many reads; what was read stays in
+      // `self.line` for the next call, which goes on appending (clearing it
+      // at the start lost the front of a 200 KiB request under load)
       let n = self.reader.read_until(b'\n', &mut self.line).await.ok()?;
-      if n == 0 {
+      if n == 0 && self.line.is_empty() {
         return None;
       }
-      let mut line: &[u8] = &self.line;
+      if n != 0 && !self.line.ends_with(b"\n") {
+        continue;
+      }
+      let whole = std::mem::take(&mut self.line);
+      let mut line: &[u8] = &whole;
       while let Some(rest) = line
         .strip_suffix(b"\n")
         .or_else(|| line.strip_suffix(b"\r"))
