@@ -32,6 +32,9 @@ pub const DEFAULT_WRITE_YIELD: Duration = Duration::from_millis(250);
 pub const QUIET: Duration = Duration::from_millis(300);
 /// The same, when the yield time is over anyway.
 const QUIET_AT_DEADLINE: Duration = Duration::from_millis(100);
+/// How long `collect` waits, once the program blocks on its terminal, for
+/// output still in flight through the terminal's pump (the prompt).
+const IN_FLIGHT: Duration = Duration::from_millis(30);
 /// Bytes of output an interactive session holds between two calls.
 const RETAINED: usize = 4 * 1024 * 1024;
 
@@ -331,6 +334,29 @@ impl Interactive {
         break;
       }
       if last_output.elapsed() >= QUIET && crate::platform::awaiting_input(pid as i32) {
+        // the program blocks on its terminal, but what it wrote before (the
+        // prompt) may still be on its way through the terminal's pump: one
+        // more short read, and go on if it brought anything
+        match self
+          .pm
+          .read(&process_id, after, usize::MAX, IN_FLIGHT)
+          .await
+        {
+          Ok(r) if !r.chunks.is_empty() || r.closed => {
+            dropped |= r.truncated;
+            for c in r.chunks {
+              bytes.extend_from_slice(&c.data);
+            }
+            after = r.last_seq;
+            last_output = Instant::now();
+            if r.closed {
+              exit = r.exit;
+              break;
+            }
+            continue;
+          }
+          _ => {}
+        }
         awaiting = true;
         break;
       }
