@@ -292,17 +292,6 @@ pub struct ChildPlan {
 }
 
 impl ChildPlan {
-  /// The files the child writes before exec (its cgroups' `cgroup.procs`):
-  /// a sandbox must let it.
-  pub fn written_files(&self) -> Vec<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    self
-      .cgroup_procs
-      .iter()
-      .map(|c| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(c.as_bytes())))
-      .collect()
-  }
-
   /// Async-signal-safe: setrlimit, open, write, close.
   pub fn apply(&self) -> std::io::Result<()> {
     // Node ignores SIGXFSZ and ignored signals survive exec: give the limits

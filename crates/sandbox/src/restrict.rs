@@ -103,25 +103,7 @@ fn drop_all_capabilities() -> std::io::Result<()> {
   if r == -1 {
     return Err(std::io::Error::last_os_error());
   }
-  // a root host's child must not regain them through exec of a setuid
-  // program or as uid 0 (no_new_privs covers setuid; the securebits the rest)
-  const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-  const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-  const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
-  const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
-  const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
-  const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-  const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-  let bits = SECBIT_NOROOT
-    | SECBIT_NOROOT_LOCKED
-    | SECBIT_NO_SETUID_FIXUP
-    | SECBIT_NO_SETUID_FIXUP_LOCKED
-    | SECBIT_KEEP_CAPS_LOCKED
-    | SECBIT_NO_CAP_AMBIENT_RAISE
-    | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-  // needs CAP_SETPCAP, which was just dropped from the effective set: set
-  // before? No: securebits are best effort (a non-root host has no root to
-  // regain anything from); the bounding set above is what counts for root
-  let _ = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
+  // nothing comes back through exec: the bounding set is empty (an exec as
+  // uid 0 gains no more than it) and no_new_privs is set
   Ok(())
 }
