@@ -286,7 +286,12 @@ print('alive')`)
     let out = ''
     host.stdout.on('data', (d) => (out += d))
     for (let i = 0; i < 100 && !out.includes('\n'); i++) await new Promise((r) => setTimeout(r, 50))
-    const [pid] = hostPidsOf(['sleep', tag])
+    // `started` comes before the shell's exec of sleep: look until it is there
+    let pid = 0
+    for (let i = 0; i < 100 && !pid; i++) {
+      ;[pid = 0] = hostPidsOf(['sleep', tag])
+      if (!pid) await new Promise((r) => setTimeout(r, 50))
+    }
     expect(pid).toBeGreaterThan(1)
     // the child lives while the host does
     await new Promise((r) => setTimeout(r, 500))

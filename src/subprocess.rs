@@ -6,6 +6,7 @@
 //! callbacks. `spawnCall` and `executeStreaming` run on the same machinery
 //! ([`start`] and [`settle`]).
 
+use exec_core::process::child::StdinPipe;
 use exec_core::process::spec::{check_cwd, resolve_program};
 use exec_core::process::supervise::{
   canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
@@ -18,7 +19,6 @@ use napi_derive::napi;
 use nix::sys::signal::Signal;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::abort::{self, AbortBinding};
@@ -386,7 +386,7 @@ impl SubprocessStdin {
   /// closed when `exited` is cancelled (the run settled: the child is gone,
   /// nobody reads), so that a handle kept alive does not keep its fd; later
   /// writes reject with `EPIPE`.
-  fn new(pipe: ChildStdin, exited: CancellationToken) -> Self {
+  fn new(pipe: StdinPipe, exited: CancellationToken) -> Self {
     let (ops, mut rx) = mpsc::unbounded_channel::<StdinOp>();
     napi::bindgen_prelude::spawn(async move {
       let mut pipe = Some(pipe);

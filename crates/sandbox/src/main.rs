@@ -47,17 +47,12 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
-mod filter;
-#[cfg(target_os = "linux")]
-mod restrict;
-
-#[cfg(target_os = "linux")]
 mod linux {
   use std::ffi::{CStr, CString, OsString};
   use std::os::unix::ffi::OsStrExt;
   use std::path::{Path, PathBuf};
 
-  use super::restrict;
+  use exec_native_sandbox::restrict;
 
   /// Exit code of a sandbox that could not be set up (nothing ran).
   pub const SETUP_FAILED: i32 = 125;

@@ -1,30 +1,80 @@
 //! The restriction a command's process puts on itself before exec:
 //! `no_new_privs`, a Landlock domain of its own, no capabilities, and the
 //! seccomp filters ([`crate::filter`]).
+//!
+//! It comes in two halves so that the expensive, allocating half runs where
+//! allocation is allowed: [`Prepared::new`] builds the Landlock ruleset (a
+//! descriptor: the rules are added to it, nothing is restricted yet) and the
+//! seccomp programs; [`Prepared::apply`] makes the calling process enter a
+//! new Landlock domain from that ruleset, drops its capabilities and
+//! installs the programs, with system calls only (no allocation, no lock),
+//! so a child between `clone(CLONE_VM|CLONE_VFORK)` and `execve` may run it.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use landlock::{
   path_beneath_rules, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-  RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+  RulesetCreatedAttr, Scope, ABI,
 };
+use seccompiler::BpfProgram;
 
-/// Restrict this process (and what it runs from now on) to writes under
-/// `writable`, no network unless `network`, and the filters. `Err` names
-/// what could not be applied.
-pub fn apply(network: bool, writable: &[PathBuf]) -> Result<(), String> {
-  if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-    return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
-  }
-  landlock(network, writable)?;
-  drop_all_capabilities().map_err(|e| format!("capabilities could not be dropped: {e}"))?;
-  for prog in crate::filter::filters(network)? {
-    seccompiler::apply_filter(&prog).map_err(|e| format!("seccomp: {e}"))?;
-  }
-  Ok(())
+/// A restriction made ready in one process, to be applied by another (or by
+/// the same, later).
+pub struct Prepared {
+  ruleset: OwnedFd,
+  filters: Vec<BpfProgram>,
 }
 
-fn landlock(network: bool, writable: &[PathBuf]) -> Result<(), String> {
+/// A step of [`Prepared::apply`] that failed: its name and the error.
+pub type Failed = (&'static str, std::io::Error);
+
+impl Prepared {
+  /// Writes only under `writable`; no TCP unless `network`; no signal to,
+  /// nor abstract Unix socket of, a process outside the domain; the
+  /// filters. `Err` names what could not be prepared (Landlock missing from
+  /// the kernel among it).
+  pub fn new(network: bool, writable: &[PathBuf]) -> Result<Prepared, String> {
+    Ok(Prepared {
+      ruleset: ruleset(network, writable)?,
+      filters: crate::filter::filters(network)?,
+    })
+  }
+
+  /// Restrict the calling process (and what it runs from now on): system
+  /// calls only, async-signal-safe, so a child between `clone` and `execve`
+  /// may call it.
+  pub fn apply(&self) -> Result<(), Failed> {
+    let os = std::io::Error::last_os_error;
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+      return Err(("no_new_privs", os()));
+    }
+    let fd = self.ruleset.as_raw_fd();
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
+      return Err(("Landlock", os()));
+    }
+    drop_all_capabilities().map_err(|e| ("capabilities could not be dropped", e))?;
+    for prog in &self.filters {
+      if let Err(e) = seccompiler::apply_filter(prog) {
+        let e = match e {
+          seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e) => e,
+          _ => std::io::Error::from_raw_os_error(libc::EINVAL),
+        };
+        return Err(("seccomp", e));
+      }
+    }
+    Ok(())
+  }
+}
+
+/// Prepare, then apply to this process: the helper's way. `Err` names what
+/// failed.
+pub fn apply(network: bool, writable: &[PathBuf]) -> Result<(), String> {
+  let p = Prepared::new(network, writable)?;
+  p.apply().map_err(|(what, e)| format!("{what}: {e}"))
+}
+
+fn ruleset(network: bool, writable: &[PathBuf]) -> Result<OwnedFd, String> {
   let abi = ABI::V6;
   let ll = |e: landlock::RulesetError| format!("Landlock: {e}");
   let mut ruleset = Ruleset::default()
@@ -39,25 +89,21 @@ fn landlock(network: bool, writable: &[PathBuf]) -> Result<(), String> {
       .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
       .map_err(ll)?;
   }
-  let status = ruleset
+  let created = ruleset
     .scope(Scope::Signal | Scope::AbstractUnixSocket)
     .map_err(ll)?
     .create()
     .map_err(ll)?
     .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))
-    .map_err(ll)?
-    .restrict_self()
     .map_err(ll)?;
-  if status.ruleset == RulesetStatus::NotEnforced {
-    return Err("Landlock is not enabled in this kernel".into());
-  }
-  Ok(())
+  Option::<OwnedFd>::from(created).ok_or_else(|| "Landlock is not enabled in this kernel".into())
 }
 
 /// Every capability of this process and of what it execs: the bounding set
 /// (so an exec as root gains none back), the ambient, inheritable,
 /// permitted and effective sets. Without `CAP_SETPCAP` (a non-root host
 /// without namespaces) the bounding set cannot be lowered, and need not be.
+/// System calls only.
 fn drop_all_capabilities() -> std::io::Result<()> {
   for cap in 0..64 {
     let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };

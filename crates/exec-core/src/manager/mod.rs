@@ -18,11 +18,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use crate::process::child::StdinPipe;
 use nix::sys::signal::Signal;
 use portable_pty::MasterPty;
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,7 @@ pub struct Started {
 
 enum Input {
   Closed,
-  Pipe(ChildStdin),
+  Pipe(StdinPipe),
   Pty(Arc<AsyncFd<OwnedFd>>),
 }
 

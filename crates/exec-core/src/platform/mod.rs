@@ -13,6 +13,11 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
 
+#[cfg(target_os = "linux")]
+mod spawn_linux;
+#[cfg(target_os = "linux")]
+pub use spawn_linux::{spawn as raw_spawn, RawChild, RawSpawn};
+
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]

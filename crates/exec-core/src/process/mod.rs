@@ -3,6 +3,8 @@
 //!
 //! - [`supervise`]: a run of a pipe child (the `Execution`): pumps, the exit
 //!   phase, timeout and cancel, the drain, the catch-up barrier;
+//! - [`child`]: a spawned pipe child (the addon's own clone+exec on Linux)
+//!   and how it is waited for and killed;
 //! - [`spawn`]: the one spawn sequence of pipes, the session worker and the
 //!   PTY (`ChildSetup`: mark, limits plan, ticket, sandbox, registration);
 //! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
@@ -15,6 +17,7 @@
 //!
 //! Below them, [`crate::platform`] wraps every OS-specific call.
 
+pub mod child;
 pub mod marks;
 pub mod reaper;
 pub mod registry;

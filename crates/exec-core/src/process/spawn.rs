@@ -17,7 +17,7 @@ use std::path::Path;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::limits::{ChildPlan, LimitGuard, Limits};
-use crate::sandbox::{Invocation, SandboxPolicy, SandboxReport};
+use crate::sandbox::{InChild, Invocation, SandboxPolicy, SandboxReport};
 
 /// What a child gets besides its command: the same for every path.
 pub struct ChildSetup<'a> {
@@ -41,6 +41,10 @@ pub struct Prepared {
   /// signal): `None` keeps the posix_spawn fast path. The caller moves it
   /// into its pre-exec step.
   pub plan: Option<ChildPlan>,
+  /// The sandbox's restriction for the child to apply before exec, when
+  /// [`ChildSetup::launch`] chose that (no helper). The caller moves it into
+  /// its pre-exec step; one left here makes [`ChildSetup::spawn`] refuse.
+  pub in_child: Option<InChild>,
   /// How the sandbox was applied, once [`ChildSetup::invocation`] made the
   /// command line (a sandboxed spawn without it is refused).
   sandbox: Option<SandboxReport>,
@@ -74,6 +78,7 @@ impl ChildSetup<'_> {
       mark,
       guard,
       plan,
+      in_child: None,
       sandbox: None,
     })
   }
@@ -87,11 +92,35 @@ impl ChildSetup<'_> {
     plain: Invocation,
     path_var: Option<std::ffi::OsString>,
   ) -> Result<Invocation, ExecError> {
+    self.make_invocation(prepared, plain, path_var, false)
+  }
+
+  /// [`ChildSetup::invocation`] for a caller whose child runs a step before
+  /// exec ([`Prepared::in_child`]): where no namespace is made, the program
+  /// itself, and the restriction in `prepared.in_child`.
+  pub fn launch(
+    &self,
+    prepared: &mut Prepared,
+    plain: Invocation,
+    path_var: Option<std::ffi::OsString>,
+  ) -> Result<Invocation, ExecError> {
+    self.make_invocation(prepared, plain, path_var, true)
+  }
+
+  fn make_invocation(
+    &self,
+    prepared: &mut Prepared,
+    plain: Invocation,
+    path_var: Option<std::ffi::OsString>,
+    in_child: bool,
+  ) -> Result<Invocation, ExecError> {
     match self.sandbox {
       None => Ok(plain),
       Some(policy) => {
-        let (inv, report) = crate::sandbox::wrap_command(policy, self.cwd, plain, path_var)?;
+        let (inv, report, restriction) =
+          crate::sandbox::launch(policy, self.cwd, plain, path_var, in_child)?;
         prepared.sandbox = Some(report);
+        prepared.in_child = restriction;
         Ok(inv)
       }
     }
@@ -108,13 +137,28 @@ impl ChildSetup<'_> {
     let Prepared {
       mark,
       guard,
-      plan: _,
+      plan,
+      in_child,
       sandbox,
     } = prepared;
     if self.sandbox.is_some() && sandbox.is_none() {
       return Err(ExecError::new(
         ErrorCode::ESANDBOX,
         "sandbox: the command line was not made by ChildSetup::invocation (nothing ran)",
+      ));
+    }
+    // what the child must apply before exec was not moved into its step:
+    // the spawn would run without its limits or its sandbox (fail closed)
+    if in_child.is_some() {
+      return Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        "sandbox: the restriction was not handed to the child (nothing ran)",
+      ));
+    }
+    if plan.is_some() {
+      return Err(ExecError::new(
+        ErrorCode::ESPAWN,
+        "limits: the child's plan was not handed to the child (nothing ran)",
       ));
     }
     let ticket = crate::process::registry::begin_spawn(self.owner)?;

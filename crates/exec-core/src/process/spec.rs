@@ -315,6 +315,18 @@ impl ExecImage {
     })
   }
 
+  /// The program, argv and envp as `execve` takes them (the pointers live
+  /// as long as the image).
+  pub fn parts(
+    &self,
+  ) -> (
+    &std::ffi::CStr,
+    *const *const std::ffi::c_char,
+    *const *const std::ffi::c_char,
+  ) {
+    (&self.program, self.argv.as_ptr(), self.envp.as_ptr())
+  }
+
   /// In the child: `execve`. Returns only on failure, with the error (which
   /// std's pre-exec machinery reports to the parent as the spawn error).
   /// Async-signal-safe.

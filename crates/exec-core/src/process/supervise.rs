@@ -6,17 +6,21 @@ use std::ffi::OsString;
 use std::future::Future;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+#[cfg(not(target_os = "linux"))]
+use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
+#[cfg(not(target_os = "linux"))]
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::process::child::{Child, StdinPipe};
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -220,7 +224,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   child: Child,
   pid: u32,
   started: Instant,
-  stdin: Option<ChildStdin>,
+  stdin: Option<StdinPipe>,
   input_task: Option<JoinHandle<()>>,
   /// `None` once handed out (by the drain, or to the caller).
   pumps: Option<Pumps<O, E>>,
@@ -247,6 +251,7 @@ fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
 /// whatever the host's memory) in a new process group.
+#[cfg(not(target_os = "linux"))]
 fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   let mut cmd = std::process::Command::new(&spec.program);
   cmd.args(&spec.args);
@@ -293,6 +298,145 @@ fn exec_image(
   crate::process::spec::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
 }
 
+/// A spawned pipe child and the host's ends of its pipes.
+struct LaunchedChild {
+  child: Child,
+  pid: i32,
+  stdin: Option<StdinPipe>,
+  stdout: OwnedFd,
+  stderr: OwnedFd,
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+#[cfg(target_os = "linux")]
+fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+  let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+  Ok((r, w))
+}
+
+/// Prepare the spawn of `spec` (its exec image, its pipes' settings) and
+/// return what does it: the addon's own `clone(CLONE_VM|CLONE_VFORK)` spawn
+/// ([`platform::raw_spawn`]), whose child applies the limits' `plan` and
+/// the sandbox's restriction itself before exec. Nothing forks, whatever
+/// the host's heap, and a restriction never touches a task of the host.
+#[cfg(target_os = "linux")]
+fn launch_child(
+  spec: &ProcessSpec,
+  mark: &str,
+  plan: Option<crate::limits::ChildPlan>,
+  in_child: Option<crate::sandbox::InChild>,
+) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
+  use std::os::unix::ffi::OsStrExt;
+  let image = exec_image(spec, mark)?;
+  let cwd = match &spec.cwd {
+    Some(c) => Some(
+      std::ffi::CString::new(c.as_os_str().as_bytes())
+        .map_err(|_| ExecError::invalid("cwd contains a NUL byte"))?,
+    ),
+    None => None,
+  };
+  let null_stdin = matches!(spec.stdin, StdinMode::Null);
+  Ok(move || {
+    let (stdin_child, stdin_host) = if null_stdin {
+      (
+        platform::open_noctty(std::path::Path::new("/dev/null"))?,
+        None,
+      )
+    } else {
+      let (r, w) = cloexec_pipe()?;
+      (r, Some(w))
+    };
+    let (out_r, out_w) = cloexec_pipe()?;
+    let (err_r, err_w) = cloexec_pipe()?;
+    let step = move || -> std::io::Result<()> {
+      if let Some(plan) = &plan {
+        plan.apply()?;
+      }
+      if let Some(r) = &in_child {
+        r.apply()?;
+      }
+      Ok(())
+    };
+    let (program, argv, envp) = image.parts();
+    let req = platform::RawSpawn {
+      program,
+      argv,
+      envp,
+      cwd: cwd.as_deref(),
+      stdio: [
+        stdin_child.as_raw_fd(),
+        out_w.as_raw_fd(),
+        err_w.as_raw_fd(),
+      ],
+      new_group: true,
+      step: Some(&step),
+    };
+    let (pid, pidfd) = platform::raw_spawn(&req)?;
+    drop((stdin_child, out_w, err_w));
+    let child = platform::RawChild::new(pid, pidfd)?;
+    let stdin = match stdin_host {
+      Some(w) => Some(StdinPipe::from_owned_fd(w)?),
+      None => None,
+    };
+    Ok(LaunchedChild {
+      child: Child::Raw(child),
+      pid,
+      stdin,
+      stdout: out_r,
+      stderr: err_r,
+    })
+  })
+}
+
+/// Off Linux: std's `Command` (posix_spawn; a fork when limits ask for a
+/// step before exec), run by tokio.
+#[cfg(not(target_os = "linux"))]
+fn launch_child(
+  spec: &ProcessSpec,
+  mark: &str,
+  plan: Option<crate::limits::ChildPlan>,
+  _in_child: Option<crate::sandbox::InChild>,
+) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
+  let mut cmd = build_command(spec, mark);
+  // limits are set in the child before exec (exact, but a real fork instead
+  // of posix_spawn: only when limits are asked for)
+  if let Some(plan) = plan {
+    // the child execs itself (no execvp /bin/sh fallback): the last step
+    let image = exec_image(spec, mark)?;
+    unsafe {
+      cmd.pre_exec(move || {
+        plan.apply()?;
+        Err(image.exec())
+      });
+    }
+  }
+  Ok(move || {
+    let mut child = cmd.spawn()?;
+    let pid = child.id().unwrap_or(0) as i32;
+    let stdout = child
+      .stdout
+      .take()
+      .expect("stdout is piped")
+      .into_owned_fd()?;
+    let stderr = child
+      .stderr
+      .take()
+      .expect("stderr is piped")
+      .into_owned_fd()?;
+    let stdin = match child.stdin.take() {
+      Some(w) => Some(StdinPipe::from_owned_fd(w.into_owned_fd()?)?),
+      None => None,
+    };
+    Ok(LaunchedChild {
+      child: Child::Tokio(child),
+      pid,
+      stdin,
+      stdout,
+      stderr,
+    })
+  })
+}
+
 /// The value of a finished task. A panic goes on up; a task the runtime
 /// cancelled (it is shutting down, and this future is dropped with it) has no
 /// value to give, so this never completes instead of panicking.
@@ -328,7 +472,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut prepared = setup.prepare()?;
     // under a sandbox, its helper in front of the program
-    let inv = setup.invocation(
+    // under a sandbox: its helper in front of the program, or (no
+    // namespaces) the restriction for the child to apply before exec
+    let inv = setup.launch(
       &mut prepared,
       crate::sandbox::Invocation {
         program: spec.program.clone(),
@@ -354,43 +500,28 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     } else {
       spec
     };
-    let mut cmd = build_command(spec, &prepared.mark);
-    // limits are set in the child before exec (exact, but a real fork instead
-    // of posix_spawn: only when limits are asked for)
-    if let Some(plan) = prepared.plan.take() {
-      // the child execs itself (no execvp /bin/sh fallback): the last step
-      let image = exec_image(spec, &prepared.mark)?;
-      unsafe {
-        cmd.pre_exec(move || {
-          plan.apply()?;
-          Err(image.exec())
-        });
-      }
-    }
     let started = Instant::now();
     let shown = spec.program.display().to_string();
+    let (plan, in_child) = (prepared.plan.take(), prepared.in_child.take());
+    let launch = launch_child(spec, &prepared.mark, plan, in_child)?;
     let spawned = setup.spawn(prepared, move || {
-      let child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
-      let pid = child.id().unwrap_or(0) as i32;
-      Ok((child, pid))
+      let spawned = launch().map_err(|e| ExecError::from_spawn(&shown, &e))?;
+      let pid = spawned.pid;
+      Ok((spawned, pid))
     })?;
-    let mut child = spawned.child;
     let pid = spawned.pid as u32;
     let (mark, guard) = (spawned.mark, spawned.guard);
     let sandbox = spawned.sandbox;
+    let LaunchedChild {
+      mut child,
+      stdin,
+      stdout: out,
+      stderr: err,
+      ..
+    } = spawned.child;
 
     let stop = CancellationToken::new();
-    let out = child
-      .stdout
-      .take()
-      .expect("stdout is piped")
-      .into_owned_fd();
-    let err = child
-      .stderr
-      .take()
-      .expect("stderr is piped")
-      .into_owned_fd();
-    let (out, err) = match (watch_pipe(out), watch_pipe(err)) {
+    let (out, err) = match (watch_pipe(Ok(out)), watch_pipe(Ok(err))) {
       (Ok(out), Ok(err)) => (out, err),
       (Err(e), _) | (_, Err(e)) => {
         // nothing could read its output: the run does not go on without it
@@ -411,7 +542,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let out_task = tokio::spawn(pump(out, stdout, stop.clone(), catchup[0].clone()));
     let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
 
-    let mut stdin = child.stdin.take();
+    let mut stdin = stdin;
     let mut input_task = None;
     if let StdinMode::Bytes(bytes) = &spec.stdin {
       if let Some(mut w) = stdin.take() {
@@ -448,7 +579,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   }
 
   /// The stdin pipe, with [`StdinMode::Piped`].
-  pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+  pub fn take_stdin(&mut self) -> Option<StdinPipe> {
     self.stdin.take()
   }
 

@@ -535,13 +535,52 @@ pub fn wrap_command(
   plain: Invocation,
   path_var: Option<std::ffi::OsString>,
 ) -> Result<(Invocation, SandboxReport), ExecError> {
-  if cfg!(target_os = "macos") {
-    return wrap_seatbelt(policy, cwd, plain);
+  let (inv, report, _) = launch(policy, cwd, plain, path_var, false)?;
+  Ok((inv, report))
+}
+
+/// A restriction the spawned child applies to itself between `clone` and
+/// `execve` (Landlock, capabilities, seccomp: see
+/// `exec_native_sandbox::restrict`), prepared in the host. Linux only.
+#[cfg(target_os = "linux")]
+pub struct InChild(exec_native_sandbox::restrict::Prepared);
+
+#[cfg(target_os = "linux")]
+impl InChild {
+  /// In the child: restrict it, then close every descriptor above stdio (a
+  /// descriptor the host leaked without close-on-exec must not reach the
+  /// command). System calls only.
+  pub fn apply(&self) -> std::io::Result<()> {
+    self.0.apply().map_err(|(_, e)| e)?;
+    crate::platform::cloexec_from(3);
+    Ok(())
   }
+}
+
+/// No restriction is ever applied in the child off Linux.
+#[cfg(not(target_os = "linux"))]
+pub struct InChild(());
+
+/// [`wrap_command`], or, where no namespace is to be made and the caller
+/// can run a step in the child before exec (`in_child`), the program itself
+/// and the restriction its child applies (no helper between them: the
+/// helper's own exec is most of what a Landlock + seccomp spawn would cost).
+pub fn launch(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  plain: Invocation,
+  path_var: Option<std::ffi::OsString>,
+  in_child: bool,
+) -> Result<(Invocation, SandboxReport, Option<InChild>), ExecError> {
+  if cfg!(target_os = "macos") {
+    let (inv, report) = wrap_seatbelt(policy, cwd, plain)?;
+    return Ok((inv, report, None));
+  }
+  let _ = in_child;
   let writable = policy.writable_paths(cwd)?;
   let mut report = new_report(policy, cwd, writable.clone());
   if let Some(why) = simulated_unavailable() {
-    return unavailable(policy, why, report, plain);
+    return unavailable(policy, why, report, plain).map(|(i, r)| (i, r, None));
   }
   if landlock_abi() == 0 {
     return unavailable(
@@ -549,11 +588,12 @@ pub fn wrap_command(
       "Landlock is not enabled in this kernel".into(),
       report,
       plain,
-    );
+    )
+    .map(|(i, r)| (i, r, None));
   }
   let helper = match helper() {
     Ok(h) => h,
-    Err(why) => return unavailable(policy, why, report, plain),
+    Err(why) => return unavailable(policy, why, report, plain).map(|(i, r)| (i, r, None)),
   };
   let ns = namespaces();
   if let Err(why) = &ns {
@@ -563,7 +603,8 @@ pub fn wrap_command(
         format!("sandbox.protect needs a mount namespace: {why}"),
         report,
         plain,
-      );
+      )
+      .map(|(i, r)| (i, r, None));
     }
     report.missing.extend_from_slice(WITHOUT_NAMESPACES);
     report.namespaces_missing = Some(why.clone());
@@ -574,6 +615,22 @@ pub fn wrap_command(
     let shown = plain.program.to_string_lossy().into_owned();
     crate::process::spec::resolve_program(&shown, path_var.as_ref(), cwd)?
   };
+  #[cfg(target_os = "linux")]
+  if in_child && ns.is_err() {
+    let prepared = exec_native_sandbox::restrict::Prepared::new(policy.network, &writable)
+      .map_err(|e| ExecError::new(ErrorCode::ESANDBOX, format!("sandbox: {e}")))?;
+    report.mechanism = "landlock+seccomp";
+    let inv = Invocation {
+      program,
+      argv0: Some(
+        plain
+          .argv0
+          .unwrap_or_else(|| plain.program.into_os_string()),
+      ),
+      args: plain.args,
+    };
+    return Ok((inv, report, Some(InChild(prepared))));
+  }
   let mut args: Vec<std::ffi::OsString> = Vec::new();
   let flag = |args: &mut Vec<std::ffi::OsString>, f: &str, v: &Path| {
     args.push(f.into());
@@ -631,6 +688,7 @@ pub fn wrap_command(
       args,
     },
     report,
+    None,
   ))
 }
 
