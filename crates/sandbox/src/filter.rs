@@ -1,32 +1,74 @@
-//! The seccomp filters of a sandboxed command (crate `seccompiler`). Every
-//! match is an error return (EPERM; ENOSYS for `clone3`, whose flags a
-//! filter cannot read, so libc falls back to `clone`), never a kill, so a
-//! program gets an ordinary error message.
+//! The seccomp filter of a sandboxed command: one classic-BPF program,
+//! generated here. Every match is an error return (EPERM; ENOSYS for
+//! `clone3`, whose flags a filter cannot read, so libc falls back to
+//! `clone`), never a kill, so a program gets an ordinary error message. A
+//! system call of another ABI (i386's `int 0x80`, x32) is refused whole.
+//!
+//! Why not `seccompiler`, which the first version used: its programs test
+//! the system call number against each rule in turn (317 instructions for
+//! this list), and installing a filter costs in proportion to that, since
+//! the kernel runs the program for every system call number to build its
+//! cache: 270-320 us per child on the 2-core test machine
+//! (`cargo run --release -p exec-native-sandbox --example restrict_cost`),
+//! most of what the whole restriction cost. Here the numbers are searched as
+//! a balanced tree: a few comparisons per call, the same rules.
 
-use std::collections::BTreeMap;
+/// One BPF instruction (`struct sock_filter`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Insn {
+  pub code: u16,
+  pub jt: u8,
+  pub jf: u8,
+  pub k: u32,
+}
 
-use seccompiler::{
-  BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-  SeccompRule, TargetArch,
-};
+/// A seccomp program, as `seccomp(SECCOMP_SET_MODE_FILTER)` takes it.
+pub type Program = Vec<Insn>;
 
-/// The namespace flags of `clone`/`unshare`: a sandboxed process makes no
-/// namespace (no nested user namespace, whose root could undo the mounts).
-const NS_FLAGS: &[u64] = &[
-  libc::CLONE_NEWNS as u64,
-  libc::CLONE_NEWCGROUP as u64,
-  libc::CLONE_NEWUTS as u64,
-  libc::CLONE_NEWIPC as u64,
-  libc::CLONE_NEWUSER as u64,
-  libc::CLONE_NEWPID as u64,
-  libc::CLONE_NEWNET as u64,
-  0x80, // CLONE_NEWTIME
-];
+const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const BPF_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const BPF_JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const BPF_JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
+
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+
+/// `struct seccomp_data`: nr at 0, arch at 4, args from 16 (the low word of
+/// a 64-bit argument first: both targets are little-endian).
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+const fn off_arg(i: u32) -> u32 {
+  16 + 8 * i
+}
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+/// x32 system calls come with the x86_64 arch and this bit in the number.
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: Option<u32> = Some(0x4000_0000);
+#[cfg(not(target_arch = "x86_64"))]
+const X32_BIT: Option<u32> = None;
+
+/// The namespace flags of `clone`/`unshare` (all in the low word): a
+/// sandboxed process makes no namespace (no nested user namespace, whose
+/// root could undo the mounts).
+const NS_FLAGS: u32 = (libc::CLONE_NEWNS
+  | libc::CLONE_NEWCGROUP
+  | libc::CLONE_NEWUTS
+  | libc::CLONE_NEWIPC
+  | libc::CLONE_NEWUSER
+  | libc::CLONE_NEWPID
+  | libc::CLONE_NEWNET) as u32
+  | 0x80; // CLONE_NEWTIME
 
 /// Always denied: calls that reach another process's memory or
 /// descriptors, the kernel's keyrings, BPF and perf, mounts, file handles,
 /// namespaces, and io_uring (which opens sockets without socket()).
-const DENIED: &[i64] = &[
+const DENIED: &[libc::c_long] = &[
   libc::SYS_ptrace,
   libc::SYS_process_vm_readv,
   libc::SYS_process_vm_writev,
@@ -57,93 +99,287 @@ const DENIED: &[i64] = &[
   libc::SYS_setns,
 ];
 
-fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
-  SeccompRule::new(conds).map_err(|e| format!("seccomp rule: {e}"))
+/// What happens to one system call.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+  /// Always this errno.
+  Deny(u32),
+  /// EPERM when the low word of argument `arg` has any of `mask`'s bits.
+  DenyFlags { arg: u32, mask: u32 },
+  /// EPERM when the low word of argument `arg` is `a` or `b`.
+  DenyEither { arg: u32, a: u32, b: u32 },
+  /// EPERM unless the low word of argument `arg` is `only`.
+  DenyUnless { arg: u32, only: u32 },
 }
 
-fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
-  SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value)
-    .map_err(|e| format!("seccomp rule: {e}"))
-}
-
-fn arch() -> TargetArch {
-  if cfg!(target_arch = "x86_64") {
-    TargetArch::x86_64
-  } else {
-    TargetArch::aarch64
+fn stmt(code: u16, k: u32) -> Insn {
+  Insn {
+    code,
+    jt: 0,
+    jf: 0,
+    k,
   }
 }
 
-fn build(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, String> {
-  SeccompFilter::new(
-    rules,
-    SeccompAction::Allow,
-    SeccompAction::Errno(errno as u32),
-    arch(),
-  )
-  .map_err(|e| format!("seccomp filter: {e}"))?
-  .try_into()
-  .map_err(|e: seccompiler::BackendError| format!("seccomp filter: {e}"))
+fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Insn {
+  let byte = |n: usize| u8::try_from(n).expect("a seccomp jump over more than 255 instructions");
+  Insn {
+    code,
+    jt: byte(jt),
+    jf: byte(jf),
+    k,
+  }
 }
 
-/// The filters, in the order they are installed.
-#[allow(clippy::unnecessary_cast)] // ioctl numbers: c_ulong on glibc, c_int on musl
-pub fn filters(network: bool) -> Result<Vec<BpfProgram>, String> {
-  let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-  for &nr in DENIED {
-    rules.insert(nr, Vec::new());
+/// The instructions of `rule` (each path ends in a return).
+fn action(rule: Rule) -> Vec<Insn> {
+  let eperm = RET_ERRNO | libc::EPERM as u32;
+  match rule {
+    Rule::Deny(errno) => vec![stmt(BPF_RET_K, RET_ERRNO | errno)],
+    Rule::DenyFlags { arg, mask } => vec![
+      stmt(BPF_LD_W_ABS, off_arg(arg)),
+      jump(BPF_JSET_K, mask, 0, 1),
+      stmt(BPF_RET_K, eperm),
+      stmt(BPF_RET_K, RET_ALLOW),
+    ],
+    Rule::DenyEither { arg, a, b } => vec![
+      stmt(BPF_LD_W_ABS, off_arg(arg)),
+      jump(BPF_JEQ_K, a, 1, 0),
+      jump(BPF_JEQ_K, b, 0, 1),
+      stmt(BPF_RET_K, eperm),
+      stmt(BPF_RET_K, RET_ALLOW),
+    ],
+    Rule::DenyUnless { arg, only } => vec![
+      stmt(BPF_LD_W_ABS, off_arg(arg)),
+      jump(BPF_JEQ_K, only, 0, 1),
+      stmt(BPF_RET_K, RET_ALLOW),
+      stmt(BPF_RET_K, eperm),
+    ],
   }
-  let ns_rules = |arg: u8| -> Result<Vec<SeccompRule>, String> {
-    NS_FLAGS
-      .iter()
-      .map(|&f| rule(vec![cond(arg, SeccompCmpOp::MaskedEq(f), f)?]))
-      .collect()
+}
+
+/// A search of `rules` (sorted by number) with the number in the
+/// accumulator: a balanced tree of `jge`, a short `jeq` chain at the leaves.
+fn search(rules: &[(u32, Rule)]) -> Vec<Insn> {
+  if rules.len() <= 3 {
+    let mut out = Vec::new();
+    for &(nr, rule) in rules {
+      let body = action(rule);
+      out.push(jump(BPF_JEQ_K, nr, 0, body.len()));
+      out.extend(body);
+    }
+    out.push(stmt(BPF_RET_K, RET_ALLOW));
+    return out;
+  }
+  let mid = rules.len() / 2;
+  let low = search(&rules[..mid]);
+  let high = search(&rules[mid..]);
+  let mut out = vec![jump(BPF_JGE_K, rules[mid].0, low.len(), 0)];
+  out.extend(low);
+  out.extend(high);
+  out
+}
+
+/// The program for a command with `network` or without.
+pub fn program(network: bool) -> Program {
+  let nr = |n: libc::c_long| n as u32;
+  let mut rules: Vec<(u32, Rule)> = DENIED
+    .iter()
+    .map(|&n| (nr(n), Rule::Deny(libc::EPERM as u32)))
+    .collect();
+  let ns = Rule::DenyFlags {
+    arg: 0,
+    mask: NS_FLAGS,
   };
-  rules.insert(libc::SYS_unshare, ns_rules(0)?);
-  rules.insert(libc::SYS_clone, ns_rules(0)?);
+  rules.push((nr(libc::SYS_unshare), ns));
+  rules.push((nr(libc::SYS_clone), ns));
+  // clone3's flags are in memory a filter cannot read: ENOSYS, and libc
+  // falls back to clone, whose flags it can
+  rules.push((nr(libc::SYS_clone3), Rule::Deny(libc::ENOSYS as u32)));
   // terminal input injection into whatever terminal the host has (the
-  // constants' type differs by libc: c_ulong on glibc, c_int on musl)
-  let tiocsti = rule(vec![SeccompCondition::new(
-    1,
-    SeccompCmpArgLen::Dword,
-    SeccompCmpOp::Eq,
-    libc::TIOCSTI as u64,
-  )
-  .map_err(|e| format!("seccomp rule: {e}"))?])?;
-  let tioclinux = rule(vec![SeccompCondition::new(
-    1,
-    SeccompCmpArgLen::Dword,
-    SeccompCmpOp::Eq,
-    libc::TIOCLINUX as u64,
-  )
-  .map_err(|e| format!("seccomp rule: {e}"))?])?;
-  rules.insert(libc::SYS_ioctl, vec![tiocsti, tioclinux]);
+  // request is an int: its low word)
+  #[allow(clippy::unnecessary_cast)] // c_ulong on glibc, c_int on musl
+  rules.push((
+    nr(libc::SYS_ioctl),
+    Rule::DenyEither {
+      arg: 1,
+      a: libc::TIOCSTI as u32,
+      b: libc::TIOCLINUX as u32,
+    },
+  ));
   if !network {
     // no socket at all but a Unix socketpair (in-process IPC): a pathname
     // Unix socket of a host service (docker.sock) is out of reach too
-    rules.insert(libc::SYS_socket, Vec::new());
-    let not_unix = SeccompCondition::new(
-      0,
-      SeccompCmpArgLen::Dword,
-      SeccompCmpOp::Ne,
-      libc::AF_UNIX as u64,
-    )
-    .map_err(|e| format!("seccomp rule: {e}"))?;
-    rules.insert(libc::SYS_socketpair, vec![rule(vec![not_unix])?]);
+    rules.push((nr(libc::SYS_socket), Rule::Deny(libc::EPERM as u32)));
+    rules.push((
+      nr(libc::SYS_socketpair),
+      Rule::DenyUnless {
+        arg: 0,
+        only: libc::AF_UNIX as u32,
+      },
+    ));
   }
-  let mut clone3 = BTreeMap::new();
-  clone3.insert(libc::SYS_clone3, Vec::new());
-  Ok(vec![
-    build(rules, libc::EPERM)?,
-    build(clone3, libc::ENOSYS)?,
-  ])
+  rules.sort_by_key(|r| r.0);
+  rules.dedup_by_key(|r| r.0);
+  let mut prog = vec![
+    stmt(BPF_LD_W_ABS, OFF_ARCH),
+    jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
+    stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32),
+    stmt(BPF_LD_W_ABS, OFF_NR),
+  ];
+  if let Some(bit) = X32_BIT {
+    prog.push(jump(BPF_JSET_K, bit, 0, 1));
+    prog.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
+  }
+  prog.extend(search(&rules));
+  prog
+}
+
+/// Install `prog` on the calling thread (`no_new_privs` must be set).
+/// System calls only.
+pub fn install(prog: &[Insn]) -> std::io::Result<()> {
+  #[repr(C)]
+  struct Fprog {
+    len: u16,
+    filter: *const Insn,
+  }
+  let fprog = Fprog {
+    len: prog.len() as u16,
+    filter: prog.as_ptr(),
+  };
+  let r = unsafe {
+    libc::syscall(
+      libc::SYS_seccomp,
+      libc::SECCOMP_SET_MODE_FILTER,
+      0u32,
+      &fprog as *const Fprog,
+    )
+  };
+  if r != 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+  use super::*;
+
+  /// Run the program as the kernel would, on (nr, arch, args).
+  fn run(prog: &[Insn], nr: libc::c_long, arch: u32, args: [u64; 6]) -> u32 {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
+    data[4..8].copy_from_slice(&arch.to_le_bytes());
+    for (i, a) in args.iter().enumerate() {
+      data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+    }
+    let (mut acc, mut pc) = (0u32, 0usize);
+    loop {
+      let i = prog[pc];
+      pc += 1;
+      match i.code {
+        BPF_LD_W_ABS => {
+          let k = i.k as usize;
+          acc = u32::from_le_bytes(data[k..k + 4].try_into().unwrap());
+        }
+        BPF_RET_K => return i.k,
+        BPF_JEQ_K | BPF_JGE_K | BPF_JSET_K => {
+          let hit = match i.code {
+            BPF_JEQ_K => acc == i.k,
+            BPF_JGE_K => acc >= i.k,
+            _ => acc & i.k != 0,
+          };
+          pc += if hit { i.jt } else { i.jf } as usize;
+        }
+        c => panic!("unknown instruction {c:#x}"),
+      }
+    }
+  }
+
+  const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
+  const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
+
   #[test]
-  fn the_filters_build_for_both_network_settings() {
-    assert_eq!(super::filters(false).unwrap().len(), 2);
-    assert_eq!(super::filters(true).unwrap().len(), 2);
+  fn every_rule_holds_and_the_rest_is_allowed() {
+    for network in [false, true] {
+      let p = program(network);
+      let call = |nr, args| run(&p, nr, AUDIT_ARCH, args);
+      for &nr in DENIED {
+        assert_eq!(call(nr, [0; 6]), EPERM, "{nr}");
+      }
+      for nr in [
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_execve,
+        libc::SYS_openat,
+      ] {
+        assert_eq!(call(nr, [0; 6]), RET_ALLOW, "{nr}");
+      }
+      for nr in 0..460 {
+        let listed = DENIED.contains(&nr)
+          || [
+            libc::SYS_unshare,
+            libc::SYS_clone,
+            libc::SYS_clone3,
+            libc::SYS_ioctl,
+            libc::SYS_socket,
+            libc::SYS_socketpair,
+          ]
+          .contains(&nr);
+        if !listed {
+          assert_eq!(call(nr, [0; 6]), RET_ALLOW, "{nr}");
+        }
+      }
+      let user = libc::CLONE_NEWUSER as u64;
+      assert_eq!(call(libc::SYS_unshare, [user, 0, 0, 0, 0, 0]), EPERM);
+      assert_eq!(call(libc::SYS_unshare, [0x80, 0, 0, 0, 0, 0]), EPERM);
+      assert_eq!(
+        call(libc::SYS_unshare, [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]),
+        RET_ALLOW
+      );
+      let fork_flags =
+        (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+      assert_eq!(
+        call(libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]),
+        RET_ALLOW
+      );
+      assert_eq!(
+        call(
+          libc::SYS_clone,
+          [fork_flags | libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0]
+        ),
+        EPERM
+      );
+      assert_eq!(call(libc::SYS_clone3, [0; 6]), ENOSYS);
+      #[allow(clippy::unnecessary_cast)]
+      let (sti, tcgets) = (libc::TIOCSTI as u64, libc::TCGETS as u64);
+      assert_eq!(call(libc::SYS_ioctl, [0, sti, 0, 0, 0, 0]), EPERM);
+      // the high word of an int argument is not looked at
+      assert_eq!(call(libc::SYS_ioctl, [0, sti | 1 << 32, 0, 0, 0, 0]), EPERM);
+      assert_eq!(call(libc::SYS_ioctl, [0, tcgets, 0, 0, 0, 0]), RET_ALLOW);
+      let unix = libc::AF_UNIX as u64;
+      let inet = libc::AF_INET as u64;
+      let (socket, pair) = (
+        call(libc::SYS_socket, [unix, 1, 0, 0, 0, 0]),
+        call(libc::SYS_socketpair, [unix, 1, 0, 0, 0, 0]),
+      );
+      let inet_pair = call(libc::SYS_socketpair, [inet, 1, 0, 0, 0, 0]);
+      if network {
+        assert_eq!((socket, pair, inet_pair), (RET_ALLOW, RET_ALLOW, RET_ALLOW));
+      } else {
+        assert_eq!((socket, pair, inet_pair), (EPERM, RET_ALLOW, EPERM));
+      }
+      // another ABI is refused whole
+      assert_eq!(run(&p, libc::SYS_read, 0x4000_0003, [0; 6]), ENOSYS);
+      if let Some(bit) = X32_BIT {
+        assert_eq!(call(libc::SYS_read | bit as libc::c_long, [0; 6]), ENOSYS);
+      }
+    }
+  }
+
+  #[test]
+  fn the_program_is_short() {
+    let p = program(false);
+    assert!(p.len() < 160, "{} instructions", p.len());
   }
 }

@@ -5,9 +5,9 @@
 //! It comes in two halves so that the expensive, allocating half runs where
 //! allocation is allowed: [`Prepared::new`] builds the Landlock ruleset (a
 //! descriptor: the rules are added to it, nothing is restricted yet) and the
-//! seccomp programs; [`Prepared::apply`] makes the calling process enter a
+//! seccomp program; [`Prepared::apply`] makes the calling process enter a
 //! new Landlock domain from that ruleset, drops its capabilities and
-//! installs the programs, with system calls only (no allocation, no lock),
+//! installs the program, with system calls only (no allocation, no lock),
 //! so a child between `clone(CLONE_VM|CLONE_VFORK)` and `execve` may run it.
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,13 +17,12 @@ use landlock::{
   path_beneath_rules, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
   RulesetCreatedAttr, Scope, ABI,
 };
-use seccompiler::BpfProgram;
 
 /// A restriction made ready in one process, to be applied by another (or by
 /// the same, later).
 pub struct Prepared {
   ruleset: OwnedFd,
-  filters: Vec<BpfProgram>,
+  filter: crate::filter::Program,
 }
 
 /// A step of [`Prepared::apply`] that failed: its name and the error.
@@ -37,7 +36,7 @@ impl Prepared {
   pub fn new(network: bool, writable: &[PathBuf]) -> Result<Prepared, String> {
     Ok(Prepared {
       ruleset: ruleset(network, writable)?,
-      filters: crate::filter::filters(network)?,
+      filter: crate::filter::program(network),
     })
   }
 
@@ -54,16 +53,7 @@ impl Prepared {
       return Err(("Landlock", os()));
     }
     drop_all_capabilities().map_err(|e| ("capabilities could not be dropped", e))?;
-    for prog in &self.filters {
-      if let Err(e) = seccompiler::apply_filter(prog) {
-        let e = match e {
-          seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e) => e,
-          _ => std::io::Error::from_raw_os_error(libc::EINVAL),
-        };
-        return Err(("seccomp", e));
-      }
-    }
-    Ok(())
+    crate::filter::install(&self.filter).map_err(|e| ("seccomp", e))
   }
 }
 
