@@ -336,7 +336,9 @@ impl CommandRunner {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),
     };
-    let script_text = stateful.as_ref().map_or(command, |(_, r)| r.script.as_str());
+    let script_text = stateful
+      .as_ref()
+      .map_or(command, |(_, r)| r.script.as_str());
     let (spec, script) = match bash_spec(script_text, &opts) {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),

@@ -215,7 +215,9 @@ impl Interactive {
         busy: Arc::new(tokio::sync::Mutex::new(())),
       },
     );
-    self.collect(id, opts.yield_time, opts.cancel.as_ref()).await
+    self
+      .collect(id, opts.yield_time, opts.cancel.as_ref())
+      .await
   }
 
   /// Send `chars` to session `id` and collect its output for `yield_time`.

@@ -23,7 +23,7 @@ use crate::utf8::incomplete_suffix_len;
 use super::sanitize::{sanitize_terminal_bytes, ERASE_LINE, ERASE_TO_END};
 use super::truncate::{
   count_lines, count_newlines, omitted_marker, truncate, truncate_tail, OutputLimits, TruncatedBy,
-  TruncationMode, Truncation,
+  Truncation, TruncationMode,
 };
 
 /// Prefix and suffix of log file names: `exec-native-<16 hex>.log`.

@@ -476,13 +476,11 @@ pub async fn write_stdin(
     Ok((id, chars, close, wait))
   })();
   match parsed {
-    Ok((id, chars, close, wait)) => {
-      interactive(
-        runner
-          .write_cancellable(id, chars.as_bytes(), wait, close, cancel)
-          .await,
-      )
-    }
+    Ok((id, chars, close, wait)) => interactive(
+      runner
+        .write_cancellable(id, chars.as_bytes(), wait, close, cancel)
+        .await,
+    ),
     Err(e) => ToolOutcome::error(e),
   }
 }

@@ -339,12 +339,30 @@ mod tests {
     assert_eq!(t.omitted_lines(), 8490);
     assert_eq!(t.truncated_by, Some(TruncatedBy::Lines));
     // the byte limit covers head and tail together, the marker aside
-    let (out, t) = truncate_head_tail(&text, OutputLimits { mode: TruncationMode::HeadTail, ..lim(2000, 40) });
-    assert_eq!(t.output_bytes, 40);
-    assert!(out.starts_with("1\n2\n") && out.ends_with("8500\n"), "{out}");
+    let (out, t) = truncate_head_tail(
+      &text,
+      OutputLimits {
+        mode: TruncationMode::HeadTail,
+        ..lim(2000, 40)
+      },
+    );
+    assert_eq!(
+      t.output_bytes, 38,
+      "whole lines: 9 of the head (18B), 4 of the tail (20B)"
+    );
+    assert!(
+      out.starts_with("1\n2\n") && out.ends_with("8500\n"),
+      "{out}"
+    );
     assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
     // what fits is whole
-    let (out, t) = truncate_head_tail("a\nb\n", OutputLimits { mode: TruncationMode::HeadTail, ..lim(2, 100) });
+    let (out, t) = truncate_head_tail(
+      "a\nb\n",
+      OutputLimits {
+        mode: TruncationMode::HeadTail,
+        ..lim(2, 100)
+      },
+    );
     assert_eq!(out, "a\nb\n");
     assert!(!t.truncated());
   }
