@@ -42,7 +42,7 @@ show(`write_stdin { session_id: ${wid}, chars: 'a\\nb\\n\\u0004' }`, await call(
 show("bash { command: 'seq 1 1000', max_output_tokens: 10 }", await call('bash', { command: 'seq 1 1000', max_output_tokens: 10 }))
 show("bash { command: 'ls', workdir: 'nope' }", await call('bash', { command: 'ls', workdir: 'nope' }))
 const compiler = 'echo "error[E0308]: mismatched types"; seq 1 50; echo "error: aborting"'
-show(`bash { command: '${compiler}', truncation: 'head_tail', max_output_tokens: 10 }`, await call('bash', { command: compiler, truncation: 'head_tail', max_output_tokens: 10 }))
+show(`bash { command: '${compiler}', truncation: 'head_tail', max_output_tokens: 20 }`, await call('bash', { command: compiler, truncation: 'head_tail', max_output_tokens: 20 }))
 await c.close()
 
 const st = await connect(['--stateful'])
@@ -50,7 +50,7 @@ const stTools = await st.listTools()
 console.log(`--- --stateful: the bash description says\n${stTools.tools[0].description.split('\n')[1]}\n`)
 const scall = (args) => st.callTool({ name: 'bash', arguments: args })
 await st.callTool({ name: 'bash', arguments: { command: 'mkdir -p proj' } })
-show("bash { command: 'cd proj && export API=http://localhost:3000 && hi() { echo "hi $1"; }' } under --stateful", await scall({ command: 'cd proj && export API=http://localhost:3000 && hi() { echo "hi $1"; }' }))
+show(`bash { command: 'cd proj && export API=http://localhost:3000 && hi() { echo "hi $1"; }' } under --stateful`, await scall({ command: 'cd proj && export API=http://localhost:3000 && hi() { echo "hi $1"; }' }))
 show("bash { command: 'pwd; echo $API; hi there' } under --stateful", await scall({ command: 'pwd; echo $API; hi there' }))
 const sbg = show("bash { command: 'cd /; sleep 5', timeout: 300 } under --stateful", await scall({ command: 'cd /; sleep 5', timeout: 300 }))
 show("bash { command: 'pwd' } under --stateful (the backgrounded cd did not carry over)", await scall({ command: 'pwd' }))
