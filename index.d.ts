@@ -504,6 +504,13 @@ export interface CommandOptions {
   maxLines?: number
   /** r" Bytes of each stream shown (the last ones). @default 51200 */
   maxBytes?: number
+  /**
+   * r" Which part of a long output is shown: `'tail'` (the last lines) or
+   * r" `'head_tail'` (the first lines within half the budget, the last within
+   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
+   * r" compiler's first error is at the top). @default the runner's ('tail')
+   */
+  truncation?: 'tail' | 'head_tail'
   /** r" Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
   outputDir?: string
   /** r" Start in the background at once and return its pid. @default false */
@@ -624,6 +631,13 @@ export interface CommandRunnerOptions {
   maxLines?: number
   /** r" @default 51200 */
   maxBytes?: number
+  /**
+   * r" Which part of a long output is shown: `'tail'` (the last lines) or
+   * r" `'head_tail'` (the first lines within half the budget, the last within
+   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
+   * r" compiler's first error is at the top). @default 'tail'
+   */
+  truncation?: 'tail' | 'head_tail'
   /** r" @default os.tmpdir() */
   outputDir?: string
   /**
@@ -633,6 +647,16 @@ export interface CommandRunnerOptions {
   retention?: number
   /** r" Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
   forceKillAfterDelay?: number
+  /**
+   * r" The commands of `run`, `call` and `callTool('bash')` share one shell
+   * r" state, as in one terminal: `cd`, `export`, variables, functions,
+   * r" aliases and shell options carry over to the next command. Each
+   * r" command still runs in its own `bash -c` (timeouts background it, `&`
+   * r" jobs are adopted, as stateless); a command that moved to the
+   * r" background or was cancelled leaves the state as it was; a call's own
+   * r" `cwd` is a `cd` that carries over. @default false
+   */
+  stateful?: boolean
 }
 
 /**
@@ -868,6 +892,11 @@ export interface McpOptions {
    * r" says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
+  /**
+   * r" `bash` calls share one shell state (`cd`, `export`, functions carry
+   * r" over; see `CommandRunnerOptions.stateful`). @default false
+   */
+  stateful?: boolean
 }
 
 /** An error thrown by a JavaScript cell. */
@@ -1947,6 +1976,13 @@ export interface StartCommandOptions {
   maxLines?: number
   /** r" Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
   maxBytes?: number
+  /**
+   * r" Which part of a long output is shown: `'tail'` (the last lines) or
+   * r" `'head_tail'` (the first lines within half the budget, the last within
+   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
+   * r" compiler's first error is at the top). @default the runner's ('tail')
+   */
+  truncation?: 'tail' | 'head_tail'
 }
 
 /** Truncation of both streams. */

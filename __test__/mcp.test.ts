@@ -89,6 +89,45 @@ describe('the MCP server', () => {
     await client.close()
   }, 20_000)
 
+  it('1. a cancelled exec_command or write_stdin kills that session\'s tree, and no answer comes', async () => {
+    const { client, call } = await connect()
+    const pids = async (file: string) => {
+      for (let i = 0; i < 100; i++) {
+        await sleep(50)
+        try {
+          const [a, b] = readFileSync(join(work, file), 'utf8').trim().split(' ').map(Number)
+          if (a && b) return [a, b]
+        } catch {}
+      }
+      throw new Error(`no ${file}`)
+    }
+    // a start that waits out its yield (nothing reads input, nothing ends)
+    const late: string[] = []
+    client.onerror = (e) => late.push(String(e))
+    const ac = new AbortController()
+    const started = call('exec_command', { cmd: 'sleep 300 & echo $$ $! > ia-start.pid; wait', yield_time_ms: 20_000 }, { signal: ac.signal })
+    started.catch(() => {})
+    const tree = await pids('ia-start.pid')
+    expect(tree.every(isRunning)).toBe(true)
+    ac.abort('the user pressed Esc')
+    expect(await waitGone(tree, 5000)).toEqual([])
+    // a write that waits: the session it writes to goes
+    const s = await call('exec_command', { cmd: 'read x; sleep 300 & echo $$ $! > ia-write.pid; wait', tty: false, yield_time_ms: 300 })
+    const id = Number(/session (\d+)/.exec(text(s))![1])
+    const ac2 = new AbortController()
+    const wrote = call('write_stdin', { session_id: id, chars: 'go\n', yield_time_ms: 20_000 }, { signal: ac2.signal })
+    wrote.catch(() => {})
+    const tree2 = await pids('ia-write.pid')
+    expect(tree2.every(isRunning)).toBe(true)
+    ac2.abort('the user pressed Esc')
+    expect(await waitGone(tree2, 5000)).toEqual([])
+    const gone = await call('write_stdin', { session_id: id, chars: '' })
+    expect(text(gone)).toMatch(/^exec: no interactive session \d+ in this runner .*\(ESRCH\)$/)
+    await sleep(300)
+    expect(late).toEqual([]) // an answer to a cancelled call would be a response to an unknown id
+    await client.close()
+  }, 30_000)
+
   it('2. the default wait answers before the client gives up, with progress meanwhile', async () => {
     const { client, call } = await connect()
     const tools = await client.listTools()
@@ -122,7 +161,7 @@ describe('the MCP server', () => {
     const r = await call('bash', { command: 'pwd', cwd: '/' })
     expect(r.isError).toBe(true)
     expect(text(r)).toBe(
-      'exec: unknown argument cwd (use workdir); the parameters are command, timeout, check_pid, kill_pid, workdir, max_output_tokens (EINVAL)',
+      'exec: unknown argument cwd (use workdir); the parameters are command, timeout, check_pid, kill_pid, workdir, max_output_tokens, truncation (EINVAL)',
     )
     await client.close()
   }, 20_000)

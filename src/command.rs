@@ -43,6 +43,12 @@ js_options! {
     /// Bytes of each stream shown (the last ones). @default 51200
     #[napi(ts_type = "number")]
     pub max_bytes: Option<Positive>,
+    /// Which part of a long output is shown: `'tail'` (the last lines) or
+    /// `'head_tail'` (the first lines within half the budget, the last within
+    /// the rest, and between them `[... N lines (size) omitted ...]`; a
+    /// compiler's first error is at the top). @default the runner's ('tail')
+    #[napi(ts_type = "'tail' | 'head_tail'")]
+    pub truncation: Option<String>,
     /// Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir()
     pub output_dir: Option<String>,
     /// Start in the background at once and return its pid. @default false
@@ -78,6 +84,12 @@ js_options! {
     /// Bytes shown of each answer's output (the last ones). @default the runner's (51200)
     #[napi(ts_type = "number")]
     pub max_bytes: Option<Positive>,
+    /// Which part of a long output is shown: `'tail'` (the last lines) or
+    /// `'head_tail'` (the first lines within half the budget, the last within
+    /// the rest, and between them `[... N lines (size) omitted ...]`; a
+    /// compiler's first error is at the top). @default the runner's ('tail')
+    #[napi(ts_type = "'tail' | 'head_tail'")]
+    pub truncation: Option<String>,
   }
 }
 
@@ -171,6 +183,12 @@ js_options! {
     /// @default 51200
     #[napi(ts_type = "number")]
     pub max_bytes: Option<Positive>,
+    /// Which part of a long output is shown: `'tail'` (the last lines) or
+    /// `'head_tail'` (the first lines within half the budget, the last within
+    /// the rest, and between them `[... N lines (size) omitted ...]`; a
+    /// compiler's first error is at the top). @default 'tail'
+    #[napi(ts_type = "'tail' | 'head_tail'")]
+    pub truncation: Option<String>,
     /// @default os.tmpdir()
     pub output_dir: Option<String>,
     /// Milliseconds after which `exec-native-*.log` files in the output
@@ -180,6 +198,14 @@ js_options! {
     /// Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500
     #[napi(ts_type = "number")]
     pub force_kill_after_delay: Option<Ms>,
+    /// The commands of `run`, `call` and `callTool('bash')` share one shell
+    /// state, as in one terminal: `cd`, `export`, variables, functions,
+    /// aliases and shell options carry over to the next command. Each
+    /// command still runs in its own `bash -c` (timeouts background it, `&`
+    /// jobs are adopted, as stateless); a command that moved to the
+    /// background or was cancelled leaves the state as it was; a call's own
+    /// `cwd` is a `cd` that carries over. @default false
+    pub stateful: Option<bool>,
   }
 }
 
@@ -483,6 +509,16 @@ fn call_options(p: ProcessFields) -> CallOptions {
   }
 }
 
+/// `options.truncation`: `'tail'` or `'head_tail'`.
+fn read_truncation(given: Option<&str>) -> ArgResult<Option<core::TruncationMode>> {
+  given
+    .map(|s| {
+      s.parse()
+        .map_err(|e: exec_core::error::ExecError| At::arg("options.truncation").error(e.what))
+    })
+    .transpose()
+}
+
 /// The options of one `run` (at `options`) over the runner's.
 fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgResult<CoreOptions> {
   let mut o: CommandOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
@@ -491,6 +527,7 @@ fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgRes
     timeout: o.timeout.map(|t| t.0),
     max_lines: o.max_lines.map(|n| n.0),
     max_bytes: o.max_bytes.map(|n| n.0),
+    truncation: read_truncation(o.truncation.as_deref())?,
     output_dir: o.output_dir.map(PathBuf::from),
     background: o.background,
     cleanup: o.cleanup,
@@ -509,12 +546,14 @@ fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaults, 
     output_dir: o.output_dir.take().map_or(d.output_dir, PathBuf::from),
     retention: o.retention.map_or(d.retention, |t| t.0),
     kill_grace: o.force_kill_after_delay.map_or(d.kill_grace, |m| m.0),
+    stateful: o.stateful.unwrap_or(false),
   };
   let given = call_options(o.process());
   let defaults = CommandDefaults::new(CallOptions {
     timeout: o.timeout.map(|t| t.0),
     max_lines: o.max_lines.map(|n| n.0),
     max_bytes: o.max_bytes.map(|n| n.0),
+    truncation: read_truncation(o.truncation.as_deref())?,
     ..given
   })?;
   Ok((defaults, config))
@@ -721,10 +760,12 @@ impl CommandRunner {
       let call = CallOptions {
         max_lines: o.max_lines.map(|n| n.0),
         max_bytes: o.max_bytes.map(|n| n.0),
+        truncation: read_truncation(o.truncation.as_deref())?,
         ..given
       };
       let base = self.defaults.merge(call, read::host_cwd)?;
       let mut s = core::StartOptions::new(base.cwd);
+      s.cwd_given = base.cwd_given;
       s.sandbox = base.sandbox;
       s.env = base.env;
       s.limits = base.limits;
@@ -906,6 +947,7 @@ pub fn truncate_tail(env: Env, text: Unknown, options: Option<Unknown>) -> Resul
     let limits = OutputLimits {
       max_lines: o.max_lines.map_or(d.max_lines, |n| n.0),
       max_bytes: o.max_bytes.map_or(d.max_bytes, |n| n.0),
+      mode: d.mode,
     };
     Ok((text, limits))
   })();
@@ -940,6 +982,9 @@ js_options! {
   /// resolves from `cwd` and no call can widen the sandbox.
   pub struct McpOptions {
     ..process,
+    /// `bash` calls share one shell state (`cd`, `export`, functions carry
+    /// over; see `CommandRunnerOptions.stateful`). @default false
+    pub stateful: Option<bool>,
   }
 }
 
@@ -957,6 +1002,7 @@ pub fn serve_mcp<'env>(
 ) -> Result<PromiseRaw<'env, ()>> {
   let config = (|| -> ArgResult<_> {
     let mut o: McpOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+    let stateful = o.stateful.unwrap_or(false);
     let given = call_options(o.process());
     let cwd = match &given.cwd {
       Some(c) => c.clone(),
@@ -975,8 +1021,10 @@ pub fn serve_mcp<'env>(
     config.defaults = defaults;
     config.runner = RunnerConfig {
       owner: host::owner(),
+      stateful,
       ..Default::default()
     };
+    config.settings.stateful = stateful;
     config.toolchain = host::toolchain().clone();
     Ok(config)
   })();

@@ -131,7 +131,7 @@ proptest! {
   /// cuts on character boundaries.
   #[test]
   fn truncate_tail_properties(text in texty(), max_lines in 1usize..30, max_bytes in 1usize..300) {
-    let (kept, t) = truncate_tail(&text, OutputLimits { max_lines, max_bytes });
+    let (kept, t) = truncate_tail(&text, OutputLimits { max_lines, max_bytes, ..Default::default() });
     prop_assert!(text.ends_with(kept));
     // within the byte limit, except the documented floor: a line cut by
     // bytes keeps at least its last character (and its newline); a line of

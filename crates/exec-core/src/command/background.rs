@@ -30,6 +30,7 @@ use super::offload::{
   lock, render_pair, Capture, CaptureSink, LogStatus, Rendered, SharedCapture, Stream, LOG_PREFIX,
   LOG_SUFFIX,
 };
+use super::stateful::{ShellState, StatefulRun};
 use super::truncate::OutputLimits;
 use super::{
   command_env, BackgroundRef, CommandOptions, CommandResult, StreamOutput, DEFAULT_RETENTION,
@@ -46,6 +47,9 @@ pub struct RunnerConfig {
   pub retention: Option<Duration>,
   /// Between SIGTERM and SIGKILL when a process is killed.
   pub kill_grace: Duration,
+  /// The commands share one shell state: `cd`, `export`, variables,
+  /// functions, aliases and options carry over (see [`super::stateful`]).
+  pub stateful: bool,
 }
 
 impl Default for RunnerConfig {
@@ -55,6 +59,7 @@ impl Default for RunnerConfig {
       output_dir: std::env::temp_dir(),
       retention: Some(DEFAULT_RETENTION),
       kill_grace: Duration::from_millis(500),
+      stateful: false,
     }
   }
 }
@@ -132,6 +137,8 @@ struct Inner {
   dirs: Mutex<BTreeSet<PathBuf>>,
   /// Interactive sessions (`start` / `write`).
   interactive: super::interactive::Interactive,
+  /// Stateful mode: the shared shell state, made at the first command.
+  state: Mutex<Option<Arc<ShellState>>>,
 }
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,6 +153,9 @@ impl Drop for Inner {
     }
     for c in guard(&self.foreground).values() {
       c.cancel();
+    }
+    if let Some(s) = guard(&self.state).take() {
+      s.remove();
     }
   }
 }
@@ -294,6 +304,7 @@ impl CommandRunner {
         foreground: Mutex::new(HashMap::new()),
         dirs: Mutex::new(dirs),
         interactive: super::interactive::Interactive::new(config_owner),
+        state: Mutex::new(None),
       }),
     }
   }
@@ -321,7 +332,14 @@ impl CommandRunner {
         "the command runner is closed",
       ));
     }
-    let (spec, script) = match bash_spec(command, &opts) {
+    let stateful = match self.stateful_run(command, &opts) {
+      Ok(s) => s,
+      Err(e) => return CommandResult::failed(e),
+    };
+    let script_text = stateful
+      .as_ref()
+      .map_or(command, |(_, r)| r.script.as_str());
+    let (spec, script) = match bash_spec(script_text, &opts) {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),
     };
@@ -340,10 +358,51 @@ impl CommandRunner {
         .wait_foreground(&mut run, command, &capture, &opts)
         .await
       {
+        if let Some((state, r)) = &stateful {
+          // a cancelled command's state is not the shell's
+          match opts.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            true => state.discard(r),
+            false => state.commit(r),
+          }
+        }
         return done;
       }
     }
+    // it runs on in its own process: the shared state stays as it was
+    if let Some((state, r)) = &stateful {
+      state.discard(r);
+    }
     self.to_background(run, command, capture, &opts)
+  }
+
+  /// In a stateful runner, `command` wrapped in the shared shell state
+  /// (made at the first command, in the runner's output directory).
+  fn stateful_run(
+    &self,
+    command: &str,
+    opts: &CommandOptions,
+  ) -> Result<Option<(Arc<ShellState>, StatefulRun)>, ExecError> {
+    if !self.inner.config.stateful {
+      return Ok(None);
+    }
+    if command.trim().is_empty() {
+      return Err(ExecError::invalid("command is empty"));
+    }
+    let state = {
+      let mut slot = guard(&self.inner.state);
+      match slot.as_ref() {
+        Some(s) => s.clone(),
+        None => {
+          let dir = &self.inner.config.output_dir;
+          super::stateful::check_writable(dir, opts.sandbox.as_ref(), &opts.cwd)?;
+          let s = Arc::new(ShellState::create(dir)?);
+          *slot = Some(s.clone());
+          s
+        }
+      }
+    };
+    let run = state.wrap(command, opts.cwd_given.then_some(opts.cwd.as_path()));
+    Ok(Some((state, run)))
   }
 
   /// Spawn `spec` with both streams into `capture` and supervise it on its
@@ -577,6 +636,13 @@ impl CommandRunner {
         "the command runner is closed",
       ));
     }
+    // a stateful runner's interactive command starts from the shared state
+    let state = guard(&self.inner.state).clone();
+    if let (Some(state), false) = (state, command.trim().is_empty()) {
+      let cd = opts.cwd_given.then_some(opts.cwd.as_path());
+      let script = state.wrap_read_only(command, cd);
+      return self.inner.interactive.start(&script, opts).await;
+    }
     self.inner.interactive.start(command, opts).await
   }
 
@@ -592,7 +658,23 @@ impl CommandRunner {
     self
       .inner
       .interactive
-      .write(session, chars, yield_time, close_stdin)
+      .write(session, chars, yield_time, close_stdin, None)
+      .await
+  }
+
+  /// [`Self::write`] that `cancel` stops: the session's tree is killed.
+  pub async fn write_cancellable(
+    &self,
+    session: u32,
+    chars: &[u8],
+    yield_time: Duration,
+    close_stdin: bool,
+    cancel: Option<&CancellationToken>,
+  ) -> super::interactive::InteractiveResult {
+    self
+      .inner
+      .interactive
+      .write(session, chars, yield_time, close_stdin, cancel)
       .await
   }
 
@@ -657,6 +739,9 @@ impl CommandRunner {
     let count = running.len() + fg.len() + self.inner.interactive.ids().len();
     futures_join(running.iter().map(|p| kill_proc(p))).await;
     self.inner.interactive.close().await;
+    if let Some(s) = guard(&self.inner.state).take() {
+      s.remove();
+    }
     if let Some(age) = self.inner.config.retention {
       let dirs: Vec<PathBuf> = guard(&self.inner.dirs).iter().cloned().collect();
       let _ = tokio::task::spawn_blocking(move || {

@@ -84,6 +84,17 @@ pub fn format_size(bytes: usize) -> String {
 pub fn truncation_sentence(name: &str, t: &Truncation, max_bytes: usize) -> Option<String> {
   let by = t.truncated_by?;
   let limit = format_size(max_bytes);
+  if t.head_lines > 0 {
+    let tail = t.output_lines - t.head_lines;
+    let why = match by {
+      TruncatedBy::Lines => String::new(),
+      TruncatedBy::Bytes => format!(" ({limit} limit)"),
+    };
+    return Some(format!(
+      "{name}: Showing first {} and last {tail} of {} lines{why}.",
+      t.head_lines, t.total_lines
+    ));
+  }
   Some(if t.last_line_partial {
     format!(
       "{name}: Showing last {} bytes of line {} of {} ({limit} limit).",
@@ -413,6 +424,7 @@ mod tests {
       output_bytes: 10000,
       truncated_by: Some(TruncatedBy::Lines),
       last_line_partial: false,
+      head_lines: 0,
     };
     let s = Shown {
       name: "stdout",
@@ -446,6 +458,7 @@ mod tests {
       output_bytes: 51000,
       truncated_by: Some(TruncatedBy::Bytes),
       last_line_partial: false,
+      head_lines: 0,
     };
     assert_eq!(
       truncation_sentence("stderr", &t, 51200).unwrap(),
@@ -568,6 +581,7 @@ mod tests {
       output_bytes: 10000,
       truncated_by: Some(TruncatedBy::Lines),
       last_line_partial: false,
+      head_lines: 0,
     };
     let e = whole("x\n");
     let streams = [

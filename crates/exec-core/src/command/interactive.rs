@@ -17,6 +17,7 @@ use crate::manager::{
   ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode, DEFAULT_MAX_PROCESSES,
 };
 use crate::process::spec::EnvSpec;
+use crate::CancellationToken;
 
 use super::format::{binary_notice, format_size, truncation_sentence, Vocabulary};
 use super::offload::{render_pair, LogStatus, Segment};
@@ -56,6 +57,12 @@ pub struct StartOptions {
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
   /// Whose words the answers use (`write(1, ...)` or `write_stdin`).
   pub vocabulary: Vocabulary,
+  /// The call named its own directory (a `workdir`): in a stateful runner
+  /// the command starts there instead of where the shared state is.
+  pub cwd_given: bool,
+  /// While `start` waits for its answer, this cancels it: the session's
+  /// whole tree is killed (an MCP `notifications/cancelled`).
+  pub cancel: Option<CancellationToken>,
 }
 
 impl StartOptions {
@@ -71,6 +78,8 @@ impl StartOptions {
       resource_limits: crate::limits::Limits::default(),
       sandbox: None,
       vocabulary: Vocabulary::Api,
+      cwd_given: false,
+      cancel: None,
     }
   }
 }
@@ -206,19 +215,23 @@ impl Interactive {
         busy: Arc::new(tokio::sync::Mutex::new(())),
       },
     );
-    self.collect(id, opts.yield_time).await
+    self
+      .collect(id, opts.yield_time, opts.cancel.as_ref())
+      .await
   }
 
   /// Send `chars` to session `id` and collect its output for `yield_time`.
   /// On pipes (no terminal to turn Ctrl-D into an end of file), a `\u{4}`
   /// in `chars` closes stdin after what comes before it, and so does
-  /// `close_stdin`: the program reads EOF.
+  /// `close_stdin`: the program reads EOF. `cancel` (while the answer is
+  /// awaited) kills the session's whole tree.
   pub async fn write(
     &self,
     id: u32,
     chars: &[u8],
     yield_time: Duration,
     close_stdin: bool,
+    cancel: Option<&CancellationToken>,
   ) -> InteractiveResult {
     let (process_id, tty) = match self.table().get(&id) {
       Some(s) => (s.process_id.clone(), s.tty),
@@ -245,7 +258,7 @@ impl Interactive {
         }
       }
     }
-    self.collect(id, yield_time).await
+    self.collect(id, yield_time, cancel).await
   }
 
   /// Kill session `id`'s whole tree and answer with its last output.
@@ -263,7 +276,18 @@ impl Interactive {
         },
       )
       .await;
-    self.collect(id, Duration::from_secs(2)).await
+    self.collect(id, Duration::from_secs(2), None).await
+  }
+
+  /// The caller gave up on an answer: the session's whole tree goes
+  /// (SIGKILL, as a cancelled `bash` call), and no answer is made.
+  async fn cancelled(&self, id: u32, process_id: &str) -> InteractiveResult {
+    self.table().remove(&id);
+    let _ = self.pm.terminate(process_id, TerminateMode::Force).await;
+    InteractiveResult::failed(ExecError::new(
+      ErrorCode::ECANCELED,
+      format!("interactive session {id} was cancelled and killed"),
+    ))
   }
 
   /// The ids of the sessions that still run.
@@ -279,7 +303,14 @@ impl Interactive {
     self.pm.close().await;
   }
 
-  async fn collect(&self, id: u32, yield_time: Duration) -> InteractiveResult {
+  async fn collect(
+    &self,
+    id: u32,
+    yield_time: Duration,
+    cancel: Option<&CancellationToken>,
+  ) -> InteractiveResult {
+    let never = CancellationToken::new();
+    let cancel = cancel.unwrap_or(&never);
     let (process_id, pid, mut after, limits, busy, tty, vocabulary) = match self.table().get(&id) {
       Some(s) => (
         s.process_id.clone(),
@@ -292,7 +323,10 @@ impl Interactive {
       ),
       None => return InteractiveResult::failed(no_session(id)),
     };
-    let _turn = busy.lock().await;
+    let _turn = tokio::select! {
+      t = busy.lock() => t,
+      _ = cancel.cancelled() => return self.cancelled(id, &process_id).await,
+    };
     // another caller may have read meanwhile
     if let Some(s) = self.table().get(&id) {
       after = s.after_seq;
@@ -308,7 +342,11 @@ impl Interactive {
       let step = deadline
         .saturating_duration_since(now)
         .min(Duration::from_millis(50));
-      let r = match self.pm.read(&process_id, after, usize::MAX, step).await {
+      let read = tokio::select! {
+        r = self.pm.read(&process_id, after, usize::MAX, step) => r,
+        _ = cancel.cancelled() => return self.cancelled(id, &process_id).await,
+      };
+      let r = match read {
         Ok(r) => r,
         Err(e) => {
           self.table().remove(&id);
@@ -374,6 +412,7 @@ impl Interactive {
       total_bytes: raw as u64,
       total_lines: count_lines(&bytes),
       bytes,
+      head: Vec::new(),
       dropped: false,
     };
     let (rendered, _) = render_pair(&seg, &Segment::default(), limits);

@@ -14,6 +14,7 @@ pub mod format;
 pub mod interactive;
 pub mod offload;
 pub mod sanitize;
+pub mod stateful;
 pub mod tool;
 pub mod tools;
 pub mod truncate;
@@ -29,7 +30,10 @@ pub use format::{ProcessState, Vocabulary};
 pub use interactive::{Interactive, InteractiveResult, StartOptions};
 pub use offload::LogStatus;
 pub use sanitize::{sanitize, sanitize_bytes};
-pub use truncate::{truncate_tail, OutputLimits, TruncatedBy, Truncation};
+pub use truncate::{
+  truncate, truncate_head_tail, truncate_tail, OutputLimits, TruncatedBy, Truncation,
+  TruncationMode,
+};
 
 /// Milliseconds before a command is moved to the background.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
@@ -93,6 +97,10 @@ pub struct CommandOptions {
   pub cleanup: bool,
   /// Opt-in OS sandbox of the command's tree (see [`crate::sandbox`]).
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// The call named its own directory (`workdir`, `options.cwd`). In a
+  /// stateful runner that is a `cd` there which carries over; otherwise
+  /// the command starts where the shared state left the shell.
+  pub cwd_given: bool,
   /// Whose words the text uses to say how to manage background jobs: the
   /// tool's from [`CommandOptions::new`], the JavaScript API's from
   /// [`CommandDefaults::merge`] (the binding's path).
@@ -116,6 +124,7 @@ impl CommandOptions {
       die_with_parent: false,
       cleanup: false,
       sandbox: None,
+      cwd_given: false,
       vocabulary: Vocabulary::Tool,
       cancel: None,
     }
@@ -136,6 +145,8 @@ pub struct CallOptions {
   pub timeout: Option<Option<Duration>>,
   pub max_lines: Option<usize>,
   pub max_bytes: Option<usize>,
+  /// Which part of a long output is shown (tail, or head and tail).
+  pub truncation: Option<TruncationMode>,
   pub resource_limits: Option<crate::limits::Limits>,
   pub die_with_parent: Option<bool>,
   /// `Some(None)`: `sandbox: false`.
@@ -194,6 +205,7 @@ impl CommandDefaults {
       limits: OutputLimits {
         max_lines: o.max_lines.unwrap_or(d.limits.max_lines),
         max_bytes: o.max_bytes.unwrap_or(d.limits.max_bytes),
+        mode: o.truncation.unwrap_or(d.limits.mode),
       },
       resource_limits: o.resource_limits.unwrap_or_default(),
       die_with_parent: o.die_with_parent.unwrap_or(false),
@@ -280,6 +292,7 @@ impl CommandDefaults {
       limits: OutputLimits {
         max_lines: call.max_lines.unwrap_or(self.limits.max_lines),
         max_bytes: call.max_bytes.unwrap_or(self.limits.max_bytes),
+        mode: call.truncation.unwrap_or(self.limits.mode),
       },
       output_dir: call.output_dir,
       background: call.background.unwrap_or(false),
@@ -289,6 +302,7 @@ impl CommandDefaults {
       die_with_parent: call.die_with_parent.unwrap_or(self.die_with_parent),
       cleanup: call.cleanup.unwrap_or(false),
       sandbox,
+      cwd_given: call_cwd.is_some(),
       vocabulary: Vocabulary::Api,
       cancel: None,
     })

@@ -22,18 +22,23 @@ use crate::utf8::incomplete_suffix_len;
 
 use super::sanitize::{sanitize_terminal_bytes, ERASE_LINE, ERASE_TO_END};
 use super::truncate::{
-  count_lines, count_newlines, truncate_tail, OutputLimits, TruncatedBy, Truncation,
+  count_lines, count_newlines, omitted_marker, truncate, truncate_tail, OutputLimits, TruncatedBy,
+  Truncation, TruncationMode,
 };
 
 /// Prefix and suffix of log file names: `exec-native-<16 hex>.log`.
 pub const LOG_PREFIX: &str = "exec-native-";
 pub const LOG_SUFFIX: &str = ".log";
 
-/// The tail of one stream, and its size since the last take.
+/// The tail of one stream (and in head+tail mode its first bytes), and its
+/// size since the last take.
 #[derive(Debug)]
 pub(crate) struct StreamTail {
   window: Vec<u8>,
   cap: usize,
+  /// The first bytes since the last take, up to `head_cap` (0: none kept).
+  head: Vec<u8>,
+  head_cap: usize,
   dropped: bool,
   total_bytes: u64,
   newlines: u64,
@@ -44,6 +49,10 @@ pub(crate) struct StreamTail {
 #[derive(Debug, Default)]
 pub struct Segment {
   pub bytes: Vec<u8>,
+  /// Head+tail: the first bytes of the segment, when bytes between them and
+  /// `bytes` were not kept (empty otherwise: `bytes` then starts the segment
+  /// unless `dropped`).
+  pub head: Vec<u8>,
   /// Bytes of the segment fell out of the window.
   pub dropped: bool,
   pub total_bytes: u64,
@@ -51,10 +60,19 @@ pub struct Segment {
 }
 
 impl StreamTail {
+  #[cfg(test)]
   pub fn new(cap: usize) -> Self {
+    StreamTail::with_head(cap, 0)
+  }
+
+  /// A tail window of `cap` bytes that also keeps the first `head_cap`
+  /// bytes of each segment.
+  pub fn with_head(cap: usize, head_cap: usize) -> Self {
     StreamTail {
       window: Vec::new(),
       cap: cap.max(1),
+      head: Vec::new(),
+      head_cap,
       dropped: false,
       total_bytes: 0,
       newlines: 0,
@@ -65,6 +83,10 @@ impl StreamTail {
   pub fn push(&mut self, data: &[u8]) {
     if data.is_empty() {
       return;
+    }
+    if self.head.len() < self.head_cap {
+      let n = (self.head_cap - self.head.len()).min(data.len());
+      self.head.extend_from_slice(&data[..n]);
     }
     self.total_bytes += data.len() as u64;
     self.newlines += count_newlines(data);
@@ -94,12 +116,29 @@ impl StreamTail {
       0
     };
     let rest = self.window.split_off(self.window.len() - keep);
-    let bytes = std::mem::replace(&mut self.window, rest);
+    let mut bytes = std::mem::replace(&mut self.window, rest);
     let total_bytes = self.total_bytes - keep as u64;
     let total_lines = self.newlines + u64::from(total_bytes > 0 && self.last_byte != Some(b'\n'));
+    let mut dropped = self.dropped;
+    let mut head = std::mem::take(&mut self.head);
+    if self.head_cap > 0 {
+      // the next segment starts with the bytes carried over
+      self.head.extend_from_slice(&self.window);
+    }
+    head.truncate(total_bytes as usize);
+    if !dropped {
+      head.clear();
+    } else if head.len() + bytes.len() >= total_bytes as usize {
+      // head and window meet: together they are the whole segment
+      let overlap = head.len() + bytes.len() - total_bytes as usize;
+      head.extend_from_slice(&bytes[overlap..]);
+      bytes = std::mem::take(&mut head);
+      dropped = false;
+    }
     let seg = Segment {
       bytes,
-      dropped: self.dropped,
+      head,
+      dropped,
       total_bytes,
       total_lines,
     };
@@ -117,6 +156,9 @@ impl StreamTail {
 /// with `\r` redraws collapsed; or the finding that it is binary.
 struct Prepared {
   clean: String,
+  /// Head+tail: the segment's first complete lines, made ready the same way
+  /// (empty when the segment has no separate head).
+  head: String,
   /// The window starts inside a line that has no end within it.
   partial: bool,
   binary: bool,
@@ -211,6 +253,7 @@ fn prepare(seg: &Segment) -> Prepared {
   if looks_binary(&seg.bytes) {
     return Prepared {
       clean: String::new(),
+      head: String::new(),
       partial: false,
       binary: true,
       redraws_only: false,
@@ -238,10 +281,65 @@ fn prepare(seg: &Segment) -> Prepared {
   let clean = collapse_redraws(&clean).into_owned();
   Prepared {
     clean,
+    head: prepare_head(&seg.head),
     partial,
     binary: false,
     redraws_only,
   }
+}
+
+/// The first complete lines of a segment's head, sanitized (a head that
+/// looks binary shows nothing: the tail's notice names the log).
+fn prepare_head(head: &[u8]) -> String {
+  if head.is_empty() || looks_binary(head) {
+    return String::new();
+  }
+  let whole = match head.iter().rposition(|&b| b == b'\n') {
+    Some(i) => &head[..=i],
+    None => return String::new(),
+  };
+  let clean = sanitize_terminal_bytes(&show_nuls(whole));
+  collapse_redraws(&clean).into_owned()
+}
+
+/// Head+tail of a segment whose middle was not kept: the head's first lines
+/// within half of each limit, the window's last lines within the rest, and
+/// the marker of what lies between.
+fn head_and_tail(seg: &Segment, p: &Prepared, limits: OutputLimits) -> (String, Truncation) {
+  let half = OutputLimits {
+    max_lines: limits.max_lines / 2,
+    max_bytes: limits.max_bytes / 2,
+    mode: TruncationMode::Tail,
+  };
+  let (mut head, mut n_head) = (String::new(), 0u64);
+  for line in p.head.split_inclusive('\n') {
+    if n_head >= half.max_lines as u64 || head.len() + line.len() > half.max_bytes {
+      break;
+    }
+    head.push_str(line);
+    n_head += 1;
+  }
+  let rest = OutputLimits {
+    max_lines: limits.max_lines - n_head as usize,
+    max_bytes: limits.max_bytes - head.len(),
+    mode: TruncationMode::Tail,
+  };
+  let (tail, mut t) = truncate_tail(&p.clean, rest);
+  let omitted_lines = seg
+    .total_lines
+    .saturating_sub(n_head + t.output_lines)
+    .saturating_add(u64::from(t.last_line_partial));
+  let omitted_bytes = seg
+    .total_bytes
+    .saturating_sub((head.len() + tail.len()) as u64);
+  t.output_lines += n_head;
+  t.output_bytes += head.len() as u64;
+  t.head_lines = n_head;
+  let mut out = head;
+  out.push_str(&omitted_marker(omitted_lines, omitted_bytes));
+  out.push_str(tail);
+  t.truncated_by.get_or_insert(TruncatedBy::Bytes);
+  (out, t)
 }
 
 fn finish_render(seg: &Segment, p: &Prepared, limits: OutputLimits) -> (String, Truncation) {
@@ -251,8 +349,12 @@ fn finish_render(seg: &Segment, p: &Prepared, limits: OutputLimits) -> (String, 
     t.output_bytes = 0;
     return (String::new(), t);
   }
-  let (kept, mut t) = truncate_tail(&p.clean, limits);
-  let kept = kept.to_owned();
+  let (kept, mut t) = if limits.mode == TruncationMode::HeadTail && !seg.head.is_empty() {
+    head_and_tail(seg, p, limits)
+  } else {
+    let (kept, t) = truncate(&p.clean, limits);
+    (kept.into_owned(), t)
+  };
   t.last_line_partial |= p.partial && t.output_lines <= 1;
   if seg.dropped && !p.redraws_only && t.truncated_by.is_none() {
     t.truncated_by = Some(TruncatedBy::Bytes);
@@ -292,6 +394,7 @@ pub fn render_bytes(
 ) -> (Rendered, Rendered) {
   let seg = |b: &[u8], total: u64| Segment {
     bytes: b.to_vec(),
+    head: Vec::new(),
     dropped: total > b.len() as u64,
     total_bytes: total,
     total_lines: count_lines(b),
@@ -315,7 +418,8 @@ pub fn render_pair(out: &Segment, err: &Segment, limits: OutputLimits) -> (Rende
     if p.binary {
       (0, 0)
     } else {
-      (count_lines(p.clean.as_bytes()) as usize, p.clean.len())
+      let lines = count_lines(p.clean.as_bytes()) + count_lines(p.head.as_bytes());
+      (lines as usize, p.clean.len() + p.head.len())
     }
   };
   let ((lo, bo), (le, be)) = (need(&po), need(&pe));
@@ -328,6 +432,7 @@ pub fn render_pair(out: &Segment, err: &Segment, limits: OutputLimits) -> (Rende
       OutputLimits {
         max_lines,
         max_bytes,
+        mode: limits.mode,
       },
     );
     Rendered {
@@ -502,9 +607,15 @@ pub(crate) type SharedCapture = Arc<Mutex<Capture>>;
 impl Capture {
   pub fn shared(limits: OutputLimits, dir: PathBuf) -> SharedCapture {
     let window = limits.max_bytes.saturating_mul(2).max(1);
+    // head+tail: the head can show at most half the budget; a whole budget
+    // leaves room for what sanitizing removes
+    let head = match limits.mode {
+      TruncationMode::Tail => 0,
+      TruncationMode::HeadTail => limits.max_bytes.max(1),
+    };
     Arc::new(Mutex::new(Capture {
-      out: StreamTail::new(window),
-      err: StreamTail::new(window),
+      out: StreamTail::with_head(window, head),
+      err: StreamTail::with_head(window, head),
       log: OffloadLog::new(dir, window.saturating_mul(2)),
     }))
   }
@@ -545,7 +656,37 @@ mod tests {
     OutputLimits {
       max_lines,
       max_bytes,
+      mode: TruncationMode::Tail,
     }
+  }
+
+  #[test]
+  fn head_tail_keeps_the_first_lines_of_a_stream_whose_middle_fell_out() {
+    let limits = OutputLimits {
+      mode: TruncationMode::HeadTail,
+      ..lim(20, 200)
+    };
+    let mut t = StreamTail::with_head(400, 200);
+    t.push(b"error: first\n");
+    for i in 0..10_000 {
+      t.push(format!("line {i}\n").as_bytes());
+    }
+    t.push(b"error: last\n");
+    let seg = t.take(false);
+    assert!(seg.dropped && !seg.head.is_empty());
+    let (text, tr) = render_segment(&seg, limits);
+    assert!(text.starts_with("error: first\nline 0\n"), "{text}");
+    assert!(text.ends_with("line 9999\nerror: last\n"), "{text}");
+    assert!(text.contains(" lines ("), "{text}");
+    assert_eq!(tr.total_lines, 10_002);
+    assert_eq!(tr.output_lines + tr.omitted_lines(), 10_002);
+    assert!(tr.head_lines > 0 && tr.output_bytes <= 200);
+    // head and window meet: the segment is whole, cut as one text
+    let mut t = StreamTail::with_head(20, 20);
+    t.push(b"0123456789\nabcdefghij\nxyz\n");
+    let seg = t.take(false);
+    assert_eq!(seg.bytes, b"0123456789\nabcdefghij\nxyz\n");
+    assert!(!seg.dropped && seg.head.is_empty());
   }
 
   #[test]
@@ -673,6 +814,7 @@ mod tests {
     assert!(!looks_binary(bytes));
     let seg = Segment {
       bytes: bytes.to_vec(),
+      head: Vec::new(),
       dropped: false,
       total_bytes: bytes.len() as u64,
       total_lines: 9,

@@ -105,6 +105,8 @@ pub struct RunExtras {
   pub workdir: Option<String>,
   /// `max_output_tokens`: the output budget the model asks for.
   pub max_output_tokens: Option<u64>,
+  /// `truncation`: `tail` or `head_tail`.
+  pub truncation: Option<super::TruncationMode>,
 }
 
 /// Every argument the tool knows: the seed's and [`RunExtras`].
@@ -115,6 +117,7 @@ pub const KNOWN_ARGS: &[&str] = &[
   "kill_pid",
   "workdir",
   "max_output_tokens",
+  "truncation",
 ];
 
 /// `args` as an object (`null`: no arguments).
@@ -169,6 +172,18 @@ pub(crate) fn string(
   }
 }
 
+/// `truncation`: `tail` or `head_tail` (absent or null: `None`).
+pub(crate) fn truncation(
+  args: &serde_json::Map<String, Value>,
+) -> Result<Option<super::TruncationMode>, ExecError> {
+  string(args, "truncation")?
+    .map(|s| {
+      s.parse()
+        .map_err(|e: ExecError| ExecError::invalid(format!("truncation {}", e.what)))
+    })
+    .transpose()
+}
+
 /// [`parse_call`] with the arguments beyond the seed's. An argument the tool
 /// does not have is an error that names it.
 pub fn parse_args(args: &Value) -> Result<(ToolCall, RunExtras), ExecError> {
@@ -181,6 +196,7 @@ pub fn parse_args(args: &Value) -> Result<(ToolCall, RunExtras), ExecError> {
       Some(0) => return Err(ExecError::invalid("max_output_tokens must be at least 1")),
       n => n,
     },
+    truncation: truncation(args)?,
   };
   parse_seed(args).map(|c| (c, extras))
 }
@@ -286,9 +302,15 @@ pub async fn call_with(
       opts.vocabulary = super::Vocabulary::Tool;
       opts.timeout = settings.timeout(timeout, opts.timeout);
       opts.limits = settings.output_limits(extras.max_output_tokens, opts.limits);
+      if let Some(mode) = extras.truncation {
+        opts.limits.mode = mode;
+      }
       if let Some(w) = &extras.workdir {
         match resolve_workdir(&opts, w) {
-          Ok(dir) => opts.cwd = dir,
+          Ok(dir) => {
+            opts.cwd = dir;
+            opts.cwd_given = true;
+          }
           Err(e) => return ToolOutcome::error(e),
         }
       }
@@ -359,6 +381,7 @@ const EXEC_ARGS: &[&str] = &[
   "tty",
   "yield_time_ms",
   "max_output_tokens",
+  "truncation",
 ];
 /// The arguments `write_stdin` knows.
 const WRITE_ARGS: &[&str] = &["session_id", "chars", "yield_time_ms", "close_stdin"];
@@ -408,18 +431,24 @@ pub async fn exec_command(
     let args = args.as_ref();
     reject_unknown(args, EXEC_ARGS)?;
     let cmd = string(args, "cmd")?.ok_or_else(|| ExecError::invalid("cmd is required"))?;
-    let cwd = match string(args, "workdir")? {
-      Some(w) => resolve_workdir(&base, &w)?,
+    let workdir = string(args, "workdir")?;
+    let cwd = match &workdir {
+      Some(w) => resolve_workdir(&base, w)?,
       None => base.cwd.clone(),
     };
     let mut s = super::StartOptions::new(cwd);
+    s.cwd_given = workdir.is_some() || base.cwd_given;
     s.env = base.env.clone();
     s.sandbox = base.sandbox.clone();
     s.resource_limits = base.resource_limits.clone();
     s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
+    if let Some(mode) = truncation(args)? {
+      s.limits.mode = mode;
+    }
     s.tty = boolean(args, "tty")?.unwrap_or(true);
     s.yield_time = yield_time(args, super::interactive::DEFAULT_START_YIELD)?;
     s.vocabulary = super::Vocabulary::Tool;
+    s.cancel = base.cancel.clone();
     Ok((cmd, s))
   })();
   match parsed {
@@ -429,7 +458,12 @@ pub async fn exec_command(
 }
 
 /// `write_stdin`: keys to a session, and the output since the last call.
-pub async fn write_stdin(runner: &CommandRunner, args: &Value) -> ToolOutcome {
+/// `cancel` (an MCP `notifications/cancelled`) kills the session's tree.
+pub async fn write_stdin(
+  runner: &CommandRunner,
+  args: &Value,
+  cancel: Option<&crate::CancellationToken>,
+) -> ToolOutcome {
   let parsed = (|| -> Result<_, ExecError> {
     let args = args_object(args)?;
     let args = args.as_ref();
@@ -442,9 +476,11 @@ pub async fn write_stdin(runner: &CommandRunner, args: &Value) -> ToolOutcome {
     Ok((id, chars, close, wait))
   })();
   match parsed {
-    Ok((id, chars, close, wait)) => {
-      interactive(runner.write(id, chars.as_bytes(), wait, close).await)
-    }
+    Ok((id, chars, close, wait)) => interactive(
+      runner
+        .write_cancellable(id, chars.as_bytes(), wait, close, cancel)
+        .await,
+    ),
     Err(e) => ToolOutcome::error(e),
   }
 }
@@ -460,7 +496,7 @@ pub async fn dispatch(
   Ok(match name {
     "bash" => call_with(runner, args, base, settings).await,
     "exec_command" => exec_command(runner, args, base, settings).await,
-    "write_stdin" => write_stdin(runner, args).await,
+    "write_stdin" => write_stdin(runner, args, base.cancel.as_ref()).await,
     other => {
       return Err(ExecError::invalid(format!(
         "no tool named '{other}' (tools: {})",

@@ -86,6 +86,7 @@ impl ToolSettings {
       None => fallback,
       Some(t) => OutputLimits {
         max_lines: fallback.max_lines,
+        mode: fallback.mode,
         max_bytes: (t.min(u64::MAX / 8) as usize)
           .saturating_mul(BYTES_PER_TOKEN)
           .clamp(1, self.max_output_bytes),
@@ -148,7 +149,7 @@ fn sandbox_sentence(s: &ToolSettings) -> String {
 /// What the model must know about `bash`.
 pub fn bash_description(s: &ToolSettings) -> String {
   let shell = if s.stateful {
-    "All calls share one bash session: `cd`, `export`, variables and functions carry over to the next call.".to_owned()
+    "Stateful: all calls share one shell state, as in one terminal: `cd`, `export`, variables, functions, aliases and shell options carry over to the next call (workdir is a `cd` that carries over too). Each command still runs in its own bash process; one that moves to the background keeps its changes to itself.".to_owned()
   } else {
     "Each call is a fresh `bash -c`: `cd`, `export` and functions do not carry over to the next call (use workdir, or `cd dir && cmd` in one call).".to_owned()
   };
@@ -160,7 +161,7 @@ pub fn bash_description(s: &ToolSettings) -> String {
     "Run a bash command{} and return its output (stdout, stderr, exit code).\n\
 - {shell}\n\
 - stdin is /dev/null: a command that reads input gets EOF at once. For interactive programs (prompts, REPLs, anything needing keys or Ctrl-C) use exec_command and write_stdin.\n\
-- Output is cleaned of terminal escapes and cut to the last {} lines / {} (both streams together; max_output_tokens sets another budget, up to {}). When anything is cut, the full output is saved to a log file whose path the result gives.\n\
+- Output is cleaned of terminal escapes and cut to the last {} lines / {} (both streams together; max_output_tokens sets another budget, up to {}). truncation \"head_tail\" keeps the first lines too (half the budget; a compiler's first error is at the top) and marks the cut: [... N lines (size) omitted ...]. When anything is cut, the full output is saved to a log file whose path the result gives.\n\
 - A command still running after `timeout` ms ({wait}) is not killed: it moves to the background and the result gives its pid. Processes a command leaves running with `&` are taken over and listed with their pids. Call again with check_pid (its new output since the last check) or kill_pid (stop it and its children). Give exactly one of command, check_pid, kill_pid.{}",
     where_it_runs(s),
     s.limits.max_lines,
@@ -201,8 +202,9 @@ fn bash_parameters(s: &ToolSettings) -> Value {
     "properties": {
       "command": { "type": "string", "description": "The bash command to run" },
       "timeout": int(wait),
-      "workdir": { "type": "string", "description": format!("Directory to run in, absolute or relative to the server's working directory{} (default: that directory)", where_it_runs(s)) },
+      "workdir": { "type": "string", "description": if s.stateful { format!("Directory to cd to before the command (it carries over to later calls), absolute or relative to the server's working directory{} (default: where the last call left the shell)", where_it_runs(s)) } else { format!("Directory to run in, absolute or relative to the server's working directory{} (default: that directory)", where_it_runs(s)) } },
       "max_output_tokens": int(format!("Output budget in tokens (about {BYTES_PER_TOKEN} bytes each; default {}, at most {})", s.limits.max_bytes / BYTES_PER_TOKEN, s.max_output_bytes / BYTES_PER_TOKEN)),
+      "truncation": truncation_parameter(s),
       "check_pid": int("A background process's pid: return its state and new output".into()),
       "kill_pid": int("A background process's pid: kill it and its children, return its final output".into()),
     },
@@ -210,7 +212,15 @@ fn bash_parameters(s: &ToolSettings) -> Value {
   })
 }
 
-fn exec_command_parameters() -> Value {
+fn truncation_parameter(s: &ToolSettings) -> Value {
+  json!({
+    "type": "string",
+    "enum": ["tail", "head_tail"],
+    "description": format!("Which part of a long output to show: tail (the last lines) or head_tail (the first lines and the last, the middle marked as omitted; the budget is shared between them). Default: {}", s.limits.mode.as_str()),
+  })
+}
+
+fn exec_command_parameters(s: &ToolSettings) -> Value {
   json!({
     "type": "object",
     "properties": {
@@ -219,6 +229,7 @@ fn exec_command_parameters() -> Value {
       "tty": { "type": "boolean", "description": "A terminal (true, the default) or pipes with stdin open (false)" },
       "yield_time_ms": int("Milliseconds to wait for output before answering (default 10000, at most 50000)".into()),
       "max_output_tokens": int(format!("Output budget of each answer in tokens (about {BYTES_PER_TOKEN} bytes each)")),
+      "truncation": truncation_parameter(s),
     },
     "required": ["cmd"],
     "additionalProperties": false
@@ -294,7 +305,7 @@ pub fn tool_set(s: &ToolSettings) -> Vec<ToolDef> {
       name: "exec_command",
       title: "Start an interactive command",
       description: exec_command_description(s),
-      parameters: exec_command_parameters(),
+      parameters: exec_command_parameters(s),
       output_schema: None,
       destructive: true,
       open_world: true,
@@ -361,6 +372,10 @@ pub fn strict_schema(schema: &Value) -> Value {
       }
       if let Some(t) = p["type"].as_str().map(str::to_owned) {
         p["type"] = json!([t, "null"]);
+      }
+      // an enum must allow the null that stands for "not given"
+      if let Some(values) = p["enum"].as_array_mut() {
+        values.push(Value::Null);
       }
     }
     out["required"] = json!(names);
@@ -454,7 +469,11 @@ mod tests {
   fn strict_makes_every_property_required_and_optional_ones_nullable() {
     let d = definitions(&ToolSettings::api(), ToolFormat::OpenAiResponses, true);
     let p = &d[0]["parameters"];
-    assert_eq!(p["required"].as_array().unwrap().len(), 6);
+    assert_eq!(p["required"].as_array().unwrap().len(), 7);
+    assert_eq!(
+      p["properties"]["truncation"]["enum"],
+      json!(["tail", "head_tail", null])
+    );
     assert_eq!(
       p["properties"]["command"]["type"],
       json!(["string", "null"])

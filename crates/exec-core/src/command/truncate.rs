@@ -1,12 +1,49 @@
 //! Tail truncation: keep the last complete lines that fit within a line limit
 //! and a byte limit, whichever is hit first. Errors and results are at the end
-//! of a command's output, so the end is what a model needs.
+//! of a command's output, so the end is what a model needs. The head+tail
+//! mode ([`TruncationMode::HeadTail`]) keeps the first lines too (a
+//! compiler's first error is at the top), with a marker line of what was cut.
 
-/// The two limits of the tail.
+/// Which part of a long output is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TruncationMode {
+  /// The last lines (the default).
+  #[default]
+  Tail,
+  /// The first lines within half of each limit, the last lines within the
+  /// rest, and between them a marker of what was cut.
+  HeadTail,
+}
+
+impl TruncationMode {
+  /// The name callers give: `tail`, `head_tail`.
+  pub fn as_str(&self) -> &'static str {
+    match self {
+      TruncationMode::Tail => "tail",
+      TruncationMode::HeadTail => "head_tail",
+    }
+  }
+}
+
+impl std::str::FromStr for TruncationMode {
+  type Err = crate::error::ExecError;
+  fn from_str(s: &str) -> Result<Self, Self::Err> {
+    match s {
+      "tail" => Ok(TruncationMode::Tail),
+      "head_tail" => Ok(TruncationMode::HeadTail),
+      other => Err(crate::error::ExecError::invalid(format!(
+        "must be 'tail' or 'head_tail', got '{other}'"
+      ))),
+    }
+  }
+}
+
+/// The two limits of what is shown, and which part is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
   pub max_lines: usize,
   pub max_bytes: usize,
+  pub mode: TruncationMode,
 }
 
 pub const DEFAULT_MAX_LINES: usize = 2000;
@@ -17,6 +54,7 @@ impl Default for OutputLimits {
     OutputLimits {
       max_lines: DEFAULT_MAX_LINES,
       max_bytes: DEFAULT_MAX_BYTES,
+      mode: TruncationMode::Tail,
     }
   }
 }
@@ -50,6 +88,9 @@ pub struct Truncation {
   pub truncated_by: Option<TruncatedBy>,
   /// The first kept line is only the tail of a line longer than `max_bytes`.
   pub last_line_partial: bool,
+  /// Head+tail: how many of `output_lines` are the first lines (0: only the
+  /// tail was kept).
+  pub head_lines: u64,
 }
 
 impl Truncation {
@@ -66,7 +107,13 @@ impl Truncation {
       output_bytes: bytes,
       truncated_by: None,
       last_line_partial: false,
+      head_lines: 0,
     }
+  }
+
+  /// Lines cut between the head and the tail.
+  pub fn omitted_lines(&self) -> u64 {
+    self.total_lines.saturating_sub(self.output_lines)
   }
 }
 
@@ -174,8 +221,90 @@ pub fn truncate_tail(text: &str, limits: OutputLimits) -> (&str, Truncation) {
       output_bytes: out.len() as u64,
       truncated_by: Some(by),
       last_line_partial: partial,
+      head_lines: 0,
     },
   )
+}
+
+/// The first complete lines of `text` within `max_lines` and `max_bytes`.
+fn head_lines(text: &str, max_lines: usize, max_bytes: usize) -> (&str, u64) {
+  let mut end = 0;
+  let mut lines = 0u64;
+  for line in text.split_inclusive('\n') {
+    if lines >= max_lines as u64 || end + line.len() > max_bytes || !line.ends_with('\n') {
+      break;
+    }
+    end += line.len();
+    lines += 1;
+  }
+  (&text[..end], lines)
+}
+
+/// The marker line between a kept head and tail.
+pub fn omitted_marker(lines: u64, bytes: u64) -> String {
+  let size = super::format::format_size(bytes as usize);
+  match lines {
+    0 => format!("[... {size} omitted ...]\n"),
+    1 => format!("[... 1 line ({size}) omitted ...]\n"),
+    n => format!("[... {n} lines ({size}) omitted ...]\n"),
+  }
+}
+
+/// Keep the head and the tail of `text`: the first complete lines within
+/// half of each limit, then the last lines within what is left (as
+/// [`truncate_tail`] keeps them), and between them a marker line of what was
+/// cut (not counted in the limits, like the notices). What fits is returned
+/// whole.
+pub fn truncate_head_tail(text: &str, limits: OutputLimits) -> (String, Truncation) {
+  let total_lines = count_lines(text.as_bytes());
+  if total_lines <= limits.max_lines as u64 && text.len() <= limits.max_bytes {
+    return (
+      text.to_owned(),
+      Truncation::whole(total_lines, text.len() as u64),
+    );
+  }
+  let (head, n_head) = head_lines(text, limits.max_lines / 2, limits.max_bytes / 2);
+  let rest = &text[head.len()..];
+  let tail_limits = OutputLimits {
+    max_lines: limits.max_lines - n_head as usize,
+    max_bytes: limits.max_bytes - head.len(),
+    mode: TruncationMode::Tail,
+  };
+  let (tail, t) = truncate_tail(rest, tail_limits);
+  let cut = rest.len() - tail.len();
+  let mut out = String::with_capacity(head.len() + tail.len() + 48);
+  out.push_str(head);
+  if cut > 0 {
+    let lines = total_lines - n_head - t.output_lines + u64::from(t.last_line_partial);
+    out.push_str(&omitted_marker(lines.min(total_lines), cut as u64));
+  }
+  out.push_str(tail);
+  (
+    out,
+    Truncation {
+      total_lines,
+      total_bytes: text.len() as u64,
+      output_lines: n_head + t.output_lines,
+      output_bytes: (head.len() + tail.len()) as u64,
+      truncated_by: t.truncated_by,
+      last_line_partial: t.last_line_partial,
+      head_lines: n_head,
+    },
+  )
+}
+
+/// [`truncate_tail`] or [`truncate_head_tail`], as `limits.mode` says.
+pub fn truncate(text: &str, limits: OutputLimits) -> (std::borrow::Cow<'_, str>, Truncation) {
+  match limits.mode {
+    TruncationMode::Tail => {
+      let (kept, t) = truncate_tail(text, limits);
+      (std::borrow::Cow::Borrowed(kept), t)
+    }
+    TruncationMode::HeadTail => {
+      let (kept, t) = truncate_head_tail(text, limits);
+      (std::borrow::Cow::Owned(kept), t)
+    }
+  }
 }
 
 #[cfg(test)]
@@ -186,7 +315,56 @@ mod tests {
     OutputLimits {
       max_lines,
       max_bytes,
+      mode: TruncationMode::Tail,
     }
+  }
+
+  #[test]
+  fn head_tail_keeps_the_first_and_last_lines_with_a_marker() {
+    let text = numbered(8500);
+    let l = OutputLimits {
+      mode: TruncationMode::HeadTail,
+      ..lim(10, 1 << 20)
+    };
+    let (out, t) = truncate_head_tail(&text, l);
+    let cut: usize = (6..=8495).map(|i| format!("{i}\n").len()).sum();
+    assert_eq!(
+      out,
+      format!(
+        "1\n2\n3\n4\n5\n[... 8490 lines ({}) omitted ...]\n8496\n8497\n8498\n8499\n8500\n",
+        crate::command::format::format_size(cut)
+      )
+    );
+    assert_eq!((t.head_lines, t.output_lines, t.total_lines), (5, 10, 8500));
+    assert_eq!(t.omitted_lines(), 8490);
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Lines));
+    // the byte limit covers head and tail together, the marker aside
+    let (out, t) = truncate_head_tail(
+      &text,
+      OutputLimits {
+        mode: TruncationMode::HeadTail,
+        ..lim(2000, 40)
+      },
+    );
+    assert_eq!(
+      t.output_bytes, 38,
+      "whole lines: 9 of the head (18B), 4 of the tail (20B)"
+    );
+    assert!(
+      out.starts_with("1\n2\n") && out.ends_with("8500\n"),
+      "{out}"
+    );
+    assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+    // what fits is whole
+    let (out, t) = truncate_head_tail(
+      "a\nb\n",
+      OutputLimits {
+        mode: TruncationMode::HeadTail,
+        ..lim(2, 100)
+      },
+    );
+    assert_eq!(out, "a\nb\n");
+    assert!(!t.truncated());
   }
 
   fn numbered(n: usize) -> String {

@@ -76,7 +76,15 @@ impl McpConfig {
 
   /// Refuse to start rather than fail every call: the directory must exist.
   pub fn check(&self) -> Result<(), ExecError> {
-    crate::process::spec::check_cwd(&self.cwd)
+    crate::process::spec::check_cwd(&self.cwd)?;
+    if self.runner.stateful {
+      crate::command::stateful::check_writable(
+        &self.runner.output_dir,
+        self.defaults.sandbox.as_ref(),
+        &self.cwd,
+      )?;
+    }
+    Ok(())
   }
 }
 

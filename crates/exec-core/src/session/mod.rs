@@ -64,7 +64,7 @@ pub type PythonSession = DriverSession;
 pub type NodeSession = DriverSession;
 /// An exception raised by a Python cell.
 pub type PythonException = CellException;
-pub use shell::{CommandResult, ShellOptions, ShellSession};
+pub use shell::{ansi_c_quote, CommandResult, ShellOptions, ShellSession};
 
 /// How an execution in a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
