@@ -300,6 +300,38 @@ print('alive')`)
     expect(await waitGone([pid])).toEqual([])
   })
 
+  it.skipIf(!supported)('without namespaces the child restricts itself (no helper), and a writable root replaced between runs stays writable', () => {
+    const addon = join(__dirname, '..', 'index.js')
+    const dir = join(work, 'replaced')
+    // the restriction is prepared once per set of roots and reused: a root
+    // deleted and made again is a new directory the old ruleset never saw
+    const script = `
+      const { spawnCall, executeAndCapture } = require(${JSON.stringify(addon)});
+      const fs = require('fs');
+      (async () => {
+        const d = ${JSON.stringify(dir)};
+        const out = [];
+        for (let i = 0; i < 3; i++) {
+          fs.rmSync(d, { recursive: true, force: true });
+          fs.mkdirSync(d);
+          const r = await executeAndCapture('echo $PPID > f && cat f && echo x > ${outside}/nope', 'bash', { cwd: d, sandbox: true });
+          out.push({ parent: Number(r.stdout.trim()), host: process.pid, wrote: fs.existsSync(d + '/f'), denied: r.sandbox.denied, mechanism: r.sandbox.mechanism });
+        }
+        const s = await spawnCall('/bin/true', [], { cwd: d, sandbox: true });
+        out.push({ exit: s.exitCode });
+        console.log(JSON.stringify(out));
+      })();
+    `
+    const r = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, EXEC_NATIVE_TEST_NO_USERNS: '1' }, encoding: 'utf8' })
+    const out = JSON.parse(r.stdout)
+    for (const run of out.slice(0, 3)) {
+      // bash's parent is the host itself: no helper in between
+      expect(run).toEqual({ parent: run.host, host: run.host, wrote: true, denied: true, mechanism: 'landlock+seccomp' })
+    }
+    expect(out[3]).toEqual({ exit: 0 })
+    expect(existsSync(join(outside, 'nope'))).toBe(false)
+  })
+
   it('bad sandbox options are EINVAL TypeErrors', async () => {
     await expect(bash('true', { sandbox: 'yes' as any })).rejects.toThrow(/options.sandbox must be true or an object/)
     await expect(bash('true', { sandbox: { mode: 'open' } as any })).rejects.toThrow(/mode must be 'read-only' or 'workspace-write'/)

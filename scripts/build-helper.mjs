@@ -1,8 +1,9 @@
 // Build the sandbox helper `exec-native-sandbox` (Linux) and put it beside
 // the addon, where the addon looks for it (crates/exec-core/src/sandbox:
 // `helper()`); the platform packages ship it the same way. Linked statically
-// (glibc's static-pie; musl is static anyway): an exec of it costs ~0.4 ms
-// less than of a dynamically linked one (docs/SANDBOX.md, "Cost").
+// and not position-independent (no self-relocation at start-up): an exec of
+// it costs ~0.4 ms less than of a dynamically linked one, and a static-pie
+// costs ~0.1 ms more (docs/SANDBOX.md, "Cost").
 //
 //   node scripts/build-helper.mjs [--debug] [--target <triple>] [--out <dir>]
 import { spawnSync } from 'node:child_process'
@@ -24,7 +25,7 @@ const out = opt('--out') ?? '.'
 const args = ['rustc', '-p', 'exec-native-sandbox', '--bin', 'exec-native-sandbox']
 if (!debug) args.push('--release')
 if (target) args.push('--target', target)
-args.push('--', '-C', 'target-feature=+crt-static')
+args.push('--', '-C', 'target-feature=+crt-static', '-C', 'relocation-model=static')
 const r = spawnSync(process.env.CARGO ?? 'cargo', args, { stdio: 'inherit' })
 if (r.status !== 0) process.exit(r.status ?? 1)
 const dir = process.env.CARGO_TARGET_DIR ?? 'target'

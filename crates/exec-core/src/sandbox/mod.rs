@@ -543,7 +543,50 @@ pub fn wrap_command(
 /// `execve` (Landlock, capabilities, seccomp: see
 /// `exec_native_sandbox::restrict`), prepared in the host. Linux only.
 #[cfg(target_os = "linux")]
-pub struct InChild(exec_native_sandbox::restrict::Prepared);
+pub struct InChild(std::sync::Arc<exec_native_sandbox::restrict::Prepared>);
+
+/// The restriction for `network` and `writable`, prepared once and reused
+/// while the paths are the same directories: a Landlock ruleset holds the
+/// directories it was made from (opened), so one made before a directory
+/// was replaced would deny writes into the new one. Each path's device and
+/// inode are compared at every use (a `stat` each, against an `open` and a
+/// rule each to make it again).
+#[cfg(target_os = "linux")]
+fn prepared_restriction(
+  network: bool,
+  writable: &[PathBuf],
+) -> Result<std::sync::Arc<exec_native_sandbox::restrict::Prepared>, String> {
+  use std::os::unix::fs::MetadataExt;
+  use std::sync::{Arc, Mutex};
+  type Key = (bool, Vec<(PathBuf, u64, u64)>);
+  type Entry = (Key, Arc<exec_native_sandbox::restrict::Prepared>);
+  /// The last few (a host runs few distinct sandboxes).
+  const KEEP: usize = 8;
+  static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+  let ids: Vec<(PathBuf, u64, u64)> = writable
+    .iter()
+    .map(|p| {
+      let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+      Ok((p.clone(), m.dev(), m.ino()))
+    })
+    .collect::<Result<_, String>>()?;
+  let key = (network, ids);
+  let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+  if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+    let entry = cache.remove(i);
+    let prepared = entry.1.clone();
+    cache.push(entry);
+    return Ok(prepared);
+  }
+  let prepared = Arc::new(exec_native_sandbox::restrict::Prepared::new(
+    network, writable,
+  )?);
+  if cache.len() >= KEEP {
+    cache.remove(0);
+  }
+  cache.push((key, prepared.clone()));
+  Ok(prepared)
+}
 
 #[cfg(target_os = "linux")]
 impl InChild {
@@ -617,7 +660,7 @@ pub fn launch(
   };
   #[cfg(target_os = "linux")]
   if in_child && ns.is_err() {
-    let prepared = exec_native_sandbox::restrict::Prepared::new(policy.network, &writable)
+    let prepared = prepared_restriction(policy.network, &writable)
       .map_err(|e| ExecError::new(ErrorCode::ESANDBOX, format!("sandbox: {e}")))?;
     report.mechanism = "landlock+seccomp";
     let inv = Invocation {
