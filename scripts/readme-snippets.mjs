@@ -1,0 +1,192 @@
+#!/usr/bin/env node
+// Runs the README's code blocks against the built package, so a snippet that
+// does not run fails `npm test` (and CI, which runs `npm test`).
+//
+//   node scripts/readme-snippets.mjs [README.md] [--list]
+//
+// Needs a build: the addon (`npm run build` or `build:debug`) and dist/
+// (`npm run build:host`).
+//
+// Each block runs in a fresh temporary project, as a user's code would:
+// node_modules/exec-native is a link to this repository, so the block imports
+// 'exec-native', 'exec-native/exec', ... by the package's name. The project
+// has a package.json whose `test` and `dev` scripts stand in for a real
+// project's (the README's agent examples run `npm test` and `npm run dev`).
+//
+//   ```js   an ES module (.mjs); CommonJS (.cjs) when it uses require() and
+//           has no import statement
+//   ```ts   TypeScript (.mts), run by node with tsx's loader (no type check)
+//   ```sh   bash -euo pipefail, with the package's bin (exec-native) on PATH
+//   ```json parsed
+// Other languages (toml) are not checked.
+//
+// A marker comment on the line before a block changes what is done with it:
+//   <!-- snippet: skip (why) -->          not run; the reason is required
+//   <!-- snippet: stdout-includes TEXT --> run, and its stdout must contain TEXT
+// A block passes when its process exits 0 within the time limit (so it must
+// also close what it started: a handle left open keeps it alive).
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const args = process.argv.slice(2)
+const listOnly = args.includes('--list')
+const readme = resolve(args.find((a) => !a.startsWith('--')) ?? join(repo, 'README.md'))
+const LIMIT_MS = Number(process.env.SNIPPET_TIMEOUT_MS ?? 30_000)
+const PARALLEL = Number(process.env.SNIPPET_PARALLEL ?? 3)
+const RUN = new Set(['js', 'ts', 'sh', 'json'])
+
+/** The fenced blocks of a Markdown text, each with its language, line and marker. */
+export function extract(text) {
+  const lines = text.split('\n')
+  const blocks = []
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\w*)\s*$/.exec(lines[i])
+    if (!open) continue
+    const start = i
+    const body = []
+    for (i++; i < lines.length && !/^```\s*$/.test(lines[i]); i++) body.push(lines[i])
+    if (i >= lines.length) throw new Error(`${readme}:${start + 1}: unclosed code block`)
+    let marker = null
+    for (let j = start - 1; j >= 0 && lines[j].trim() !== ''; j--) {
+      const m = /^<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[j])
+      if (m) { marker = m[1]; break }
+    }
+    if (marker === null && start >= 2 && lines[start - 1].trim() === '') {
+      const m = /^<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[start - 2])
+      if (m) marker = m[1]
+    }
+    blocks.push({ lang: open[1], line: start + 1, code: body.join('\n') + '\n', marker })
+  }
+  return blocks
+}
+
+/** What to do with a block: { action: 'run' | 'skip' | 'ignore', reason?, expect? }. */
+export function plan(block) {
+  const m = block.marker
+  if (m !== null) {
+    const skip = /^skip\s*\((.+)\)$/.exec(m)
+    if (skip) return { action: 'skip', reason: skip[1] }
+    if (/^skip\b/.test(m)) throw new Error(`line ${block.line}: 'skip' needs a reason: <!-- snippet: skip (why) -->`)
+    const inc = /^stdout-includes\s+(.+)$/.exec(m)
+    if (!inc) throw new Error(`line ${block.line}: unknown snippet marker '${m}'`)
+    if (!RUN.has(block.lang)) throw new Error(`line ${block.line}: stdout-includes on a ${block.lang || 'plain'} block`)
+    return { action: 'run', expect: inc[1] }
+  }
+  return RUN.has(block.lang) ? { action: 'run' } : { action: 'ignore' }
+}
+
+function isCommonJs(code) {
+  return /\brequire\(/.test(code) && !/^\s*import\s[^(]/m.test(code)
+}
+
+function project() {
+  const dir = mkdtempSync(join(tmpdir(), 'exec-native-snippet-'))
+  mkdirSync(join(dir, 'node_modules', '.bin'), { recursive: true })
+  symlinkSync(repo, join(dir, 'node_modules', 'exec-native'), 'dir')
+  symlinkSync(join(repo, 'bin', 'exec-native.mjs'), join(dir, 'node_modules', '.bin', 'exec-native'))
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({
+    name: 'snippet-project',
+    private: true,
+    scripts: {
+      test: 'node -e "console.log(\'3 tests passed\')"',
+      dev: 'node -e "setInterval(() => console.log(\'dev server: ready\'), 1000)"',
+    },
+  }, null, 2))
+  return dir
+}
+
+function run(cmd, argv, cwd) {
+  return new Promise((done) => {
+    const child = spawn(cmd, argv, {
+      cwd,
+      env: { ...process.env, PATH: `${join(cwd, 'node_modules', '.bin')}:${process.env.PATH}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (s) => { stdout += s })
+    child.stderr.setEncoding('utf8').on('data', (s) => { stderr += s })
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      try { process.kill(-child.pid, 'SIGKILL') } catch {}
+    }, LIMIT_MS)
+    child.on('error', (err) => { clearTimeout(timer); done({ code: -1, stdout, stderr: `${stderr}${err.message}`, timedOut }) })
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      try { process.kill(-child.pid, 'SIGKILL') } catch {} // anything the block left behind
+      done({ code: code ?? signal, stdout, stderr, timedOut })
+    })
+  })
+}
+
+const tsxLoader = import.meta.resolve('tsx')
+
+async function runBlock(block, p) {
+  if (block.lang === 'json') {
+    try { JSON.parse(block.code); return { ok: true } } catch (e) { return { ok: false, why: `invalid JSON: ${e.message}` } }
+  }
+  const dir = project()
+  try {
+    let r
+    if (block.lang === 'sh') {
+      writeFileSync(join(dir, 'snippet.sh'), block.code)
+      r = await run('bash', ['-euo', 'pipefail', 'snippet.sh'], dir)
+    } else {
+      const file = block.lang === 'ts' ? 'snippet.mts' : isCommonJs(block.code) ? 'snippet.cjs' : 'snippet.mjs'
+      writeFileSync(join(dir, file), block.code)
+      const loader = block.lang === 'ts' ? ['--import', tsxLoader] : []
+      r = await run(process.execPath, [...loader, file], dir)
+    }
+    if (r.timedOut) return { ok: false, why: `still running after ${LIMIT_MS} ms`, ...r }
+    if (r.code !== 0) return { ok: false, why: `exited with ${r.code}`, ...r }
+    if (p.expect !== undefined && !r.stdout.includes(p.expect)) return { ok: false, why: `stdout lacks ${JSON.stringify(p.expect)}`, ...r }
+    return { ok: true, ...r }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function main() {
+  const blocks = extract(readFileSync(readme, 'utf8')).map((b) => ({ ...b, plan: plan(b) }))
+  const torun = blocks.filter((b) => b.plan.action === 'run')
+  const skipped = blocks.filter((b) => b.plan.action === 'skip')
+  if (listOnly) {
+    for (const b of blocks) console.log(`${b.line}\t${b.lang || '-'}\t${b.plan.action}${b.plan.reason ? `\t${b.plan.reason}` : ''}`)
+    return
+  }
+  const t0 = performance.now()
+  const results = new Map()
+  const queue = [...torun]
+  await Promise.all(Array.from({ length: PARALLEL }, async () => {
+    for (let b = queue.shift(); b; b = queue.shift()) {
+      const s = performance.now()
+      const r = await runBlock(b, b.plan)
+      results.set(b, { ...r, ms: performance.now() - s })
+    }
+  }))
+  let failed = 0
+  for (const b of torun) {
+    const r = results.get(b)
+    console.log(`${r.ok ? 'ok  ' : 'FAIL'} README.md:${b.line} ${b.lang} (${Math.round(r.ms)} ms)${r.ok ? '' : `: ${r.why}`}`)
+    if (!r.ok) {
+      failed++
+      for (const [name, text] of [['stdout', r.stdout], ['stderr', r.stderr]]) {
+        if (text) console.log(`  ${name}:\n${text.trimEnd().replace(/^/gm, '    ')}`)
+      }
+    }
+  }
+  for (const b of skipped) console.log(`skip README.md:${b.line} ${b.lang}: ${b.plan.reason}`)
+  const ignored = blocks.length - torun.length - skipped.length
+  console.log(`${torun.length - failed} of ${torun.length} blocks ran, ${skipped.length} skipped, ${ignored} not checked (${[...new Set(blocks.filter((b) => b.plan.action === 'ignore').map((b) => b.lang || 'plain'))].join(', ') || 'none'}), ${failed} failed, in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+  if (failed) process.exitCode = 1
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().catch((e) => { console.error(`readme-snippets: ${e.message}`); process.exitCode = 1 })
+}
