@@ -16,17 +16,21 @@
 //   ```js   an ES module (.mjs); CommonJS (.cjs) when it uses require() and
 //           has no import statement
 //   ```ts   TypeScript (.mts), run by node with tsx's loader (no type check)
-//   ```sh   bash -euo pipefail, with the package's bin (exec-native) on PATH
+//   ```sh   bash -e -o pipefail, each command line's status checked (so a
+//           failure inside `a && b` counts), the package's bin on PATH
 //   ```json parsed
 // Other languages (toml) are not checked.
 //
 // A marker comment on the line before a block changes what is done with it:
 //   <!-- snippet: skip (why) -->          not run; the reason is required
 //   <!-- snippet: stdout-includes TEXT --> run, and its stdout must contain TEXT
+// It also fails on a link to a file or heading that does not exist
+// (`[x](#heading)`, `[x](docs/F.md#heading)`), which a moved section leaves.
+//
 // A block passes when its process exits 0 within the time limit (so it must
 // also close what it started: a handle left open keeps it alive).
 import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -77,6 +81,51 @@ export function plan(block) {
     return { action: 'run', expect: inc[1] }
   }
   return RUN.has(block.lang) ? { action: 'run' } : { action: 'ignore' }
+}
+
+/** GitHub's anchor for a heading. */
+function slug(heading) {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-')
+}
+
+function anchors(text) {
+  const out = new Set()
+  let fenced = false
+  for (const line of text.split('\n')) {
+    if (/^```/.test(line)) fenced = !fenced
+    const h = !fenced && /^#{1,6}\s+(.*)$/.exec(line)
+    if (h) out.add(slug(h[1]))
+  }
+  return out
+}
+
+/** Links to a missing file or heading: `[x](#a)`, `[x](docs/F.md)`, `[x](docs/F.md#a)`. */
+export function brokenLinks(text, base) {
+  const broken = []
+  for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+    if (/^[a-z]+:/.test(target)) continue // http:, https:, mailto:
+    const [file, hash] = target.split('#')
+    const path = file ? resolve(base, file) : null
+    if (path && !existsSync(path)) { broken.push(target); continue }
+    if (hash === undefined) continue
+    const doc = path ? readFileSync(path, 'utf8') : text
+    if (!anchors(doc).has(hash)) broken.push(target)
+  }
+  return broken
+}
+
+/**
+ * A shell block with each command line's status checked: `set -e` ignores a
+ * failure in `a && b`, which the README's first command is. Blocks with
+ * heredocs or compound commands are left to `set -e` alone.
+ */
+export function checkedShell(code) {
+  const lines = code.replace(/\\\n/g, ' ').split('\n')
+  if (lines.some((l) => /<<|^\s*(if|for|while|case|until)\b|[{(|]\s*$|\b(do|then)\s*$/.test(l))) return code
+  return lines
+    .map((l, i) => (l.trim() === '' || l.trim().startsWith('#') ? l
+      : `${l}\n__rc=$?; if [ $__rc -ne 0 ]; then echo "snippet line ${i + 1} failed with $__rc" >&2; exit $__rc; fi`))
+    .join('\n')
 }
 
 function isCommonJs(code) {
@@ -135,8 +184,8 @@ async function runBlock(block, p) {
   try {
     let r
     if (block.lang === 'sh') {
-      writeFileSync(join(dir, 'snippet.sh'), block.code)
-      r = await run('bash', ['-euo', 'pipefail', 'snippet.sh'], dir)
+      writeFileSync(join(dir, 'snippet.sh'), checkedShell(block.code))
+      r = await run('bash', ['-eo', 'pipefail', 'snippet.sh'], dir)
     } else {
       const file = block.lang === 'ts' ? 'snippet.mts' : isCommonJs(block.code) ? 'snippet.cjs' : 'snippet.mjs'
       writeFileSync(join(dir, file), block.code)
@@ -153,7 +202,11 @@ async function runBlock(block, p) {
 }
 
 async function main() {
-  const blocks = extract(readFileSync(readme, 'utf8')).map((b) => ({ ...b, plan: plan(b) }))
+  const text = readFileSync(readme, 'utf8')
+  const blocks = extract(text).map((b) => ({ ...b, plan: plan(b) }))
+  const broken = brokenLinks(text, dirname(readme))
+  for (const link of broken) console.log(`FAIL README.md: broken link (${link})`)
+  if (broken.length) process.exitCode = 1
   const torun = blocks.filter((b) => b.plan.action === 'run')
   const skipped = blocks.filter((b) => b.plan.action === 'skip')
   if (listOnly) {
