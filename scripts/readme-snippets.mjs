@@ -21,9 +21,11 @@
 //   ```json parsed
 // Other languages (toml) are not checked.
 //
-// A marker comment on the line before a block changes what is done with it:
+// A marker comment right above a block changes what is done with it:
 //   <!-- snippet: skip (why) -->          not run; the reason is required
 //   <!-- snippet: stdout-includes TEXT --> run, and its stdout must contain TEXT
+// (several marker lines may stand above one block; a blank line may separate
+// them from the fence)
 // It also fails on a link to a file or heading that does not exist
 // (`[x](#heading)`, `[x](docs/F.md#heading)`), which a moved section leaves.
 //
@@ -54,33 +56,33 @@ export function extract(text) {
     const body = []
     for (i++; i < lines.length && !/^```\s*$/.test(lines[i]); i++) body.push(lines[i])
     if (i >= lines.length) throw new Error(`${readme}:${start + 1}: unclosed code block`)
-    let marker = null
-    for (let j = start - 1; j >= 0 && lines[j].trim() !== ''; j--) {
+    // the marker lines right above the fence (a blank line between is allowed)
+    const markers = []
+    let j = start - 1
+    if (j >= 0 && lines[j].trim() === '') j--
+    for (; j >= 0; j--) {
       const m = /^<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[j])
-      if (m) { marker = m[1]; break }
+      if (!m) break
+      markers.unshift(m[1])
     }
-    if (marker === null && start >= 2 && lines[start - 1].trim() === '') {
-      const m = /^<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[start - 2])
-      if (m) marker = m[1]
-    }
-    blocks.push({ lang: open[1], line: start + 1, code: body.join('\n') + '\n', marker })
+    blocks.push({ lang: open[1], line: start + 1, code: body.join('\n') + '\n', markers })
   }
   return blocks
 }
 
-/** What to do with a block: { action: 'run' | 'skip' | 'ignore', reason?, expect? }. */
+/** What to do with a block: { action: 'run' | 'skip' | 'ignore', reason?, expect: [] }. */
 export function plan(block) {
-  const m = block.marker
-  if (m !== null) {
+  const expect = []
+  for (const m of block.markers) {
     const skip = /^skip\s*\((.+)\)$/.exec(m)
-    if (skip) return { action: 'skip', reason: skip[1] }
+    if (skip) return { action: 'skip', reason: skip[1], expect }
     if (/^skip\b/.test(m)) throw new Error(`line ${block.line}: 'skip' needs a reason: <!-- snippet: skip (why) -->`)
     const inc = /^stdout-includes\s+(.+)$/.exec(m)
     if (!inc) throw new Error(`line ${block.line}: unknown snippet marker '${m}'`)
-    if (!RUN.has(block.lang)) throw new Error(`line ${block.line}: stdout-includes on a ${block.lang || 'plain'} block`)
-    return { action: 'run', expect: inc[1] }
+    if (!RUN.has(block.lang) || block.lang === 'json') throw new Error(`line ${block.line}: stdout-includes on a ${block.lang || 'plain'} block`)
+    expect.push(inc[1])
   }
-  return RUN.has(block.lang) ? { action: 'run' } : { action: 'ignore' }
+  return { action: RUN.has(block.lang) ? 'run' : 'ignore', expect }
 }
 
 /** GitHub's anchor for a heading. */
@@ -194,7 +196,8 @@ async function runBlock(block, p) {
     }
     if (r.timedOut) return { ok: false, why: `still running after ${LIMIT_MS} ms`, ...r }
     if (r.code !== 0) return { ok: false, why: `exited with ${r.code}`, ...r }
-    if (p.expect !== undefined && !r.stdout.includes(p.expect)) return { ok: false, why: `stdout lacks ${JSON.stringify(p.expect)}`, ...r }
+    const missing = p.expect.filter((e) => !r.stdout.includes(e))
+    if (missing.length) return { ok: false, why: `stdout lacks ${missing.map((e) => JSON.stringify(e)).join(', ')}`, ...r }
     return { ok: true, ...r }
   } finally {
     rmSync(dir, { recursive: true, force: true })
