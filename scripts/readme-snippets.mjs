@@ -50,22 +50,23 @@ export function extract(text) {
   const lines = text.split('\n')
   const blocks = []
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```(\w*)\s*$/.exec(lines[i])
+    const open = /^(\s*)```(\w*)\s*$/.exec(lines[i])
     if (!open) continue
+    const indent = open[1].length // a block inside a list item
     const start = i
     const body = []
-    for (i++; i < lines.length && !/^```\s*$/.test(lines[i]); i++) body.push(lines[i])
+    for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i]); i++) body.push(lines[i].slice(Math.min(indent, lines[i].search(/\S|$/))))
     if (i >= lines.length) throw new Error(`${readme}:${start + 1}: unclosed code block`)
     // the marker lines right above the fence (a blank line between is allowed)
     const markers = []
     let j = start - 1
     if (j >= 0 && lines[j].trim() === '') j--
     for (; j >= 0; j--) {
-      const m = /^<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[j])
+      const m = /^\s*<!--\s*snippet:\s*(.*?)\s*-->\s*$/.exec(lines[j])
       if (!m) break
       markers.unshift(m[1])
     }
-    blocks.push({ lang: open[1], line: start + 1, code: body.join('\n') + '\n', markers })
+    blocks.push({ lang: open[2], line: start + 1, code: body.join('\n') + '\n', markers })
   }
   return blocks
 }
