@@ -34,13 +34,14 @@
 import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const args = process.argv.slice(2)
 const listOnly = args.includes('--list')
 const readme = resolve(args.find((a) => !a.startsWith('--')) ?? join(repo, 'README.md'))
+const name = basename(readme)
 const LIMIT_MS = Number(process.env.SNIPPET_TIMEOUT_MS ?? 30_000)
 const PARALLEL = Number(process.env.SNIPPET_PARALLEL ?? 3)
 const RUN = new Set(['js', 'ts', 'sh', 'json'])
@@ -209,7 +210,7 @@ async function main() {
   const text = readFileSync(readme, 'utf8')
   const blocks = extract(text).map((b) => ({ ...b, plan: plan(b) }))
   const broken = brokenLinks(text, dirname(readme))
-  for (const link of broken) console.log(`FAIL README.md: broken link (${link})`)
+  for (const link of broken) console.log(`FAIL ${name}: broken link (${link})`)
   if (broken.length) process.exitCode = 1
   const torun = blocks.filter((b) => b.plan.action === 'run')
   const skipped = blocks.filter((b) => b.plan.action === 'skip')
@@ -230,15 +231,15 @@ async function main() {
   let failed = 0
   for (const b of torun) {
     const r = results.get(b)
-    console.log(`${r.ok ? 'ok  ' : 'FAIL'} README.md:${b.line} ${b.lang} (${Math.round(r.ms)} ms)${r.ok ? '' : `: ${r.why}`}`)
+    console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${name}:${b.line} ${b.lang} (${Math.round(r.ms)} ms)${r.ok ? '' : `: ${r.why}`}`)
     if (!r.ok) {
       failed++
-      for (const [name, text] of [['stdout', r.stdout], ['stderr', r.stderr]]) {
-        if (text) console.log(`  ${name}:\n${text.trimEnd().replace(/^/gm, '    ')}`)
+      for (const [stream, text] of [['stdout', r.stdout], ['stderr', r.stderr]]) {
+        if (text) console.log(`  ${stream}:\n${text.trimEnd().replace(/^/gm, '    ')}`)
       }
     }
   }
-  for (const b of skipped) console.log(`skip README.md:${b.line} ${b.lang}: ${b.plan.reason}`)
+  for (const b of skipped) console.log(`skip ${name}:${b.line} ${b.lang}: ${b.plan.reason}`)
   const ignored = blocks.length - torun.length - skipped.length
   console.log(`${torun.length - failed} of ${torun.length} blocks ran, ${skipped.length} skipped, ${ignored} not checked (${[...new Set(blocks.filter((b) => b.plan.action === 'ignore').map((b) => b.lang || 'plain'))].join(', ') || 'none'}), ${failed} failed, in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
   if (failed) process.exitCode = 1
