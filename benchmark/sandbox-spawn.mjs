@@ -28,6 +28,9 @@ for (let i = 0; i < Number(runs); i++) {
 const q = (xs, p) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]
 const rss = (process.memoryUsage().rss / 2 ** 20).toFixed(0)
 console.log(`landlock ABI ${sandboxStatus().landlockAbi}, heap ~${heapMb} MiB (rss ${rss} MiB), ${runs} runs each`)
-for (const k of Object.keys(times)) console.log(`${k.padEnd(10)} median ${q(times[k], 0.5).toFixed(3)} ms  p90 ${q(times[k], 0.9).toFixed(3)} ms`)
-console.log(`sandbox cost: ${(q(times.sandboxed, 0.5) - q(times.plain, 0.5)).toFixed(3)} ms at the median`)
+// on a loaded machine the low quantiles show the cost best (the median moves with the load)
+const at = [0, 0.1, 0.25, 0.5, 0.9]
+for (const k of Object.keys(times)) console.log(`${k.padEnd(10)} ${at.map((p) => `${p ? `p${p * 100}` : 'min'} ${q(times[k], p).toFixed(3)}`).join('  ')} ms`)
+console.log(`sandbox cost (min / p10 / p25 / median / p90): ${at.map((p) => (q(times.sandboxed, p) - q(times.plain, p)).toFixed(3)).join(' / ')} ms`)
+console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}`)
 keep.length = 0
