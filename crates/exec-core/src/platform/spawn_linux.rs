@@ -76,7 +76,7 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
     // the host's memory): every caught signal back to its default, and the
     // signals a host ignores for itself (SIGPIPE, the limits' SIGXFSZ and
     // SIGXCPU) too; other ignored signals stay ignored, as posix_spawn does
-    for sig in 1..libc::SIGRTMAX() {
+    for sig in 1..=libc::SIGRTMAX() {
       if sig == libc::SIGKILL || sig == libc::SIGSTOP {
         continue;
       }
