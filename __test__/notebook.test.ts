@@ -162,6 +162,31 @@ describe('export and import of notebooks', () => {
     expect(err.traceback.join('\n')).toContain('<cell 3>')
   })
 
+  it('an exported notebook opens in jupyter nbconvert --to html (when nbconvert installs)', async ({ skip }) => {
+    // a directory of its own: pip --target does not merge its share/ into an existing one
+    const lib = resolve(__dirname, '..', 'target', 'pylib-nbconvert')
+    const has = () => importable('nbconvert', lib)
+    if (!has()) spawnSync('python3', ['-m', 'pip', 'install', '--quiet', '--target', lib, 'nbconvert'], { stdio: 'inherit' })
+    if (!has()) skip()
+    const s = await python()
+    await s.execute('print("hi")\nclass H:\n    def _repr_html_(self): return "<p id=h>h</p>"\ndisplay(H())\n6 * 7')
+    const js = await node()
+    await js.execute("console.log('from js'); display.html('<p id=j>j</p>'); 1 + 1")
+    for (const [sess, marks] of [[s, ['hi', '>h</p>', '42']], [js, ['from js', '>j</p>', '2']]] as const) {
+      const dir = mkdtempSync(join(tmpdir(), 'exec-nb-'))
+      const path = join(dir, 'open.ipynb')
+      await sess.exportNotebook(path)
+      const r = spawnSync('python3', ['-m', 'nbconvert', '--to', 'html', path], {
+        // pip --target puts nbconvert's templates under share/jupyter
+        env: { ...process.env, PYTHONPATH: lib, JUPYTER_PATH: join(lib, 'share', 'jupyter') },
+        encoding: 'utf8',
+      })
+      expect(r.status, r.stderr).toBe(0)
+      const html = readFileSync(join(dir, 'open.html'), 'utf8')
+      for (const m of marks) expect(html).toContain(m)
+    }
+  }, 300_000)
+
   it("keeps a cell's output and bundles in the order they came, as Jupyter does (Node and Python)", async () => {
     const kinds = (outs: any[]) => outs.map((o) => (o.output_type === 'stream' ? `${o.name}:${o.text.join('')}` : Object.keys(o.data).find((k) => k !== 'text/plain')))
     const want = ['stdout:one\n', 'text/html', 'stderr:two\n', 'stdout:three\n', 'text/markdown', 'stdout:four\n']
