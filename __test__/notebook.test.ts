@@ -210,6 +210,11 @@ describe('export and import of notebooks', () => {
     await js.execute("console.log('a'); require('node:child_process').execSync('echo b', { stdio: 'inherit' }); display.html('<i>c</i>'); console.log('d')")
     const h = js.history()[1]
     expect(h.stdout).toBe('a\nb\nd\n')
+    // a string too long to measure (over 256 Ki characters) makes the same fallback
+    const big = await js.execute("process.stdout.write('x'.repeat(300_000)); display.html('<i>e</i>'); console.log('f')")
+    expect(big.stdout).toBe('x'.repeat(300_000) + 'f\n')
+    expect(js.history()[2].outputs.filter((o) => o.type === 'display')).toHaveLength(1)
+    expect(js.history()[2].outputs.map((o) => (o.type === 'stream' ? o.text : '')).join('')).toBe(big.stdout)
     // (where the bundle lands is then as it was read: before or after `d`)
     expect(h.outputs.map((o) => (o.type === 'stream' ? o.text : 'display')).join('')).toMatch(/^a\nb\n(displayd\n|d\ndisplay)$/)
   })

@@ -945,7 +945,7 @@ async function caseSessions() {
     PythonSession: "import sys\n_ = sys.stdout.write('x' * (10 * 1024 * 1024))",
   }
   const bigTimes = { NodeSession: [], PythonSession: [] }
-  for (let i = 0; i < n(6, 2); i++) {
+  for (let i = 0; i < n(20, 4); i++) {
     for (const c of i % 2 ? [python, node] : [node, python]) {
       const t = performance.now()
       const r = await c.session().execute(big[c.name])

@@ -104,12 +104,18 @@ const written = [0, 0]
 let base = [0, 0]
 let runs = [] // [stream, up to byte] since the last "done"; null past MAX_RUNS
 const MAX_RUNS = 10_000
+// a string this long is not measured (Buffer.byteLength costs 0.3 ns a byte,
+// 8% of a 10 MB write): the cell's order is then the one the addon read
+const MEASURED = 256 * 1024
+let inexact = false
 for (const [i, stream] of [[0, process.stdout], [1, process.stderr]]) {
   const write = stream.write
   stream.write = function (chunk, encoding) {
     let n = 0
-    if (typeof chunk === 'string') n = Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8')
-    else if (chunk?.byteLength !== undefined) n = chunk.byteLength
+    if (typeof chunk === 'string') {
+      if (chunk.length > MEASURED) inexact = true
+      n = inexact ? chunk.length : Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8')
+    } else if (chunk?.byteLength !== undefined) n = chunk.byteLength
     if (n > 0) {
       written[i] += n
       const end = written[i] - base[i]
@@ -120,7 +126,7 @@ for (const [i, stream] of [[0, process.stdout], [1, process.stderr]]) {
     return write.apply(this, arguments)
   }
 }
-const inCell = () => [written[0] - base[0], written[1] - base[1]]
+const inCell = () => (inexact ? null : [written[0] - base[0], written[1] - base[1]])
 
 // ---- the channel ----
 function send(msg) {
@@ -335,9 +341,10 @@ async function run(req) {
   session.post('Runtime.releaseObjectGroup', { objectGroup: 'cell' })
   await flush()
   done.wrote = inCell()
-  done.runs = runs
+  done.runs = inexact ? null : runs
   base = [...written]
   runs = []
+  inexact = false
   send(done)
 }
 
