@@ -162,6 +162,57 @@ describe('NodeSession: errors', () => {
   })
 })
 
+describe('NodeSession: the node it runs on', () => {
+  it('rejects a node older than 20.17 with ENOTSUP, also one that refuses the driver flags', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-node-old-'))
+    // a real node that reports 20.11.1 (what the driver reads)
+    const fake = join(dir, 'v20-11.cjs')
+    writeFileSync(fake, "Object.defineProperty(process, 'version', { value: 'v20.11.1' })\nObject.defineProperty(process.versions, 'node', { value: '20.11.1', enumerable: true })\n")
+    await expect(NodeSession.start({ env: { NODE_OPTIONS: `--require ${fake}` } })).rejects.toMatchObject({
+      code: 'ENOTSUP',
+      message: 'exec: NodeSession needs Node 20.17 or later; node is v20.11.1 (ENOTSUP)',
+    })
+    // Node 18 stops at --disable-warning before any JavaScript runs, as this one does
+    const node18 = join(dir, 'node18')
+    writeFileSync(node18, '#!/bin/sh\nif [ "$1" = --version ]; then echo v18.19.0; exit 0; fi\necho "$0: bad option: --disable-warning=ExperimentalWarning" >&2\nexit 9\n', { mode: 0o755 })
+    await expect(NodeSession.start({ nodePath: node18 })).rejects.toMatchObject({
+      code: 'ENOTSUP',
+      message: `exec: NodeSession needs Node 20.17 or later; ${node18} is v18.19.0 (ENOTSUP)`,
+    })
+    // a node that fails to start for another reason keeps its own error
+    const broken = join(dir, 'broken')
+    writeFileSync(broken, '#!/bin/sh\nif [ "$1" = --version ]; then echo v22.1.0; exit 0; fi\necho "no driver today" >&2\nexit 3\n', { mode: 0o755 })
+    await expect(NodeSession.start({ nodePath: broken })).rejects.toMatchObject({ code: 'ESPAWN', message: expect.stringContaining('no driver today') })
+  })
+})
+
+describe('NodeSession: result fields shared with PythonSession', () => {
+  it("has the cell error as exception { type, message, traceback } and exec's own as errorMessage, as PythonSession does", async () => {
+    const { PythonSession } = await import('../index.js')
+    const js = await node()
+    const py = await PythonSession.start()
+    open.push(py)
+    const [a, b] = [await js.execute('null.x'), await py.execute('None.x')]
+    for (const r of [a, b]) {
+      expect(r.status).toBe('error')
+      expect(r.exception).toMatchObject({ type: expect.any(String), message: expect.any(String), traceback: expect.stringContaining('<cell 1>') })
+      expect(r.errorMessage).toBeUndefined()
+      expect(r.errorCode).toBeUndefined()
+    }
+    expect(a.exception?.type).toBe('TypeError')
+    expect(b.exception?.type).toBe('AttributeError')
+    // issue 27's shape stays: error is { name, message, stack } for Node
+    expect(a.error).toEqual({ name: a.exception?.type, message: a.exception?.message, stack: a.exception?.traceback })
+    const [c, d] = [await js.execute('while (true) {}', { timeout: 300 }), await py.execute('while True: pass', { timeout: 300 })]
+    for (const r of [c, d]) {
+      expect(r.status).toBe('timeout')
+      expect(r.errorCode).toBe('TIMEOUT')
+      expect(r.errorMessage).toMatch(/^exec: .* cell timeout after 0\.3s; .*\(TIMEOUT\)$/)
+    }
+    expect(d.error).toBe(d.errorMessage)
+  })
+})
+
 describe('NodeSession: TypeScript', () => {
   it('strips types, uses types declared in earlier cells, transforms enums', async () => {
     const s = await node()

@@ -162,6 +162,93 @@ describe('export and import of notebooks', () => {
     expect(err.traceback.join('\n')).toContain('<cell 3>')
   })
 
+  it('an exported notebook opens in jupyter nbconvert --to html (when nbconvert installs)', async ({ skip }) => {
+    // a directory of its own: pip --target does not merge its share/ into an existing one
+    const lib = resolve(__dirname, '..', 'target', 'pylib-nbconvert')
+    const has = () => importable('nbconvert', lib)
+    if (!has()) spawnSync('python3', ['-m', 'pip', 'install', '--quiet', '--target', lib, 'nbconvert'], { stdio: 'inherit' })
+    if (!has()) skip()
+    const s = await python()
+    await s.execute('print("hi")\nclass H:\n    def _repr_html_(self): return "<p id=h>h</p>"\ndisplay(H())\n6 * 7')
+    const js = await node()
+    await js.execute("console.log('from js'); display.html('<p id=j>j</p>'); 1 + 1")
+    for (const [sess, marks] of [[s, ['hi', '>h</p>', '42']], [js, ['from js', '>j</p>', '2']]] as const) {
+      const dir = mkdtempSync(join(tmpdir(), 'exec-nb-'))
+      const path = join(dir, 'open.ipynb')
+      await sess.exportNotebook(path)
+      const r = spawnSync('python3', ['-m', 'nbconvert', '--to', 'html', path], {
+        // pip --target puts nbconvert's templates under share/jupyter
+        env: { ...process.env, PYTHONPATH: lib, JUPYTER_PATH: join(lib, 'share', 'jupyter') },
+        encoding: 'utf8',
+      })
+      expect(r.status, r.stderr).toBe(0)
+      const html = readFileSync(join(dir, 'open.html'), 'utf8')
+      for (const m of marks) expect(html).toContain(m)
+    }
+  }, 300_000)
+
+  it("keeps a cell's output and bundles in the order they came, as Jupyter does (Node and Python)", async () => {
+    const kinds = (outs: any[]) => outs.map((o) => (o.output_type === 'stream' ? `${o.name}:${o.text.join('')}` : Object.keys(o.data).find((k) => k !== 'text/plain')))
+    const want = ['stdout:one\n', 'text/html', 'stderr:two\n', 'stdout:three\n', 'text/markdown', 'stdout:four\n']
+    const js = await node()
+    await js.execute("console.log('one'); display.html('<i>1</i>'); console.error('two'); console.log('three'); display.markdown('*2*'); console.log('four')")
+    const py = await python()
+    await py.execute(
+      "import sys\nprint('one')\ndisplay({'text/html': '<i>1</i>'}, raw=True)\nprint('two', file=sys.stderr)\nprint('three')\ndisplay({'text/markdown': '*2*'}, raw=True)\nprint('four')",
+    )
+    for (const s of [js, py]) {
+      const path = join(mkdtempSync(join(tmpdir(), 'exec-nb-')), 'order.ipynb')
+      await s.exportNotebook(path)
+      expect(kinds(validate(path).cells[0].outputs)).toEqual(want)
+      const h = s.history()[0]
+      expect(h.outputs.map((o) => (o.type === 'stream' ? `${o.name}:${o.text}` : Object.keys(o.data).find((k) => k !== 'text/plain')))).toEqual(want)
+      // the result's own fields are as before
+      expect(h.stdout).toBe('one\nthree\nfour\n')
+      expect(h.stderr).toBe('two\n')
+    }
+    // output of a child process beside the driver's: every byte is kept, in the order it was read
+    await js.execute("console.log('a'); require('node:child_process').execSync('echo b', { stdio: 'inherit' }); display.html('<i>c</i>'); console.log('d')")
+    const h = js.history()[1]
+    expect(h.stdout).toBe('a\nb\nd\n')
+    // a string too long to measure (over 256 Ki characters) makes the same fallback
+    const big = await js.execute("process.stdout.write('x'.repeat(300_000)); display.html('<i>e</i>'); console.log('f')")
+    expect(big.stdout).toBe('x'.repeat(300_000) + 'f\n')
+    expect(js.history()[2].outputs.filter((o) => o.type === 'display')).toHaveLength(1)
+    expect(js.history()[2].outputs.map((o) => (o.type === 'stream' ? o.text : '')).join('')).toBe(big.stdout)
+    // (where the bundle lands is then as it was read: before or after `d`)
+    expect(h.outputs.map((o) => (o.type === 'stream' ? o.text : 'display')).join('')).toMatch(/^a\nb\n(displayd\n|d\ndisplay)$/)
+  })
+
+  it('history() keeps the last maxHistory cells, and the export says how many were dropped', async () => {
+    const s = await NodeSession.start({ maxHistory: 2 })
+    open.push(s)
+    for (let i = 1; i <= 5; i++) await s.execute(`${i} * 10`)
+    expect(s.history().map((c) => c.value)).toEqual(['40', '50'])
+    expect(s.historyDropped).toBe(3)
+    const path = join(mkdtempSync(join(tmpdir(), 'exec-nb-')), 'capped.ipynb')
+    await s.exportNotebook(path)
+    const nb = validate(path)
+    expect(nb.metadata.exec_native.dropped_cells).toBe(3)
+    expect(nb.cells[0].cell_type).toBe('markdown')
+    expect(nb.cells[0].source).toContain('the 3 cells run before these are not in this notebook')
+    expect(nb.cells.slice(1).map((c: any) => c.execution_count)).toEqual([4, 5])
+    // the default is 1000 cells, and Python takes the option too
+    const d = await python()
+    expect(d.historyDropped).toBe(0)
+    const p = await PythonSession.start({ env: env(), maxHistory: 1 })
+    open.push(p)
+    await p.execute('1')
+    await p.execute('2')
+    expect(p.history().map((c) => c.value)).toEqual(['2'])
+    expect(p.historyDropped).toBe(1)
+    // no history at all
+    const none = await NodeSession.start({ maxHistory: 0 })
+    open.push(none)
+    await none.execute('1')
+    expect(none.history()).toEqual([])
+    expect(none.historyDropped).toBe(1)
+  })
+
   it('a Node session exports its JS and TS cells, and importNotebook replays them', async () => {
     const s = await node()
     await s.execute('console.log("from js"); const base = 40')

@@ -9,7 +9,9 @@
 //   npm run bench -- --only overhead,typescript    some cases only
 //   npm run bench -- --out /tmp/r.json              write elsewhere (default benchmark/results.json)
 //
-// Cases: overhead, heap, throughput, eventloop, concurrency, typescript, hosts.
+// Cases: overhead, heap, throughput, stream, eventloop, concurrency, typescript,
+// hosts, sessions (this one installs benchmark/requirements.txt into a venv in
+// node_modules/.cache/exec-native-bench for its Jupyter peers, see jupyter.mjs).
 // Flags may also be given as env: BENCH_SCALE, BENCH_ONLY, BENCH_OUT.
 
 import { spawn, execFile, spawnSync } from 'node:child_process'
@@ -20,6 +22,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { runInChild, OTHER_MAX } from './stream-child.mjs'
+import { jupyterPeers } from './jupyter.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, '..')
@@ -854,52 +857,141 @@ function rssKb(pid) {
   }
 }
 
+/** One of our sessions as a contender of the sessions case. */
+function ourSession(name, start, want) {
+  let s = null
+  return {
+    name,
+    async start() {
+      const t0 = performance.now()
+      s = await start()
+      return { startMs: performance.now() - t0, pid: s.pid }
+    },
+    async batch(code, k) {
+      const times = []
+      let lost = 0
+      for (let i = 0; i < k; i++) {
+        const t = performance.now()
+        const r = await s.execute(code)
+        times.push(performance.now() - t)
+        check(r.status === 'ok', `${name} ${JSON.stringify(r)}`)
+        if (!want(r)) lost++
+      }
+      return { times, lost, late: 0 }
+    },
+    rssKb: async () => rssKb(s.pid),
+    stop: () => s.close(),
+    session: () => s,
+  }
+}
+
+/** A Jupyter kernel driven by jupyter_client (benchmark/jupyter.mjs). */
+function kernelPeer(peer, name, kernel) {
+  return {
+    name,
+    start: () => peer.start(name, kernel),
+    batch: (code, k) => peer.cells(name, code, k, '2'),
+    rssKb: () => peer.rss(name),
+    stop: () => peer.stop(name),
+  }
+}
+
 async function caseSessions() {
   const total = n(200, 20)
-  const rows = []
-  // start, then `1 + 1` round trips
-  for (const [name, start, cell, want] of [
-    ['NodeSession', () => native.NodeSession.start(), '1 + 1', (r) => r.value === '2'],
-    ['PythonSession', () => native.PythonSession.start(), '1 + 1', (r) => r.resultValue === '2'],
-  ]) {
-    const t0 = performance.now()
-    const s = await start()
-    const startMs = performance.now() - t0
-    const times = []
-    for (let i = 0; i < total; i++) {
-      const t = performance.now()
-      const r = await s.execute(cell)
-      times.push(performance.now() - t)
-      check(r.status === 'ok' && want(r), `${name} ${JSON.stringify(r)}`)
+  const rounds = 5
+  const perRound = Math.ceil(total / rounds)
+  // the Jupyter peers: the Deno kernel and ipykernel through jupyter_client
+  const jp = await jupyterPeers()
+  const skipped = jp.skip ? { deno: jp.skip, ipykernel: jp.skip } : { ...jp.peer.skipped }
+  for (const [peer, why] of Object.entries(skipped)) console.log(`sessions: the ${peer} row is skipped: ${why}`)
+  const node = ourSession('NodeSession', () => native.NodeSession.start(), (r) => r.value === '2')
+  const python = ourSession('PythonSession', () => native.PythonSession.start(), (r) => r.resultValue === '2')
+  const contenders = [node, python]
+  if (!skipped.deno) contenders.push(kernelPeer(jp.peer, 'Deno kernel (jupyter_client)', 'deno'))
+  if (!skipped.ipykernel) contenders.push(kernelPeer(jp.peer, 'ipykernel (jupyter_client)', 'python3'))
+  const started = new Map()
+  for (const c of contenders) started.set(c.name, await c.start())
+  // `1 + 1`, rounds of each in rotated order after a warm-up
+  const samples = new Map(contenders.map((c) => [c.name, { times: [], lost: 0, late: 0 }]))
+  for (const c of contenders) await c.batch('1 + 1', 5)
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const c = contenders[(r + k) % contenders.length]
+      globalThis.gc?.()
+      const b = await c.batch('1 + 1', perRound)
+      const acc = samples.get(c.name)
+      acc.times.push(...b.times)
+      acc.lost += b.lost
+      acc.late += b.late
     }
-    // at rest: after the cells, nothing running
-    await new Promise((r) => setTimeout(r, 200))
-    const rest = rssKb(s.pid)
-    rows.push({ name: `${name}: \`1 + 1\``, runs: total, ms: median(times), p90: quantile(times, 0.9), startMs, restMiB: rest === null ? null : rest / 1024 })
-    // a cell that prints 10 MB (captured head + tail at the default 1 MiB)
-    if (name === 'NodeSession') {
-      const big = []
-      for (let i = 0; i < n(5, 2); i++) {
-        const t = performance.now()
-        const r = await s.execute("process.stdout.write('x'.repeat(10 * 1024 * 1024)); 0")
-        big.push(performance.now() - t)
-        check(r.status === 'ok' && r.truncated, `10 MB ${r.status}`)
-      }
-      rows.push({ name: 'NodeSession: a cell printing 10 MB to stdout', runs: big.length, ms: median(big), p90: quantile(big, 0.9), startMs: null, restMiB: null })
-    }
-    await s.close()
   }
-  results.cases.sessions = { measures: `ms per cell (median, p90 of ${total}); start ms; the interpreter's RSS at rest after the cells (MiB, /proc)`, rows }
+  // at rest: after the cells, nothing running
+  await new Promise((r) => setTimeout(r, 200))
+  const rows = []
+  for (const c of contenders) {
+    const s = samples.get(c.name)
+    const kb = await c.rssKb()
+    rows.push({ name: `${c.name}: \`1 + 1\``, runs: s.times.length, ms: median(s.times), p90: quantile(s.times, 0.9), lost: s.lost, late: s.late, startMs: started.get(c.name).startMs, restMiB: kb === null ? null : kb / 1024 })
+  }
+  const row = (name) => rows.find((r) => r.name.startsWith(name))
+  const peerOf = { NodeSession: 'Deno kernel', PythonSession: 'ipykernel' }
+  for (const [ours, peer] of Object.entries(peerOf)) {
+    const p = row(peer)
+    if (p) row(ours).vsPeer = row(ours).ms / p.ms
+  }
+  // a cell that prints 10 MB (captured head + tail at the default 1 MiB), both sessions interleaved
+  const big = {
+    NodeSession: "process.stdout.write('x'.repeat(10 * 1024 * 1024)); 0",
+    PythonSession: "import sys\n_ = sys.stdout.write('x' * (10 * 1024 * 1024))",
+  }
+  const bigTimes = { NodeSession: [], PythonSession: [] }
+  for (let i = 0; i < n(20, 4); i++) {
+    for (const c of i % 2 ? [python, node] : [node, python]) {
+      const t = performance.now()
+      const r = await c.session().execute(big[c.name])
+      bigTimes[c.name].push(performance.now() - t)
+      check(r.status === 'ok' && r.truncated && r.stdout.length < 2 * 1024 * 1024, `10 MB ${c.name} ${r.status}`)
+    }
+  }
+  for (const name of ['NodeSession', 'PythonSession']) {
+    const ms = median(bigTimes[name])
+    rows.push({ name: `${name}: a cell printing 10 MB to stdout`, runs: bigTimes[name].length, ms, p90: quantile(bigTimes[name], 0.9), mbps: 10 * 1024 * 1024 / 1e6 / (ms / 1000) })
+  }
+  for (const c of contenders) await c.stop()
+  if (!jp.skip) await jp.peer.close()
+  results.cases.sessions = {
+    measures: `ms per cell (median, p90 of ${rounds} interleaved rounds, ${total} cells each, after 5 warm-up cells); a Jupyter kernel's cell is from execute until both its execute_reply and its idle status, measured in jupyter_client; lost: an ok cell without its execute_result by its idle (late: it came during a later cell); start ms; RSS at rest after the cells (MiB, /proc); 10 MB cells: MB/s`,
+    skipped,
+    rows,
+  }
   markdown.push(
     table(`8. Sessions (ms per cell)`, [
       { key: 'name', label: 'cell' },
       { key: 'ms', label: 'median ms', digits: 3 },
       { key: 'p90', label: 'p90 ms', digits: 3 },
+      { key: 'vsPeer', label: 'x Jupyter peer', digits: 2 },
+      { key: 'lost', label: 'lost results' },
+      { key: 'late', label: 'late' },
       { key: 'startMs', label: 'start ms', digits: 1 },
       { key: 'restMiB', label: 'RSS at rest MiB', digits: 1 },
+      { key: 'mbps', label: 'MB/s', digits: 0 },
     ], rows),
   )
-  target('sessions', 'NodeSession `1 + 1` round trip', rows[0].ms, '<= 5', rows[0].ms <= 5, 'ms')
+  for (const [peer, why] of Object.entries(skipped)) markdown.push(`${peer}: skipped: ${why}`)
+  target('sessions', 'NodeSession `1 + 1` round trip', row('NodeSession').ms, '<= 5', row('NodeSession').ms <= 5, 'ms')
+  const lost = row('NodeSession').lost + row('PythonSession').lost
+  target('sessions', 'results lost by NodeSession and PythonSession', lost, '0', lost === 0, 'cells')
+  for (const [ours, peer] of Object.entries(peerOf)) {
+    const v = row(ours).vsPeer
+    if (v !== undefined) target('sessions', `${ours} / ${peer} cell (median, \`1 + 1\`)`, v, '<= 0.5', v <= 0.5, 'x')
+  }
+  const ipy = row('ipykernel')
+  if (ipy?.restMiB && row('PythonSession').restMiB) {
+    const v = row('PythonSession').restMiB / ipy.restMiB
+    target('sessions', 'PythonSession / ipykernel RSS at rest', v, '<= 0.5', v <= 0.5, 'x')
+  }
+  const v = row('NodeSession: a cell printing').mbps / row('PythonSession: a cell printing').mbps
+  target('sessions', 'NodeSession / PythonSession 10 MB stdout cell (MB/s)', v, '>= 1.0', v >= 1.0, 'x')
 }
 
 // ---------------------------------------------------------------- main

@@ -19,10 +19,16 @@
 //   addon -> driver  {"op": "run", "id": 7, "code": "...", "init": false,
 //                     "error": null | {"type", "message", "traceback"}}
 //   driver -> addon  {"ev": "start", "id": 7, "count": 3}
-//   driver -> addon  {"ev": "display", "id": 7, "data": {mime: data}}  (0..n)
+//   driver -> addon  {"ev": "display", "id": 7, "data": {mime: data},
+//                     "at": [stdout bytes, stderr bytes]}  (0..n)
 //   driver -> addon  {"ev": "done", "id": 7, "count": 3, "status": "ok",
 //                     "value": "42" | null, "data": {mime: data} | null,
-//                     "exception": {"type", "message", "traceback"} | null}
+//                     "exception": {"type", "message", "traceback"} | null,
+//                     "wrote": [stdout bytes, stderr bytes],
+//                     "runs": [[stream 0|1, up to byte], ...] | null}
+// The byte counts are what process.stdout/stderr wrote since the last "done":
+// the addon places a bundle among the cell's output by them (when they match
+// what it read; a child process writing beside them makes it use arrival).
 // status is "ok", "error" or "interrupted". `error` in a request is a compile
 // error found by the addon (TypeScript): the cell gets its number and fails
 // with it, nothing runs. EOF on the socket ends the driver.
@@ -47,6 +53,16 @@ import vm from 'node:vm'
 
 const cwd = process.cwd()
 const ctl = new net.Socket({ fd: 0, readable: true, writable: true })
+
+// ---- the Node this needs: 20.17 or later (docs/SESSIONS.md); an older one
+// says so and ends (the addon rejects start with ENOTSUP) ----
+{
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  if (major < 20 || (major === 20 && minor < 17)) {
+    await new Promise((r) => ctl.write(JSON.stringify({ ev: 'unsupported', version: process.version }) + '\n', r))
+    process.exit(0)
+  }
+}
 
 // ---- fd 0 is the channel: keep it from cells and their children ----
 const nullFd = fs.openSync('/dev/null', 'r') // libuv opens it close-on-exec
@@ -81,6 +97,36 @@ const awayFromChannel = (stdio) =>
     return spawnSync.call(this, options)
   }
 }
+
+// ---- what the driver's streams wrote: a bundle is placed among the cell's
+// output by these counts (display's "at", done's "wrote") ----
+const written = [0, 0]
+let base = [0, 0]
+let runs = [] // [stream, up to byte] since the last "done"; null past MAX_RUNS
+const MAX_RUNS = 10_000
+// a string this long is not measured (Buffer.byteLength costs 0.3 ns a byte,
+// 8% of a 10 MB write): the cell's order is then the one the addon read
+const MEASURED = 256 * 1024
+let inexact = false
+for (const [i, stream] of [[0, process.stdout], [1, process.stderr]]) {
+  const write = stream.write
+  stream.write = function (chunk, encoding) {
+    let n = 0
+    if (typeof chunk === 'string') {
+      if (chunk.length > MEASURED) inexact = true
+      n = inexact ? chunk.length : Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8')
+    } else if (chunk?.byteLength !== undefined) n = chunk.byteLength
+    if (n > 0) {
+      written[i] += n
+      const end = written[i] - base[i]
+      if (runs && runs.length && runs[runs.length - 1][0] === i) runs[runs.length - 1][1] = end
+      else if (runs && runs.length < MAX_RUNS) runs.push([i, end])
+      else runs = null
+    }
+    return write.apply(this, arguments)
+  }
+}
+const inCell = () => (inexact ? null : [written[0] - base[0], written[1] - base[1]])
 
 // ---- the channel ----
 function send(msg) {
@@ -144,7 +190,7 @@ function display(value, options = {}) {
   if (options.raw) data = normalize(value)
   else data = bundleOf(value) ?? { 'text/plain': typeof value === 'string' ? value : inspectText(value) }
   if (data['text/plain'] === undefined && !options.raw) data['text/plain'] = inspectText(value)
-  send({ ev: 'display', id: current?.id ?? lastId, data })
+  send({ ev: 'display', id: current?.id ?? lastId, data, at: inCell() })
 }
 display.html = (html) => display({ 'text/html': String(html) }, { raw: true })
 display.svg = (svg) => display({ 'image/svg+xml': String(svg) }, { raw: true })
@@ -294,6 +340,11 @@ async function run(req) {
   }
   session.post('Runtime.releaseObjectGroup', { objectGroup: 'cell' })
   await flush()
+  done.wrote = inCell()
+  done.runs = inexact ? null : runs
+  base = [...written]
+  runs = []
+  inexact = false
   send(done)
 }
 

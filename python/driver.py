@@ -11,11 +11,15 @@
 #   driver -> addon  {"ev": "ready", "pid": ..., "version": "3.11.7"}
 #   addon -> driver  {"op": "run", "id": 7, "code": "...", "init": false}
 #   driver -> addon  {"ev": "start", "id": 7, "count": 3}
-#   driver -> addon  {"ev": "display", "id": 7, "data": {mime: data}}  (0..n)
+#   driver -> addon  {"ev": "display", "id": 7, "data": {mime: data},
+#                     "at": [stdout bytes, stderr bytes]}  (0..n)
 #   driver -> addon  {"ev": "done", "id": 7, "count": 3, "status": "ok",
 #                     "value": "42" | null, "data": {mime: data} | null,
-#                     "exception": {...} | null}
+#                     "exception": {...} | null, "wrote": [stdout, stderr bytes],
+#                     "runs": [[stream 0|1, up to byte], ...] | null}
 # status is "ok", "error" or "interrupted". EOF on the socket ends the driver.
+# The byte counts are what sys.stdout/sys.stderr wrote since the last "done"
+# (_Counted): the addon places a bundle among the cell's output by them.
 #
 # Rich display follows IPython's protocol: `display(obj)` (a builtin) and the
 # last expression give a MIME bundle from _repr_mimebundle_, _repr_html_,
@@ -40,6 +44,7 @@
 import ast
 import base64
 import builtins
+import io
 import json
 import linecache
 import os
@@ -57,6 +62,62 @@ os.environ.setdefault("MPLBACKEND", "agg")
 def _idle(signum, frame):
     # the SIGINT handler between cells: the driver is never interrupted
     pass
+
+
+class _Counted(io.RawIOBase):
+    """fd 1 or 2, counting the bytes written through it: a bundle is placed
+    among the cell's output by these counts (display's "at", done's "wrote")."""
+
+    # the runs of writes of both streams since the last "done":
+    # [stream, up to byte]; None past MAX_RUNS
+    runs = []
+    base = [0, 0]
+    MAX_RUNS = 10000
+
+    def __init__(self, fd):
+        super().__init__()
+        self.fd = fd
+        self.ix = fd - 1
+        self.count = 0
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self.fd
+
+    def isatty(self):
+        return os.isatty(self.fd)
+
+    def write(self, b):
+        view = memoryview(b).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self.fd, view[done:])
+        finally:
+            self.count += done
+            if done:
+                self._run()
+        return done
+
+    def _run(self):
+        runs = _Counted.runs
+        if runs is None:
+            return
+        end = self.count - _Counted.base[self.ix]
+        if runs and runs[-1][0] == self.ix:
+            runs[-1][1] = end
+        elif len(runs) < _Counted.MAX_RUNS:
+            runs.append([self.ix, end])
+        else:
+            _Counted.runs = None
+
+
+def _counted(stream):
+    return io.TextIOWrapper(
+        _Counted(stream.fileno()), encoding=stream.encoding, errors=stream.errors, write_through=True
+    )
 
 
 def _clean(text):
@@ -228,6 +289,14 @@ class _Driver:
         self.lock = threading.Lock()
         self.rid = None
         builtins.display = self.display
+        sys.stdout = _counted(sys.stdout)
+        sys.stderr = _counted(sys.stderr)
+        self.counted = (sys.stdout.buffer, sys.stderr.buffer)
+
+    def in_cell(self):
+        """Bytes of stdout and stderr written through the driver's streams
+        since the last "done"."""
+        return [c.count - b for c, b in zip(self.counted, _Counted.base)]
 
     def _forked_child(self):
         # a child of os.fork() must never answer on the channel. The fd is
@@ -258,7 +327,7 @@ class _Driver:
         """Show each object as a MIME bundle (raw: obj is the bundle)."""
         for obj in objs:
             data = {m: _data(m, v) for m, v in obj.items()} if raw else _bundle(obj)
-            self.send({"ev": "display", "id": self.rid, "data": data})
+            self.send({"ev": "display", "id": self.rid, "data": data, "at": self.in_cell()})
 
     def flush_figures(self):
         # the figures a cell left open are shown and closed (inline backend)
@@ -319,6 +388,10 @@ class _Driver:
             self._end_forked_child(outcome)
         done = self.done(rid, outcome, filename)
         _flush_output()
+        done["wrote"] = self.in_cell()
+        done["runs"] = _Counted.runs
+        _Counted.base = [c.count for c in self.counted]
+        _Counted.runs = []
         try:
             self.send(done)
         except (TypeError, ValueError):

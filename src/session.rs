@@ -38,6 +38,10 @@ js_options! {
     /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
     #[napi(ts_type = "number")]
     pub startup_timeout: Option<Ms>,
+    /// Cells `history()` keeps: past this the oldest are dropped, and
+    /// `exportNotebook` says how many. @default 1000
+    #[napi(ts_type = "number")]
+    pub max_history: Option<Size>,
   }
 }
 
@@ -60,6 +64,10 @@ js_options! {
     /// Milliseconds allowed for starting `node` and running `initCode`. @default 30000
     #[napi(ts_type = "number")]
     pub startup_timeout: Option<Ms>,
+    /// Cells `history()` keeps: past this the oldest are dropped, and
+    /// `exportNotebook` says how many. @default 1000
+    #[napi(ts_type = "number")]
+    pub max_history: Option<Size>,
   }
 }
 
@@ -162,9 +170,16 @@ pub struct NodeExecuteResult {
   pub stderr: String,
   pub truncated: bool,
   /// What the cell threw (with `error`, `interrupted`, a timeout the
-  /// interrupt stopped).
+  /// interrupt stopped), as issue 27 and Deno name it. The same error is in
+  /// `exception`.
   #[napi(ts_type = "NodeCellError | null")]
   pub error: Either<NodeCellError, Null>,
+  /// What the cell threw, in the shape every session result and
+  /// `history()` share: `{ type, message, traceback }` (`error.name`,
+  /// `error.message`, `error.stack`). Code that handles both sessions reads
+  /// this one.
+  #[napi(ts_type = "SessionException | null")]
+  pub exception: Either<SessionException, Null>,
   /// The cell's number in its `node` (`<cell N>`); 1 again after a restart.
   pub execution_count: u32,
   /// Milliseconds.
@@ -179,10 +194,23 @@ pub struct NodeExecuteResult {
   /// This cell ran in a new `node` because the previous one was lost.
   pub restarted: bool,
   /// `exec: <what> (<CODE>)` for a timeout (TIMEOUT), a kill after an
-  /// interrupt or a close (ECANCELED), a resource limit (ELIMIT). (`error` is
-  /// the cell's own error.)
+  /// interrupt or a close (ECANCELED), a resource limit (ELIMIT): exec's own
+  /// condition, named `errorMessage` in every session result. (`error` is
+  /// the cell's own error here.)
   pub error_message: Option<String>,
   pub error_code: Option<String>,
+}
+
+/// What a cell raised or threw, the same shape for Python and Node (and in
+/// `history()`).
+#[napi(object, object_from_js = false)]
+pub struct SessionException {
+  /// The class: `'ZeroDivisionError'`, `'TypeError'`.
+  #[napi(js_name = "type")]
+  pub kind: String,
+  pub message: String,
+  /// The traceback / stack from the cell on (`<cell 3>`).
+  pub traceback: String,
 }
 
 /// One cell of `history()`.
@@ -205,6 +233,12 @@ pub struct HistoryEntry {
   /// The exception / error, as `{ type, message, traceback }`.
   #[napi(ts_type = "{ type: string, message: string, traceback: string } | null")]
   pub exception: Either<serde_json::Value, Null>,
+  /// stdout, stderr and the `display()` bundles in the order they came
+  /// (what `exportNotebook` writes as the cell's outputs).
+  #[napi(
+    ts_type = "Array<{ type: 'stream', name: 'stdout' | 'stderr', text: string } | { type: 'display', data: Record<string, any> }>"
+  )]
+  pub outputs: Vec<serde_json::Value>,
 }
 
 /// An exception raised by a Python cell.
@@ -272,6 +306,9 @@ pub struct PythonExecuteResult {
   /// (ECANCELED), and `died` because a resource limit stopped the
   /// interpreter's tree (ELIMIT: `exec: memory limit of 256 MiB exceeded (ELIMIT)`).
   pub error: Option<String>,
+  /// The same as `error`, under the name every session result has
+  /// (`NodeExecuteResult.error` is the cell's error).
+  pub error_message: Option<String>,
   pub error_code: Option<String>,
 }
 
@@ -308,6 +345,8 @@ pub struct ShellExecuteResult {
   /// `died` because a resource limit stopped the shell's tree (ELIMIT), and
   /// `error` when a command was killed by SIGXCPU/SIGXFSZ under the limits (ELIMIT).
   pub error: Option<String>,
+  /// The same as `error`, under the name every session result has.
+  pub error_message: Option<String>,
   pub error_code: Option<String>,
 }
 
@@ -491,6 +530,7 @@ impl PythonSession {
         limits: c.limits,
         die_with_parent: c.die_with_parent,
         sandbox: c.sandbox,
+        max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
     };
     start_session(env, make(), core::PythonSession::start, |inner| {
@@ -515,10 +555,17 @@ impl PythonSession {
     execute_in(env, code, options, "code", run, python_result)
   }
 
-  /// The cells run so far (not `initCode`), with their outputs, in order.
+  /// The cells run so far (not `initCode`), with their outputs, in order:
+  /// the last `maxHistory` of them.
   #[napi]
   pub fn history(&self) -> Vec<HistoryEntry> {
     history_of(&self.inner)
+  }
+
+  /// How many of the oldest cells `history()` has dropped (`maxHistory`).
+  #[napi(getter)]
+  pub fn history_dropped(&self) -> f64 {
+    self.inner.history_dropped() as f64
   }
 
   /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
@@ -557,10 +604,31 @@ fn bundles(v: Vec<Bundle>) -> Vec<serde_json::Value> {
   v.into_iter().map(serde_json::Value::Object).collect()
 }
 
+/// A cell's outputs in order, as `history()` gives them.
+fn outputs_of(r: &core::CellResult) -> Vec<serde_json::Value> {
+  core::notebook::ordered(r)
+    .into_iter()
+    .filter_map(|p| match p {
+      core::OutputPiece::Stdout(at) if !at.is_empty() => {
+        Some(serde_json::json!({ "type": "stream", "name": "stdout", "text": &r.stdout[at] }))
+      }
+      core::OutputPiece::Stderr(at) if !at.is_empty() => {
+        Some(serde_json::json!({ "type": "stream", "name": "stderr", "text": &r.stderr[at] }))
+      }
+      core::OutputPiece::Display(i) => r
+        .displays
+        .get(i)
+        .map(|d| serde_json::json!({ "type": "display", "data": d })),
+      _ => None,
+    })
+    .collect()
+}
+
 fn history_of(s: &core::DriverSession) -> Vec<HistoryEntry> {
   s.history()
     .into_iter()
     .map(|c| HistoryEntry {
+      outputs: outputs_of(&c.result),
       code: c.code,
       language: c.language,
       status: status(c.result.status),
@@ -585,8 +653,7 @@ fn export_in<'env>(
   path: String,
 ) -> Result<PromiseRaw<'env, ()>> {
   let s = s.clone();
-  let fut =
-    async move { core::notebook::export(std::path::Path::new(&path), s.kind(), &s.history()) };
+  let fut = async move { s.export_notebook(std::path::Path::new(&path)) };
   call::fallible(env, Ok(fut), |_, ()| Ok(()))
 }
 
@@ -656,6 +723,7 @@ fn python_result(r: core::CellResult) -> PythonExecuteResult {
     state_lost: r.state_lost,
     restarted: r.restarted,
     error: call::error_message(&r.error),
+    error_message: call::error_message(&r.error),
     error_code: call::error_code(&r.error),
   }
 }
@@ -669,11 +737,18 @@ fn node_result(r: core::CellResult) -> NodeExecuteResult {
     stdout: r.stdout,
     stderr: r.stderr,
     truncated: r.truncated,
-    error: r.exception.map_or(Either::B(Null), |e| {
+    error: r.exception.clone().map_or(Either::B(Null), |e| {
       Either::A(NodeCellError {
         name: e.kind,
         message: e.message,
         stack: e.traceback,
+      })
+    }),
+    exception: r.exception.map_or(Either::B(Null), |e| {
+      Either::A(SessionException {
+        kind: e.kind,
+        message: e.message,
+        traceback: e.traceback,
       })
     }),
     execution_count: r.execution_count,
@@ -771,6 +846,7 @@ impl NodeSession {
         limits: c.limits,
         die_with_parent: c.die_with_parent,
         sandbox: c.sandbox,
+        max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
     };
     start_session(env, make(), core::NodeSession::start, |inner| NodeSession {
@@ -831,10 +907,17 @@ impl NodeSession {
     self.inner.is_closed()
   }
 
-  /// The cells run so far (not `initCode`), with their outputs, in order.
+  /// The cells run so far (not `initCode`), with their outputs, in order:
+  /// the last `maxHistory` of them.
   #[napi]
   pub fn history(&self) -> Vec<HistoryEntry> {
     history_of(&self.inner)
+  }
+
+  /// How many of the oldest cells `history()` has dropped (`maxHistory`).
+  #[napi(getter)]
+  pub fn history_dropped(&self) -> f64 {
+    self.inner.history_dropped() as f64
   }
 
   /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
@@ -940,6 +1023,7 @@ impl ShellSession {
         state_lost: r.state_lost,
         restarted: r.restarted,
         error: call::error_message(&r.error),
+        error_message: call::error_message(&r.error),
         error_code: call::error_code(&r.error),
       }
     })

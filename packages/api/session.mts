@@ -38,6 +38,7 @@ export type {
   PythonException,
   PythonExecuteResult,
   PythonSessionOptions,
+  SessionException,
   SessionExecuteOptions,
   ShellExecuteResult,
   ShellSessionOptions,

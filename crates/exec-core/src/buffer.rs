@@ -30,6 +30,23 @@ pub struct Rendered {
   pub truncated: bool,
   /// Bytes of the stream that are not in `bytes`.
   pub omitted: u64,
+  /// Bytes of `bytes` that are the stream's head (all of them when not
+  /// truncated; then comes the marker, then the tail).
+  pub head: usize,
+}
+
+impl Rendered {
+  /// Where byte `offset` of the stream (of `total`) is in `bytes`: a byte
+  /// that was omitted is placed after the marker.
+  pub fn position(&self, total: u64, offset: u64) -> usize {
+    let offset = offset.min(total);
+    if !self.truncated || offset <= self.head as u64 {
+      return (offset as usize).min(self.bytes.len());
+    }
+    let marker = HeadTailBuffer::marker(self.omitted).len();
+    let tail = (self.bytes.len() - self.head - marker) as u64;
+    (self.bytes.len() as u64 - tail.min(total - offset)) as usize
+  }
 }
 
 impl HeadTailBuffer {
@@ -133,6 +150,7 @@ impl HeadTailBuffer {
       let mut bytes = head.to_vec();
       bytes.extend_from_slice(&tail);
       return Rendered {
+        head: bytes.len(),
         bytes,
         truncated: false,
         omitted: 0,
@@ -158,6 +176,7 @@ impl HeadTailBuffer {
       bytes,
       truncated: true,
       omitted: self.total - kept(tail_start),
+      head: head_end,
     }
   }
 }
@@ -165,6 +184,23 @@ impl HeadTailBuffer {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn positions_map_stream_offsets_into_the_rendered_text() {
+    let mut b = HeadTailBuffer::new(10);
+    b.push(b"0123456789abcdefghij");
+    let r = b.render();
+    let text = String::from_utf8(r.bytes.clone()).unwrap();
+    assert_eq!(r.head, 5);
+    assert_eq!(r.position(20, 3), 3);
+    // an omitted byte lands after the marker, a tail byte where it is
+    let after_marker = text.find("fghij").unwrap();
+    assert_eq!(r.position(20, 8), after_marker);
+    assert_eq!(r.position(20, 17), after_marker + 2);
+    assert_eq!(r.position(20, 20), text.len());
+    let whole = HeadTailBuffer::new(100);
+    assert_eq!(whole.render().position(0, 0), 0);
+  }
 
   #[test]
   fn small_output_is_kept_whole() {

@@ -35,6 +35,8 @@ pub enum ErrorCode {
   EEXIST,
   /// The sandbox asked for could not be applied; nothing ran.
   ESANDBOX,
+  /// The interpreter is too old for the session (NodeSession needs Node 20.17+).
+  ENOTSUP,
 }
 
 impl ErrorCode {
@@ -55,6 +57,7 @@ impl ErrorCode {
       ErrorCode::ESRCH => "ESRCH",
       ErrorCode::EEXIST => "EEXIST",
       ErrorCode::ESANDBOX => "ESANDBOX",
+      ErrorCode::ENOTSUP => "ENOTSUP",
     }
   }
 }

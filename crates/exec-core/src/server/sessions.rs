@@ -219,6 +219,7 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
         limits,
         die_with_parent,
         sandbox,
+        max_history: d.max_history,
       };
       Session::Driver(Arc::new(DriverSession::start(o).await?))
     }
@@ -236,6 +237,7 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
         limits,
         die_with_parent,
         sandbox,
+        max_history: d.max_history,
       };
       Session::Driver(Arc::new(DriverSession::start(o).await?))
     }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
-use super::capture::{cap_text, rendered_text, Capture, Streams};
+use super::capture::{cap_text, rendered_text, Capture, Order, OutputPiece, Streams};
 use super::display::{cap_bundle, Bundle, DisplaySink, NoDisplay};
 use super::engine::{
   closed_error, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate, Followed,
@@ -90,6 +90,18 @@ pub struct DriverSpec {
   pub limits: crate::limits::Limits,
   pub die_with_parent: bool,
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Cells `history()` keeps; the oldest are dropped past it.
+  pub max_history: usize,
+}
+
+/// Cells a session's history keeps unless told otherwise.
+pub const DEFAULT_MAX_HISTORY: usize = 1000;
+
+/// The cells kept for `history()`, and how many older ones were dropped.
+#[derive(Default)]
+struct History {
+  cells: std::collections::VecDeque<HistoryCell>,
+  dropped: u64,
 }
 
 /// An exception raised by a cell (Python) or an error it threw (JavaScript).
@@ -122,6 +134,9 @@ pub struct CellResult {
   pub result_data: Option<Bundle>,
   /// The bundles of `display()` calls, in order.
   pub displays: Vec<Bundle>,
+  /// stdout, stderr and the bundles in the order they came (empty when the
+  /// cell had none).
+  pub outputs: Vec<OutputPiece>,
   pub exception: Option<CellException>,
   /// The cell's number in its interpreter (1, 2, ...; `<cell N>` in tracebacks).
   pub execution_count: u32,
@@ -153,6 +168,20 @@ struct Message {
   data: Option<Bundle>,
   #[serde(default)]
   exception: Option<CellException>,
+  /// `display`: the bytes of stdout and stderr the driver had written in
+  /// the cell when the bundle was made.
+  #[serde(default)]
+  at: Option<[u64; 2]>,
+  /// `done`: the bytes of stdout and stderr the driver wrote in the cell.
+  #[serde(default)]
+  wrote: Option<[u64; 2]>,
+  /// `done`: the runs of those writes, `[stream, up to byte]` (null when
+  /// there were too many to send).
+  #[serde(default)]
+  runs: Option<Vec<(usize, u64)>>,
+  /// `ready` / `unsupported`: the interpreter's version.
+  #[serde(default)]
+  version: Option<String>,
 }
 
 /// A cell's request as it ended, with the interpreter that ran it.
@@ -184,27 +213,36 @@ struct Io<'a, O, E> {
   shown: &'a mut dyn Shows,
 }
 
-/// The bundles of one execution: each one capped, handed to the sink and kept.
+/// The bundles of one execution: each one capped, handed to the sink, kept
+/// and placed in the order of the cell's outputs.
 struct Shown<D> {
   sink: D,
   kept: Vec<Bundle>,
   cap: usize,
+  order: Order,
 }
 
 trait Shows: Send {
-  fn push(&mut self, b: Bundle);
+  /// A bundle, made when the driver had written `at` bytes of stdout and stderr.
+  fn push(&mut self, b: Bundle, at: Option<[u64; 2]>);
+  /// What the driver wrote in the cell, and in which runs, from its `done`.
+  fn wrote(&mut self, _wrote: Option<[u64; 2]>, _runs: Option<Vec<(usize, u64)>>) {}
 }
 
 impl<D: DisplaySink> Shows for Shown<D> {
-  fn push(&mut self, b: Bundle) {
+  fn push(&mut self, b: Bundle, at: Option<[u64; 2]>) {
     let b = cap_bundle(b, self.cap);
     self.sink.display(&b);
     self.kept.push(b);
+    self.order.display(at);
+  }
+  fn wrote(&mut self, wrote: Option<[u64; 2]>, runs: Option<Vec<(usize, u64)>>) {
+    self.order.wrote(wrote, runs);
   }
 }
 
 impl Shows for Vec<Bundle> {
-  fn push(&mut self, b: Bundle) {
+  fn push(&mut self, b: Bundle, _at: Option<[u64; 2]>) {
     Vec::push(self, b)
   }
 }
@@ -222,6 +260,7 @@ impl CellResult {
       result_value: None,
       result_data: None,
       displays: Vec::new(),
+      outputs: Vec::new(),
       exception: None,
       execution_count: count,
       execution_time,
@@ -240,6 +279,7 @@ impl CellResult {
       truncated: s.truncated,
       stdout_bytes: s.stdout_bytes,
       stderr_bytes: s.stderr_bytes,
+      outputs: s.pieces,
       ..self
     }
   }
@@ -251,7 +291,7 @@ impl CellResult {
 pub struct DriverSession {
   opts: DriverSpec,
   engine: Engine<()>,
-  history: std::sync::Mutex<Vec<HistoryCell>>,
+  history: std::sync::Mutex<History>,
 }
 
 impl DriverSession {
@@ -312,7 +352,7 @@ impl DriverSession {
       // a display of an earlier cell's timer, read now, is shown with this one
       if m.ev == "display" {
         if let Some(data) = m.data {
-          shown.push(data);
+          shown.push(data, m.at);
         }
         return None;
       }
@@ -325,7 +365,11 @@ impl DriverSession {
           self.engine.queue.started();
           None
         }
-        "done" => Some(m),
+        "done" => {
+          let mut m = m;
+          shown.wrote(m.wrote, m.runs.take());
+          Some(m)
+        }
         _ => None,
       }
     };
@@ -410,12 +454,14 @@ impl DriverSession {
   ) -> Result<CellResult, ExecError> {
     let prepared = self.opts.kind.prepare(code, opts.language);
     let entered = self.engine.enter(&mut turn, self).await?;
-    let mut out = Capture::new(opts.max_output, out);
-    let mut err = Capture::new(opts.max_output, err);
+    let order = Order::default();
+    let mut out = Capture::new(opts.max_output, out).ordered(&order, 0);
+    let mut err = Capture::new(opts.max_output, err).ordered(&order, 1);
     let mut shown = Shown {
       sink: display,
       kept: Vec::new(),
       cap: opts.max_display_bytes,
+      order,
     };
     let started = Instant::now();
     let (code, error) = match &prepared {
@@ -489,20 +535,37 @@ impl DriverSession {
   }
 
   fn record(&self, cell: HistoryCell) {
-    self
-      .history
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .push(cell);
+    let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+    h.cells.push_back(cell);
+    while h.cells.len() > self.opts.max_history {
+      h.cells.pop_front();
+      h.dropped += 1;
+    }
   }
 
-  /// The cells run so far (not the init code), with their results, in order.
+  /// The cells run so far (not the init code), with their results, in
+  /// order: the last `max_history` of them.
   pub fn history(&self) -> Vec<HistoryCell> {
+    let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+    h.cells.iter().cloned().collect()
+  }
+
+  /// How many of the oldest cells the history has dropped.
+  pub fn history_dropped(&self) -> u64 {
     self
       .history
       .lock()
       .unwrap_or_else(|e| e.into_inner())
-      .clone()
+      .dropped
+  }
+
+  /// Write the history to `path` as an nbformat 4.5 notebook.
+  pub fn export_notebook(&self, path: &std::path::Path) -> Result<(), ExecError> {
+    let (cells, dropped) = {
+      let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+      (h.cells.iter().cloned().collect::<Vec<_>>(), h.dropped)
+    };
+    super::notebook::export(path, self.opts.kind, &cells, dropped)
   }
 
   /// Which interpreter the session runs.
@@ -625,11 +688,24 @@ impl DriverSession {
 impl Boot<()> for DriverSession {
   /// Start an interpreter and run `init_code` in it.
   async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
-    let ready = |m: &[u8]| serde_json::from_slice::<Message>(m).is_ok_and(|m| m.ev == "ready");
-    let mut w = self
-      .engine
-      .spawn_ready(None, |m| ready(m).then_some(Ok(())))
-      .await?;
+    let shown = &self.engine.shown;
+    let ready = |m: &[u8]| match serde_json::from_slice::<Message>(m) {
+      Ok(m) if m.ev == "ready" => Some(Ok(())),
+      // the Node driver found its node too old
+      Ok(m) if m.ev == "unsupported" => Some(Err(super::node::unsupported(
+        shown,
+        m.version.as_deref().unwrap_or("older"),
+      ))),
+      _ => None,
+    };
+    let mut w = match self.engine.spawn_ready(None, ready).await {
+      Ok(w) => w,
+      Err(e) if e.code == ErrorCode::ESPAWN && self.opts.kind == DriverKind::Node => {
+        let old = super::node::too_old(self.engine.program(), shown).await;
+        return Err(old.unwrap_or(e));
+      }
+      Err(e) => return Err(e),
+    };
     if let Some(init) = self.opts.init_code.clone() {
       let mut out = Capture::new(4096, Discard);
       let mut err = Capture::new(4096, Discard);

@@ -144,6 +144,11 @@ impl<S: Send> Engine<S> {
     })
   }
 
+  /// The worker's program, resolved.
+  pub fn program(&self) -> &std::path::Path {
+    &self.spec.program
+  }
+
   /// The worker's pid (0 when none runs).
   pub fn pid(&self) -> i32 {
     self.pid.load(Ordering::Relaxed)

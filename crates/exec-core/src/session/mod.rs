@@ -52,6 +52,7 @@ mod worker;
 
 use std::time::Duration;
 
+pub use capture::OutputPiece;
 pub use display::{Bundle, DisplaySink, NoDisplay};
 pub use driver::{CellException, CellResult, DriverKind, DriverSession, DriverSpec};
 pub use node::{prepare_cell, NodeOptions};

@@ -32,6 +32,7 @@ use swc_ecma_visit::{Visit, VisitWith};
 
 use super::driver::{CellException, DriverKind, DriverSpec};
 use super::CellLanguage;
+use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;
 
 /// The driver that runs inside `node` (also shipped as `node/driver.mjs`).
@@ -59,6 +60,8 @@ pub struct NodeOptions {
   pub limits: crate::limits::Limits,
   pub die_with_parent: bool,
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
+  pub max_history: usize,
 }
 
 impl Default for NodeOptions {
@@ -75,6 +78,7 @@ impl Default for NodeOptions {
       limits: crate::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
+      max_history: super::driver::DEFAULT_MAX_HISTORY,
     }
   }
 }
@@ -104,8 +108,44 @@ impl From<NodeOptions> for DriverSpec {
       limits: o.limits,
       die_with_parent: o.die_with_parent,
       sandbox: o.sandbox,
+      max_history: o.max_history,
     }
   }
+}
+
+/// The oldest Node a session runs on (the driver checks it as it starts).
+pub const MIN_NODE: (u32, u32) = (20, 17);
+
+/// `exec: NodeSession needs Node 20.17 or later; node is v18.19.0 (ENOTSUP)`.
+pub(crate) fn unsupported(shown: &str, version: &str) -> ExecError {
+  ExecError::new(
+    ErrorCode::ENOTSUP,
+    format!(
+      "NodeSession needs Node {}.{} or later; {shown} is {version}",
+      MIN_NODE.0, MIN_NODE.1
+    ),
+  )
+}
+
+/// `node` exited as it started: when it is older than [`MIN_NODE`] (one
+/// before 20.11 refuses the driver's `--disable-warning` before the driver
+/// can check), that is the error. Asks `node --version`.
+pub(crate) async fn too_old(program: &std::path::Path, shown: &str) -> Option<ExecError> {
+  let run = tokio::process::Command::new(program)
+    .arg("--version")
+    .stdin(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true)
+    .output();
+  let out = tokio::time::timeout(Duration::from_secs(5), run)
+    .await
+    .ok()?
+    .ok()?;
+  let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+  let mut parts = version.trim_start_matches('v').split('.');
+  let major: u32 = parts.next()?.parse().ok()?;
+  let minor: u32 = parts.next()?.parse().ok()?;
+  ((major, minor) < MIN_NODE).then(|| unsupported(shown, &version))
 }
 
 /// The code the driver evaluates for a cell, or the error the cell fails

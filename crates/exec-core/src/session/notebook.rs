@@ -1,14 +1,14 @@
 //! A session's history and its notebook: the cells run so far with their
 //! outputs, written as nbformat 4.5 (`.ipynb`) and read back for a replay.
 //!
-//! The outputs of a cell, in this order (the pipes and the bundles are
-//! captured apart, so their interleaving is not kept): a `stream` for
-//! stdout, one for stderr, a `display_data` per `display()` bundle, the
-//! `execute_result` of the last value, or an `error` (`ename`, `evalue`,
-//! `traceback` lines).
+//! The outputs of a cell, in the order they came (as Jupyter keeps them):
+//! `stream` outputs for stdout and stderr and a `display_data` per
+//! `display()` bundle, interleaved, then the `execute_result` of the last
+//! value, or an `error` (`ename`, `evalue`, `traceback` lines).
 
 use serde_json::{json, Map, Value};
 
+use super::capture::OutputPiece;
 use super::driver::{CellResult, DriverKind};
 use super::SessionStatus;
 use crate::error::{ErrorCode, ExecError};
@@ -45,15 +45,37 @@ fn bundle_data(b: &Map<String, Value>) -> Value {
   Value::Object(data)
 }
 
+/// The pieces of a cell's output in order; a result made without them
+/// (none came) has its streams, then its bundles.
+pub fn ordered(r: &CellResult) -> Vec<OutputPiece> {
+  if !r.outputs.is_empty() {
+    return r.outputs.clone();
+  }
+  let mut p = vec![
+    OutputPiece::Stdout(0..r.stdout.len()),
+    OutputPiece::Stderr(0..r.stderr.len()),
+  ];
+  p.extend((0..r.displays.len()).map(OutputPiece::Display));
+  p
+}
+
 fn outputs(r: &CellResult) -> Vec<Value> {
   let mut out = Vec::new();
-  for (name, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+  for piece in ordered(r) {
+    let (name, text) = match piece {
+      OutputPiece::Stdout(at) => ("stdout", &r.stdout[at]),
+      OutputPiece::Stderr(at) => ("stderr", &r.stderr[at]),
+      OutputPiece::Display(i) => {
+        if let Some(d) = r.displays.get(i) {
+          out
+            .push(json!({ "output_type": "display_data", "data": bundle_data(d), "metadata": {} }));
+        }
+        continue;
+      }
+    };
     if !text.is_empty() {
       out.push(json!({ "output_type": "stream", "name": name, "text": lines(text) }));
     }
-  }
-  for d in &r.displays {
-    out.push(json!({ "output_type": "display_data", "data": bundle_data(d), "metadata": {} }));
   }
   if let Some(v) = &r.result_value {
     let mut b = r.result_data.clone().unwrap_or_default();
@@ -85,9 +107,10 @@ fn outputs(r: &CellResult) -> Vec<Value> {
   out
 }
 
-/// The history as an nbformat 4.5 notebook.
-pub fn to_notebook(kind: DriverKind, cells: &[HistoryCell]) -> Value {
-  let cells: Vec<Value> = cells
+/// The history as an nbformat 4.5 notebook; `dropped`: the older cells the
+/// history no longer holds (a markdown cell at the top says so).
+pub fn to_notebook(kind: DriverKind, cells: &[HistoryCell], dropped: u64) -> Value {
+  let mut cells: Vec<Value> = cells
     .iter()
     .enumerate()
     .map(|(i, c)| {
@@ -101,6 +124,15 @@ pub fn to_notebook(kind: DriverKind, cells: &[HistoryCell]) -> Value {
       })
     })
     .collect();
+  if dropped > 0 {
+    let note = format!(
+      "*exec-native: the {dropped} cells run before these are not in this notebook: the session's history keeps only its last cells (`maxHistory`).*"
+    );
+    cells.insert(
+      0,
+      json!({ "cell_type": "markdown", "id": "dropped-cells", "metadata": {}, "source": note }),
+    );
+  }
   let (kernelspec, language_info) = match kind {
     DriverKind::Python => (
       json!({ "name": "python3", "display_name": "Python 3", "language": "python" }),
@@ -124,7 +156,11 @@ pub fn to_notebook(kind: DriverKind, cells: &[HistoryCell]) -> Value {
   json!({
     "nbformat": 4,
     "nbformat_minor": 5,
-    "metadata": { "kernelspec": kernelspec, "language_info": language_info },
+    "metadata": {
+      "kernelspec": kernelspec,
+      "language_info": language_info,
+      "exec_native": { "dropped_cells": dropped },
+    },
     "cells": cells,
   })
 }
@@ -134,8 +170,9 @@ pub fn export(
   path: &std::path::Path,
   kind: DriverKind,
   cells: &[HistoryCell],
+  dropped: u64,
 ) -> Result<(), ExecError> {
-  let nb = to_notebook(kind, cells);
+  let nb = to_notebook(kind, cells, dropped);
   let text = serde_json::to_string_pretty(&nb).expect("a JSON value serializes");
   std::fs::write(path, text + "\n").map_err(|e| {
     ExecError::new(

@@ -33,6 +33,8 @@ pub struct PythonOptions {
   pub die_with_parent: bool,
   /// Opt-in OS sandbox of the interpreter and every cell.
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
+  pub max_history: usize,
 }
 
 impl Default for PythonOptions {
@@ -48,6 +50,7 @@ impl Default for PythonOptions {
       limits: crate::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
+      max_history: super::driver::DEFAULT_MAX_HISTORY,
     }
   }
 }
@@ -67,6 +70,7 @@ impl From<PythonOptions> for DriverSpec {
       limits: o.limits,
       die_with_parent: o.die_with_parent,
       sandbox: o.sandbox,
+      max_history: o.max_history,
     }
   }
 }
