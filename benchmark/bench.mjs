@@ -420,11 +420,16 @@ async function heapChild(gib, count) {
     ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: true', call: () => spawnCall('/bin/true', [], { sandbox: true }).then((r) => check(r.sandbox?.applied === true, 'sandboxed')) }] : []),
     // the same sandbox as a host without user namespaces gets it: Landlock +
     // seccomp applied by the child itself, no namespaces
-    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: () => {
+    // (the variable is read on the runtime's thread, after the call returns:
+    // it stays set until the run is over)
+    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: async () => {
       process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
-      const p = spawnCall('/bin/true', [], { sandbox: true })
-      delete process.env.EXEC_NATIVE_TEST_NO_USERNS
-      return p.then((r) => check(r.sandbox?.mechanism === 'landlock+seccomp', 'landlock+seccomp'))
+      try {
+        const r = await spawnCall('/bin/true', [], { sandbox: true })
+        check(r.sandbox?.mechanism === 'landlock+seccomp', `landlock+seccomp, got ${JSON.stringify(r.sandbox)}`)
+      } finally {
+        delete process.env.EXEC_NATIVE_TEST_NO_USERNS
+      }
     } }] : []),
     // Debian's bubblewrap with the same boundary, spawned the same way
     ...(sandboxable && bwrap ? [{ name: 'bwrap (ro /, rw tmp, net, pid, proc)', call: () => spawnCall(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--bind', os.tmpdir(), os.tmpdir(), '--unshare-net', '--unshare-pid', '--proc', '/proc', '/bin/true'], {}).then((r) => check(r.exitCode === 0, 'bwrap')) }] : []),
