@@ -375,26 +375,34 @@ async function caseOverhead() {
   const h = med('exec-native spawn() handle') / med('child_process.spawn')
   target('overhead', 'spawn() handle / child_process.spawn (median per run)', h, '<= 0.7', h <= 0.7, 'x')
   target('overhead', 'spawnCall / execa (median per run)', a / med('execa'), '<= 0.5', a / med('execa') <= 0.5, 'x')
-  spawnFloorTargets(med, peer)
+  spawnFloorTargets(med, (k) => Math.min(...s.get(k)), peer)
 }
 
 /** Issue 28: each way of spawning /bin/true against the posix_spawn floor and
  * Bun, medians of the same run; executeAndCapture('true', 'bash') without
  * bash's own start (its median minus the `bash -c true` floor, plus the
  * /bin/true floor). */
-function spawnFloorTargets(med, peer) {
-  const floor = med(FLOOR)
-  const bun = peer.bun ? med(bunName(peer.bunVersion)) : null
-  const ours = [
-    ['spawnCall', med('exec-native spawnCall')],
-    ['captureCall', med('exec-native captureCall')],
-    ["executeAndCapture('true', 'bash') - bash floor", med("exec-native executeAndCapture('true', 'bash')") - med(BASH_FLOOR) + floor],
-    ['spawn() + exited', med('exec-native spawn() handle')],
-  ]
-  const line = `above the posix_spawn floor (${floor.toFixed(3)} ms, median): ${ours.map(([k, v]) => `${k} +${(v - floor).toFixed(3)}`).join(', ')}${bun === null ? '' : `, Bun +${(bun - floor).toFixed(3)}`} ms`
-  console.log(line)
-  markdown.push(line)
-  results.cases.overhead.aboveFloorMs = Object.fromEntries([...ours, ...(bun === null ? [] : [['Bun', bun]])].map(([k, v]) => [k, r3(v - floor)]))
+function spawnFloorTargets(med, lo, peer) {
+  const rows = (m) => ({
+    floor: m(FLOOR),
+    bun: peer.bun ? m(bunName(peer.bunVersion)) : null,
+    ours: [
+      ['spawnCall', m('exec-native spawnCall')],
+      ['captureCall', m('exec-native captureCall')],
+      ["executeAndCapture('true', 'bash') - bash floor", m("exec-native executeAndCapture('true', 'bash')") - m(BASH_FLOOR) + m(FLOOR)],
+      ['spawn() + exited', m('exec-native spawn() handle')],
+    ],
+  })
+  // the medians decide the targets; the minimums (the least disturbed run of
+  // each) are printed beside them, for a loaded machine
+  for (const [label, m] of [['median', med], ['min', lo]]) {
+    const { floor, bun, ours } = rows(m)
+    const line = `above the posix_spawn floor (${floor.toFixed(3)} ms, ${label}): ${ours.map(([k, v]) => `${k} +${(v - floor).toFixed(3)}`).join(', ')}${bun === null ? '' : `, Bun +${(bun - floor).toFixed(3)}`} ms`
+    console.log(line)
+    markdown.push(line)
+    results.cases.overhead[label === 'median' ? 'aboveFloorMs' : 'aboveFloorMinMs'] = Object.fromEntries([...ours, ...(bun === null ? [] : [['Bun', bun]])].map(([k, v]) => [k, r3(v - floor)]))
+  }
+  const { floor, bun, ours } = rows(med)
   for (const [k, v] of ours) {
     target('overhead', `${k} / posix_spawn floor (median per run)`, v / floor, '<= 1.15', v / floor <= 1.15, 'x')
     if (bun === null) targetNotRun('overhead', `${k} / Bun.spawn (median per run)`, '<= 1', peer.bunReason)
