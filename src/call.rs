@@ -29,6 +29,9 @@ where
 {
   match fut {
     Err(e) => reject_type_error(env, e),
+    // one threadsafe function of the environment settles it (promise.rs);
+    // napi-rs's own bridge where the environment has none
+    Ok(fut) if crate::promise::ready() => crate::promise::spawn(env, fut, convert),
     Ok(fut) => env.spawn_future_with_callback(async move { Ok(fut.await) }, convert),
   }
 }

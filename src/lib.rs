@@ -14,6 +14,7 @@ mod error;
 mod host;
 mod manager;
 mod options;
+mod promise;
 mod reaping;
 mod sandbox;
 mod serve;
@@ -28,7 +29,8 @@ use napi_derive::napi;
 
 #[napi(module_exports)]
 pub fn init(_exports: Object, env: Env) -> Result<()> {
-  host::init_env(&env)
+  host::init_env(&env)?;
+  promise::init_env(&env)
 }
 
 /// Number of process groups exec-native is still tracking (running children,
