@@ -27,6 +27,7 @@ where
   V: ToNapiValue,
   C: FnOnce(&Env, T) -> Result<V> + 'static,
 {
+  exec_core::trace::at("js.args");
   match fut {
     Err(e) => reject_type_error(env, e),
     // one threadsafe function of the environment settles it (promise.rs);

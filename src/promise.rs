@@ -165,6 +165,7 @@ unsafe extern "C" fn call_js(
   _context: *mut std::ffi::c_void,
   data: *mut std::ffi::c_void,
 ) {
+  exec_core::trace::at("js.settle");
   // SAFETY: `data` is the Box queued by `Queue::send`, handed over once
   let done = unsafe { Box::from_raw(data.cast::<Done>()) };
   if env.is_null() {
@@ -197,6 +198,7 @@ unsafe extern "C" fn call_js(
     match settled {
       Ok(v) => {
         sys::napi_resolve_deferred(env, deferred, v);
+        exec_core::trace::at("js.resolved");
       }
       Err(e) => {
         let value = JsError::from(e).into_value(env);
@@ -287,11 +289,14 @@ where
     bridge.pending.insert(id, Pending { deferred, convert });
     let queue = bridge.queue.clone();
     napi::bindgen_prelude::spawn(async move {
+      exec_core::trace::at("rt.polled");
       let output = CatchUnwind(fut)
         .await
         .map(|t| Box::new(t) as Box<dyn Any + Send>);
+      exec_core::trace::at("rt.done");
       queue.send(Done { id, output });
     });
+    exec_core::trace::at("js.spawned");
     Ok(PromiseRaw::new(raw_env, promise))
   })
 }
