@@ -241,11 +241,7 @@ pub fn ready() -> bool {
 
 /// A promise of `fut`'s output converted by `convert` on the JS thread; the
 /// future runs on the runtime. Only where [`ready`].
-pub fn spawn<'env, F, T, V, C>(
-  env: &'env Env,
-  fut: F,
-  convert: C,
-) -> Result<PromiseRaw<'env, V>>
+pub fn spawn<'env, F, T, V, C>(env: &'env Env, fut: F, convert: C) -> Result<PromiseRaw<'env, V>>
 where
   F: Future<Output = T> + Send + 'static,
   T: Send + 'static,

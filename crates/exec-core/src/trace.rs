@@ -23,7 +23,10 @@ mod on {
   pub fn at(what: &'static str) {
     let now = Instant::now();
     EPOCH.get_or_init(|| now);
-    EVENTS.lock().unwrap_or_else(|e| e.into_inner()).push((what, now));
+    EVENTS
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .push((what, now));
   }
 
   /// The events recorded so far (cleared): names and microseconds since the
