@@ -28,7 +28,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, '..')
 const require = createRequire(import.meta.url)
 const native = require('../index.js')
-const { spawnCall, executeAndCapture } = native
+const { spawnCall, captureCall, executeAndCapture } = native
 /** The addon's synchronous process handle (Node's `spawn` keeps its name here). */
 const spawnHandle = native.spawn
 /** The sandbox rows need Landlock (ABI 6+) and seccomp on this machine. */
@@ -72,18 +72,25 @@ const r3 = (x) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x)
  * Run each contender `rounds` times, `perRound` operations a time, in rotated
  * order (round r starts with contender r mod k), after `warmup` operations of
  * each. `op()` returns a number (its own measure) or undefined (then the wall
- * time of the op, in ms, is recorded). Returns samples per contender.
+ * time of the op, in ms, is recorded); a contender with `batch(count)` instead
+ * runs `count` operations itself and returns their measures (a peer in
+ * another process: see `peerServer`). Returns samples per contender.
  */
 async function interleave(contenders, { rounds, perRound, warmup = 0 }) {
   const samples = new Map(contenders.map((c) => [c.name, []]))
-  for (const c of contenders) for (let i = 0; i < warmup; i++) await c.op()
+  for (const c of contenders) {
+    if (c.batch) await c.batch(warmup)
+    else for (let i = 0; i < warmup; i++) await c.op()
+  }
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < contenders.length; k++) {
       const c = contenders[(r + k) % contenders.length]
       // the garbage of the previous contender is not collected on this one's time
       globalThis.gc?.()
       if (c.before) await c.before()
-      for (let i = 0; i < perRound; i++) {
+      // a peer in another process (the floor, Bun) times its own operations
+      if (c.batch) samples.get(c.name).push(...(await c.batch(perRound)))
+      else for (let i = 0; i < perRound; i++) {
         const t = performance.now()
         const v = await c.op()
         samples.get(c.name).push(typeof v === 'number' ? v : performance.now() - t)
@@ -187,6 +194,96 @@ function version(pkg) {
 }
 const TSX_CLI = path.join(root, 'node_modules/tsx/dist/cli.mjs')
 
+// -- peers in other processes (issue 28): the spawn floor and Bun, served over
+// stdin/stdout one JSON line per request, so that their rounds interleave with
+// the others; each times its own spawns
+
+/**
+ * A program that answers one JSON line per JSON line (benchmark/spawn-floor.py,
+ * benchmark/bun-spawn.mjs): `ask(req)` sends one and resolves with the answer.
+ */
+function peerServer(cmd, args) {
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] })
+  let buf = ''
+  const waiting = []
+  let failed = null
+  const fail = (e) => {
+    failed ??= e
+    while (waiting.length) waiting.shift().reject(failed)
+  }
+  child.on('error', fail)
+  child.on('exit', (code, sig) => fail(new Error(`bench: ${path.basename(cmd)} ${args.join(' ')} ended (${code ?? sig})`)))
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (d) => {
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i)
+      buf = buf.slice(i + 1)
+      waiting.shift()?.resolve(JSON.parse(line))
+    }
+  })
+  return {
+    ask(req) {
+      if (failed) return Promise.reject(failed)
+      return new Promise((resolve, reject) => {
+        waiting.push({ resolve, reject })
+        child.stdin.write(JSON.stringify(req) + '\n')
+      })
+    },
+    close() {
+      child.removeAllListeners('exit')
+      child.stdin.end()
+    },
+  }
+}
+
+/** Bun's binary from the dev dependency `bun` (its postinstall moves the
+ * platform package's binary to `bun/bin/bun.exe`; with scripts ignored it stays
+ * in `@oven/bun-<platform>/bin/bun`); `BENCH_BUN` names another. Returns
+ * `{ path, version }` or `{ reason }` when there is none. */
+function findBun() {
+  const arch = process.arch === 'arm64' ? 'aarch64' : process.arch
+  const candidates = [
+    process.env.BENCH_BUN,
+    path.join(root, 'node_modules/bun/bin/bun.exe'),
+    path.join(root, `node_modules/@oven/bun-${process.platform}-${arch}/bin/bun`),
+  ].filter(Boolean)
+  for (const p of candidates) {
+    if (!existsSync(p)) continue
+    const r = spawnSync(p, ['--version'], { encoding: 'utf8' })
+    if (r.status === 0) return { path: p, version: r.stdout.trim() }
+    return { reason: `${p} does not run (${r.error?.message ?? `exit ${r.status}`})` }
+  }
+  return { reason: `no bun binary (looked for ${candidates.map((c) => path.relative(root, c)).join(', ')}): run npm install (the dev dependency \`bun\`), or set BENCH_BUN` }
+}
+
+let peerCache = null
+/** The floor's server and Bun's (null, with `bunReason`, when Bun is missing),
+ * started once, closed at the end of the run. */
+function spawnPeers() {
+  if (peerCache) return peerCache
+  const python = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout.trim() || 'python3'
+  const bash = spawnSync('bash', ['-c', 'type -P bash'], { encoding: 'utf8' }).stdout.trim() || '/bin/bash'
+  const bun = findBun()
+  peerCache = {
+    bash,
+    floor: peerServer(python, ['-S', path.join(here, 'spawn-floor.py')]),
+    bun: bun.path ? peerServer(bun.path, [path.join(here, 'bun-spawn.mjs')]) : null,
+    bunVersion: bun.version ?? null,
+    bunReason: bun.reason ?? null,
+  }
+  if (!peerCache.bun) console.log(`Bun rows skipped: ${bun.reason}`)
+  return peerCache
+}
+function closePeers() {
+  peerCache?.floor.close()
+  peerCache?.bun?.close()
+}
+const FLOOR = 'floor: posix_spawn + waitpid (Python loop)'
+const BASH_FLOOR = "floor: posix_spawn('bash', ['-c', 'true']) + waitpid"
+const bunName = (v) => `Bun.spawn + await exited (bun ${v})`
+
 // ---------------------------------------------------------------- table output
 
 function table(title, cols, rows) {
@@ -211,9 +308,14 @@ const markdown = []
 function target(caseId, what, value, goal, pass, unit = '') {
   results.targets.push({ case: caseId, what, value: r3(value), goal, pass, unit })
 }
+/** A target against a peer that did not run (Bun missing): recorded with why. */
+function targetNotRun(caseId, what, goal, why) {
+  results.targets.push({ case: caseId, what, value: NaN, goal, pass: null, unit: '', why })
+}
 
 async function caseOverhead() {
   const { execa, x } = await peers()
+  const peer = spawnPeers()
   const total = n(1000, 20)
   const rounds = Math.min(10, total)
   const perRound = Math.ceil(total / rounds)
@@ -226,6 +328,13 @@ async function caseOverhead() {
     { name: 'tinyexec', op: async () => check((await x('/bin/true')).exitCode === 0, 'tinyexec') },
     { name: "exec-native executeAndCapture('/bin/true', 'bash')", op: async () => check((await executeAndCapture('/bin/true', 'bash')).success, 'executeAndCapture') },
     { name: "child_process.execFile('bash', ['-c', '/bin/true'])", op: () => execFileP('bash', ['-c', '/bin/true']) },
+    // issue 28: the floor and Bun (each in its own process), captureCall, and
+    // executeAndCapture('true', 'bash') beside bash's own start
+    { name: FLOOR, external: true, batch: async (k) => (await peer.floor.ask({ op: 'seq', n: k, argv: ['/bin/true'] })).ms },
+    ...(peer.bun ? [{ name: bunName(peer.bunVersion), external: true, batch: async (k) => (await peer.bun.ask({ op: 'seq', n: k, argv: ['/bin/true'] })).ms }] : []),
+    { name: 'exec-native captureCall', op: async () => check((await captureCall('/bin/true', [])).exitCode === 0, 'captureCall') },
+    { name: "exec-native executeAndCapture('true', 'bash')", op: async () => check((await executeAndCapture('true', 'bash')).success, "executeAndCapture('true')") },
+    { name: BASH_FLOOR, external: true, batch: async (k) => (await peer.floor.ask({ op: 'seq', n: k, argv: [peer.bash, '-c', 'true'] })).ms },
   ]
   // host CPU (all threads of this process, not the children) per run: less
   // noisy than wall time on a busy machine
@@ -246,7 +355,8 @@ async function caseOverhead() {
     median: med(c.name),
     mean: mean(s.get(c.name)),
     p90: quantile(s.get(c.name), 0.9),
-    cpuUs: cpu.get(c.name) / s.get(c.name).length,
+    cpuUs: c.external ? null : cpu.get(c.name) / s.get(c.name).length,
+    min: Math.min(...s.get(c.name)),
     vsSpawn: med(c.name) / med('child_process.spawn'),
     vsExeca: med(c.name) / med('execa'),
   }))
@@ -255,6 +365,7 @@ async function caseOverhead() {
     table(`1. Overhead: ${total} sequential runs of /bin/true (ms per run)`, [
       { key: 'name', label: 'contender' },
       { key: 'median', label: 'median ms', digits: 3 },
+      { key: 'min', label: 'min ms', digits: 3 },
       { key: 'mean', label: 'mean ms', digits: 3 },
       { key: 'p90', label: 'p90 ms', digits: 3 },
       { key: 'cpuUs', label: 'host CPU µs', digits: 0 },
@@ -267,6 +378,39 @@ async function caseOverhead() {
   const h = med('exec-native spawn() handle') / med('child_process.spawn')
   target('overhead', 'spawn() handle / child_process.spawn (median per run)', h, '<= 0.7', h <= 0.7, 'x')
   target('overhead', 'spawnCall / execa (median per run)', a / med('execa'), '<= 0.5', a / med('execa') <= 0.5, 'x')
+  spawnFloorTargets(med, (k) => Math.min(...s.get(k)), peer)
+}
+
+/** Issue 28: each way of spawning /bin/true against the posix_spawn floor and
+ * Bun, medians of the same run; executeAndCapture('true', 'bash') without
+ * bash's own start (its median minus the `bash -c true` floor, plus the
+ * /bin/true floor). */
+function spawnFloorTargets(med, lo, peer) {
+  const rows = (m) => ({
+    floor: m(FLOOR),
+    bun: peer.bun ? m(bunName(peer.bunVersion)) : null,
+    ours: [
+      ['spawnCall', m('exec-native spawnCall')],
+      ['captureCall', m('exec-native captureCall')],
+      ["executeAndCapture('true', 'bash') - bash floor", m("exec-native executeAndCapture('true', 'bash')") - m(BASH_FLOOR) + m(FLOOR)],
+      ['spawn() + exited', m('exec-native spawn() handle')],
+    ],
+  })
+  // the medians decide the targets; the minimums (the least disturbed run of
+  // each) are printed beside them, for a loaded machine
+  for (const [label, m] of [['median', med], ['min', lo]]) {
+    const { floor, bun, ours } = rows(m)
+    const line = `above the posix_spawn floor (${floor.toFixed(3)} ms, ${label}): ${ours.map(([k, v]) => `${k} +${(v - floor).toFixed(3)}`).join(', ')}${bun === null ? '' : `, Bun +${(bun - floor).toFixed(3)}`} ms`
+    console.log(line)
+    markdown.push(line)
+    results.cases.overhead[label === 'median' ? 'aboveFloorMs' : 'aboveFloorMinMs'] = Object.fromEntries([...ours, ...(bun === null ? [] : [['Bun', bun]])].map(([k, v]) => [k, r3(v - floor)]))
+  }
+  const { floor, bun, ours } = rows(med)
+  for (const [k, v] of ours) {
+    target('overhead', `${k} / posix_spawn floor (median per run)`, v / floor, '<= 1.15', v / floor <= 1.15, 'x')
+    if (bun === null) targetNotRun('overhead', `${k} / Bun.spawn (median per run)`, '<= 1', peer.bunReason)
+    else target('overhead', `${k} / Bun.spawn (median per run)`, v / bun, '<= 1', v <= bun, 'x')
+  }
 }
 
 // -- heap: measured in child Node processes that hold a live heap
@@ -287,15 +431,21 @@ async function heapChild(gib, count) {
     ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: true', call: () => spawnCall('/bin/true', [], { sandbox: true }).then((r) => check(r.sandbox?.applied === true, 'sandboxed')) }] : []),
     // the same sandbox as a host without user namespaces gets it: Landlock +
     // seccomp applied by the child itself, no namespaces
-    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: () => {
+    // (the variable is read on the runtime's thread, after the call returns:
+    // it stays set until the run is over)
+    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: async () => {
       process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
-      const p = spawnCall('/bin/true', [], { sandbox: true })
-      delete process.env.EXEC_NATIVE_TEST_NO_USERNS
-      return p.then((r) => check(r.sandbox?.mechanism === 'landlock+seccomp', 'landlock+seccomp'))
+      try {
+        const r = await spawnCall('/bin/true', [], { sandbox: true })
+        check(r.sandbox?.mechanism === 'landlock+seccomp', `landlock+seccomp, got ${JSON.stringify(r.sandbox)}`)
+      } finally {
+        delete process.env.EXEC_NATIVE_TEST_NO_USERNS
+      }
     } }] : []),
     // Debian's bubblewrap with the same boundary, spawned the same way
     ...(sandboxable && bwrap ? [{ name: 'bwrap (ro /, rw tmp, net, pid, proc)', call: () => spawnCall(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--bind', os.tmpdir(), os.tmpdir(), '--unshare-net', '--unshare-pid', '--proc', '/proc', '/bin/true'], {}).then((r) => check(r.exitCode === 0, 'bwrap')) }] : []),
     { name: 'exec-native spawn() handle', call: () => spawnHandle('/bin/true').exited },
+    { name: 'exec-native captureCall', call: () => captureCall('/bin/true', []) },
     { name: "exec-native executeAndCapture('/bin/true', 'bash')", call: () => executeAndCapture('/bin/true', 'bash') },
     { name: 'child_process.spawn', call: () => new Promise((res, rej) => { const c = spawn('/bin/true', []); c.on('error', rej); c.on('close', res) }) },
     { name: 'execa', call: () => execa('/bin/true') },
@@ -335,10 +485,10 @@ async function heapChild(gib, count) {
 async function caseHeap() {
   const count = n(200, 20)
   const rows = []
-  for (const gib of [0, 1, 2]) {
+  for (const gib of [0, 1, 1.5, 2]) {
     const r = spawnSync(
       process.execPath,
-      [`--max-old-space-size=${Math.max(2048, (gib + 2) * 1024)}`, '--expose-gc', fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
+      [`--max-old-space-size=${Math.max(2048, Math.ceil(gib + 2) * 1024)}`, '--expose-gc', fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
       { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] },
     )
     if (r.status !== 0) throw new Error(`bench: heap child (${gib} GiB) failed with ${r.status} ${r.signal ?? ''}`)
@@ -364,6 +514,11 @@ async function caseHeap() {
       { key: 'stallVsSpawn', label: 'stall x spawn', digits: 3 },
     ], rows),
   )
+  // issue 28: the stall per spawn at a 1.5 GiB heap
+  for (const name of ['exec-native spawnCall', 'exec-native captureCall', 'exec-native spawn() handle']) {
+    const r = rows.find((x) => x.heapGiB === 1.5 && x.name === name)
+    target('heap', `stall per ${name.replace('exec-native ', '')} at 1.5 GiB heap (median)`, r.stallMedian, '<= 0.05 ms', r.stallMedian <= 0.05, 'ms')
+  }
   const at2 = (name) => rows.find((x) => x.heapGiB === 2 && x.name === name)
   const en = at2('exec-native spawnCall')
   const cp = at2('child_process.spawn')
@@ -706,8 +861,79 @@ async function caseEventLoop() {
   target('eventloop', `p99 with ${par} executions at once minus the control row's p99`, vsControl, `<= 0.2 x control + 1 ms (${r3(rows[6].p99 * 0.2 + 1)})`, vsControl <= rows[6].p99 * 0.2 + 1, 'ms')
 }
 
+/** Issue 28: `count` spawns of /bin/true at once, per contender: the wall
+ * time of the burst and the latency of each spawn (start to settled). */
+async function spawnBurst(count, execa) {
+  const peer = spawnPeers()
+  const lat = new Map()
+  const burst = (name, one) => async () => {
+    const t0 = performance.now()
+    const ls = await Promise.all(
+      Array.from({ length: count }, async () => {
+        const t = performance.now()
+        await one()
+        return performance.now() - t
+      }),
+    )
+    const wall = performance.now() - t0
+    lat.get(name)?.push(...ls)
+    return wall
+  }
+  const external = (name, server) => ({
+    name,
+    batch: async (k) => {
+      const walls = []
+      for (let i = 0; i < k; i++) {
+        const r = await server.ask({ op: 'burst', n: count, argv: ['/bin/true'] })
+        lat.get(name)?.push(...r.lat)
+        walls.push(r.wall)
+      }
+      return walls
+    },
+  })
+  const ok = (what) => (r) => check(r.exitCode === 0, what)
+  const contenders = [
+    external(FLOOR, peer.floor),
+    ...(peer.bun ? [external(bunName(peer.bunVersion), peer.bun)] : []),
+    { name: 'exec-native spawnCall', one: () => spawnCall('/bin/true', []).then(ok('spawnCall')) },
+    { name: 'exec-native captureCall', one: () => captureCall('/bin/true', []).then(ok('captureCall')) },
+    { name: 'exec-native spawn() handle', one: () => spawnHandle('/bin/true').exited.then(ok('spawn handle')) },
+    { name: 'child_process.spawn', one: async () => check((await cpRun('/bin/true', [])) === 0, 'spawn') },
+    { name: 'execa', one: () => execa('/bin/true') },
+  ].map((c) => (c.one ? { name: c.name, op: burst(c.name, c.one) } : c))
+  // the warm-up's latencies are not kept
+  await interleave(contenders, { rounds: 0, perRound: 1, warmup: 1 })
+  for (const c of contenders) lat.set(c.name, [])
+  const s = await interleave(contenders, { rounds: n(7, 3), perRound: 1 })
+  const rows = contenders.map((c) => ({
+    name: c.name,
+    wallMs: median(s.get(c.name)),
+    minMs: Math.min(...s.get(c.name)),
+    p50: median(lat.get(c.name)),
+    p99: quantile(lat.get(c.name), 0.99),
+  }))
+  results.cases.concurrency.burst = { measures: `wall time of ${count} spawns of /bin/true at once (median and min of the rounds), latency of one spawn (start to settled) over all rounds`, count, rows }
+  markdown.push(
+    table(`5a. ${count} spawns of /bin/true at once (wall ms; one spawn's latency)`, [
+      { key: 'name', label: 'contender' },
+      { key: 'wallMs', label: 'wall median', digits: 1 },
+      { key: 'minMs', label: 'wall min', digits: 1 },
+      { key: 'p50', label: 'one spawn p50', digits: 1 },
+      { key: 'p99', label: 'one spawn p99', digits: 1 },
+    ], rows),
+  )
+  const wall = (name) => rows.find((r) => r.name === name).wallMs
+  for (const name of ['exec-native spawnCall', 'exec-native captureCall', 'exec-native spawn() handle']) {
+    const what = `${count} at once: ${name.replace('exec-native ', '')} / Bun.spawn (median wall)`
+    if (!peer.bun) targetNotRun('concurrency', what, '<= 1', peer.bunReason)
+    else target('concurrency', what, wall(name) / wall(bunName(peer.bunVersion)), '<= 1', wall(name) <= wall(bunName(peer.bunVersion)), 'x')
+  }
+}
+
 async function caseConcurrency() {
   const { execa, x } = await peers()
+  results.cases.concurrency = {}
+  await spawnBurst(n(200, 10), execa)
   const count = n(200, 10)
   // the same python3 binary for every contender: where python3 in PATH is a
   // wrapper script (pyenv's shim), tinyexec (which puts node_modules/.bin and
@@ -732,7 +958,7 @@ async function caseConcurrency() {
   process.env.PATH = savedPath
   const base = median(s.get('child_process.execFile'))
   const rows = contenders.map((c) => ({ name: c.name, wallMs: median(s.get(c.name)), vsExecFile: median(s.get(c.name)) / base }))
-  results.cases.concurrency = { measures: `wall time of ${count} concurrent python3 -c 'print(1)' runs, median of 3 (python3: ${real})`, count, python: real, rows }
+  Object.assign(results.cases.concurrency, { measures: `wall time of ${count} concurrent python3 -c 'print(1)' runs, median of 3 (python3: ${real})`, count, python: real, rows })
   markdown.push(
     table(`5. Concurrency: ${count} concurrent python3 -c 'print(1)' (wall ms, median of 3)`, [
       { key: 'name', label: 'contender' },
@@ -1010,7 +1236,7 @@ async function main() {
     node: process.version,
     platform: `${process.platform}-${process.arch}`,
     scale: SCALE,
-    peers: { execa: version('execa'), tinyexec: version('tinyexec'), tsx: version('tsx') },
+    peers: { execa: version('execa'), tinyexec: version('tinyexec'), tsx: version('tsx'), bun: findBun().version ?? null },
     command: `BENCH_SCALE=${SCALE} npm run bench${ONLY.length ? ` -- --only ${ONLY.join(',')}` : ''}`,
   }
   console.log(`exec-native bench ${results.meta.date}  nproc=${results.meta.nproc}  ${results.meta.cpu}  node ${process.version}  scale=${SCALE}  load=${results.meta.loadavg.join(' ')}`)
@@ -1036,11 +1262,13 @@ async function main() {
     console.log(`(${id}: ${((performance.now() - t) / 1000).toFixed(1)} s)`)
   }
   results.meta.seconds = r3((performance.now() - t0) / 1000)
+  closePeers()
 
   // targets, with the previous run's value beside
   const rows = results.targets.map((t) => {
     const p = prev?.targets?.find((x) => x.case === t.case && x.what === t.what)
-    return { ...t, value: `${r3(t.value)} ${t.unit}`, result: t.pass ? 'met' : 'MISSED', previous: p ? `${p.value} ${p.unit}` : '' }
+    const result = t.pass === null ? `not run: ${t.why}` : t.pass ? 'met' : 'MISSED'
+    return { ...t, value: t.pass === null ? '' : `${r3(t.value)} ${t.unit}`, result, previous: p ? `${p.value} ${p.unit}` : '' }
   })
   markdown.push(
     table('Targets (ratios from this run)', [

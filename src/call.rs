@@ -27,8 +27,12 @@ where
   V: ToNapiValue,
   C: FnOnce(&Env, T) -> Result<V> + 'static,
 {
+  exec_core::trace::at("js.args");
   match fut {
     Err(e) => reject_type_error(env, e),
+    // one threadsafe function of the environment settles it (promise.rs);
+    // napi-rs's own bridge where the environment has none
+    Ok(fut) if crate::promise::ready() => crate::promise::spawn(env, fut, convert),
     Ok(fut) => env.spawn_future_with_callback(async move { Ok(fut.await) }, convert),
   }
 }

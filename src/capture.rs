@@ -317,6 +317,7 @@ pub fn capture_call<'env>(
   argv: Option<Unknown<'env>>,
   options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, CapturedExecutionResult>> {
+  exec_core::trace::at("js.enter");
   let args = (|| -> ArgResult<_> {
     let command: String = read::required(command, &At::arg("command"))?;
     let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;

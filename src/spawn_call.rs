@@ -97,6 +97,7 @@ pub fn spawn_call<'env>(
   on_stdout: Option<Unknown<'env>>,
   on_stderr: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, SpawnResult>> {
+  exec_core::trace::at("js.enter");
   let args = (|| -> ArgResult<_> {
     let command: String = read::required(command, &At::arg("command"))?;
     let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;

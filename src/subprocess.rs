@@ -554,7 +554,7 @@ pub fn spawn<'env>(
           Either::B(_) => None,
         };
         s.done = true;
-        Ok(r)
+        r
       };
       (Some(pid), Some(mark), stdin, Either::A(fut))
     }
@@ -567,7 +567,7 @@ pub fn spawn<'env>(
   };
 
   let promise = match fut_result {
-    Either::A(fut) => env.spawn_future_with_callback(fut, move |env, r: SpawnResult| {
+    Either::A(fut) => call::promise(env, Ok(fut), move |env, r: SpawnResult| {
       if let Some(b) = binding {
         b.detach(env);
       }

@@ -15,6 +15,7 @@ pub mod process;
 pub mod sandbox;
 pub mod server;
 pub mod session;
+pub mod trace;
 mod ts_strip;
 pub mod utf8;
 

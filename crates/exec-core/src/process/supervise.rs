@@ -328,6 +328,7 @@ fn launch_child(
 ) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
   use std::os::unix::ffi::OsStrExt;
   let image = exec_image(spec, mark)?;
+  crate::trace::at("rt.image");
   let cwd = match &spec.cwd {
     Some(c) => Some(
       std::ffi::CString::new(c.as_os_str().as_bytes())
@@ -371,7 +372,9 @@ fn launch_child(
       new_group: true,
       step: Some(&step),
     };
+    crate::trace::at("rt.pipes");
     let (pid, pidfd) = platform::raw_spawn(&req)?;
+    crate::trace::at("rt.cloned");
     drop((stdin_child, out_w, err_w));
     let child = platform::RawChild::new(pid, pidfd)?;
     let stdin = match stdin_host {
@@ -451,6 +454,7 @@ async fn joined<T>(r: Result<T, tokio::task::JoinError>) -> T {
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    crate::trace::at("rt.spawn");
     spec.env.validate()?;
     for a in &spec.args {
       if a.as_encoded_bytes().contains(&0) {
@@ -471,6 +475,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       cwd: &cwd,
     };
     let mut prepared = setup.prepare()?;
+    crate::trace::at("rt.mark");
     // under a sandbox, its helper in front of the program
     // under a sandbox: its helper in front of the program, or (no
     // namespaces) the restriction for the child to apply before exec
@@ -554,6 +559,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         }));
       }
     }
+    crate::trace::at("rt.started");
     Ok(Execution {
       child,
       pid,
@@ -679,15 +685,18 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
     let pgid = self.pid as i32;
     let phase = self.exit_phase(policy, cancel).await;
+    crate::trace::at("rt.exited");
     // what is left of the tree (the group, and marked escapees) goes the same way
     if policy.cleanup_group_on_exit || phase.ended_by_us() {
       ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
     } else {
       registry::unregister(pgid);
     }
+    crate::trace::at("rt.swept");
     let (out, err) = self.drain(policy).await;
     let (stdout, stdout_bytes) = joined(out).await;
     let (stderr, stderr_bytes) = joined(err).await;
+    crate::trace::at("rt.drained");
     Finished {
       outcome: self.outcome_of(phase, policy, stdout_bytes, stderr_bytes),
       stdout,
