@@ -35,6 +35,9 @@ pub enum ErrorCode {
   EEXIST,
   /// The sandbox asked for could not be applied; nothing ran.
   ESANDBOX,
+  /// Not available on this platform yet (Windows: sessions, PTYs, the
+  /// sandbox, the agent tool's shell sessions).
+  ENOTSUP,
 }
 
 impl ErrorCode {
@@ -55,6 +58,7 @@ impl ErrorCode {
       ErrorCode::ESRCH => "ESRCH",
       ErrorCode::EEXIST => "EEXIST",
       ErrorCode::ESANDBOX => "ESANDBOX",
+      ErrorCode::ENOTSUP => "ENOTSUP",
     }
   }
 }
@@ -93,6 +97,15 @@ impl ExecError {
   /// The full message: `exec: <what> (<CODE>)`.
   pub fn message(&self) -> String {
     format!("exec: {} ({})", self.what, self.code)
+  }
+
+  /// `exec: <what> is not supported on Windows yet (ENOTSUP)`: a feature
+  /// the Windows build leaves out (issue 25).
+  pub fn not_on_windows(what: &str) -> Self {
+    Self::new(
+      ErrorCode::ENOTSUP,
+      format!("{what} is not supported on Windows yet"),
+    )
   }
 
   /// Map an OS error from spawning `program` to a clear error.
