@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Windows suite under Wine (issue 25; .ci/run's "Windows under Wine"
 # stage): cross-build the addon for x86_64-pc-windows-gnu (debug, no debug
-# info: the build is most of the stage), then run __test__/windows/wine.test.mjs
+# info, linted by clippy on the way: the build is most of the stage), then run __test__/windows/wine.test.mjs
 # with the official Windows node.exe. Prints each part's time.
 #
 #   scripts/wine-test.sh             set up (scripts/wine-setup.sh), build, test
@@ -15,7 +15,11 @@ echo "== wine setup: $((SECONDS - t0)) s"
 out=target/wine/out
 if [ "${1:-}" != "--no-build" ]; then
   t1=$SECONDS
-  # no debug info: a 170 MB DLL otherwise, and a slower link
+  # no debug info (a 170 MB DLL otherwise, and a slower link); the
+  # workspace's crates compiled by clippy-driver with -D warnings, as `cargo
+  # clippy` would check them: this build is the lint of the Windows code
+  # (scripts/check-targets.sh leaves the windows-msvc targets to it)
+  RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)" RUSTFLAGS="-D warnings" \
   CARGO_PROFILE_DEV_DEBUG=0 npx napi build --platform --target x86_64-pc-windows-gnu \
     --output-dir "$out" --no-js >"$out.log" 2>&1 || { tail -40 "$out.log"; exit 1; }
   echo "== cross build (x86_64-pc-windows-gnu): $((SECONDS - t1)) s"
