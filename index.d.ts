@@ -670,13 +670,15 @@ export interface CommandToolsOptions {
 /**
  * Run code in a fresh process and resolve with everything it printed.
  *
- * Languages: `'bash'`, `'javascript'` (node), `'typescript'` (tsx: the
- * caller's `<cwd>/node_modules/.bin/tsx`, else the bundled one), `'python'`
- * (python3). Never rejects for a failure of the run itself: check `success`,
+ * Languages: `'bash'` (on Windows Git for Windows' bash), `'javascript'`
+ * (node), `'typescript'` (tsx: the caller's `<cwd>/node_modules/.bin/tsx`,
+ * else the bundled one), `'python'` (python3; on Windows `python` or `py
+ * -3`), `'powershell'` (pwsh, else powershell), `'cmd'` (Windows' cmd.exe).
+ * Never rejects for a failure of the run itself: check `success`,
  * `errorCode`. Rejects with a TypeError (code `EINVAL`) for arguments of the
  * wrong type.
  */
-export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: ExecuteOptions): Promise<CapturedExecutionResult>
+export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: ExecuteOptions): Promise<CapturedExecutionResult>
 
 /** r" Options of `executeAndCapture` and `captureCall`. */
 export interface ExecuteOptions {
@@ -750,7 +752,7 @@ export interface ExecuteOptions {
  * Run code like `executeAndCapture`, but stream the output to callbacks as
  * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
  */
-export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
+export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
 /** One cell of `history()`. */
 export interface HistoryEntry {
