@@ -514,6 +514,13 @@ export interface CommandOptions {
   maxLines?: number
   /** Bytes of each stream shown (the last ones). @default 51200 */
   maxBytes?: number
+  /**
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default the runner's ('tail')
+   */
+  truncation?: 'tail' | 'head_tail'
   /** Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
   outputDir?: string
   /** Start in the background at once and return its pid. @default false */
@@ -634,6 +641,13 @@ export interface CommandRunnerOptions {
   maxLines?: number
   /** @default 51200 */
   maxBytes?: number
+  /**
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default 'tail'
+   */
+  truncation?: 'tail' | 'head_tail'
   /** @default os.tmpdir() */
   outputDir?: string
   /**
@@ -643,6 +657,16 @@ export interface CommandRunnerOptions {
   retention?: number
   /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
   forceKillAfterDelay?: number
+  /**
+   * The commands of `run`, `call` and `callTool('bash')` share one shell
+   * state, as in one terminal: `cd`, `export`, variables, functions,
+   * aliases and shell options carry over to the next command. Each
+   * command still runs in its own `bash -c` (timeouts background it, `&`
+   * jobs are adopted, as stateless); a command that moved to the
+   * background or was cancelled leaves the state as it was; a call's own
+   * `cwd` is a `cd` that carries over. @default false
+   */
+  stateful?: boolean
 }
 
 /**
@@ -680,13 +704,15 @@ export interface CommandToolsOptions {
 /**
  * Run code in a fresh process and resolve with everything it printed.
  *
- * Languages: `'bash'`, `'javascript'` (node), `'typescript'` (tsx: the
- * caller's `<cwd>/node_modules/.bin/tsx`, else the bundled one), `'python'`
- * (python3). Never rejects for a failure of the run itself: check `success`,
+ * Languages: `'bash'` (on Windows Git for Windows' bash), `'javascript'`
+ * (node), `'typescript'` (tsx: the caller's `<cwd>/node_modules/.bin/tsx`,
+ * else the bundled one), `'python'` (python3; on Windows `python` or `py
+ * -3`), `'powershell'` (pwsh, else powershell), `'cmd'` (Windows' cmd.exe).
+ * Never rejects for a failure of the run itself: check `success`,
  * `errorCode`. Rejects with a TypeError (code `EINVAL`) for arguments of the
  * wrong type.
  */
-export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: ExecuteOptions): Promise<CapturedExecutionResult>
+export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: ExecuteOptions): Promise<CapturedExecutionResult>
 
 /** Options of `executeAndCapture` and `captureCall`. */
 export interface ExecuteOptions {
@@ -760,7 +786,7 @@ export interface ExecuteOptions {
  * Run code like `executeAndCapture`, but stream the output to callbacks as
  * `spawnCall` does instead of capturing it (no cap: every byte is delivered).
  */
-export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
+export declare function executeStreaming(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
 /** One cell of `history()`. */
 export interface HistoryEntry {
@@ -883,6 +909,11 @@ export interface McpOptions {
    * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
+  /**
+   * `bash` calls share one shell state (`cd`, `export`, functions carry
+   * over; see `CommandRunnerOptions.stateful`). @default false
+   */
+  stateful?: boolean
 }
 
 /** An error thrown by a JavaScript cell. */
@@ -2000,6 +2031,13 @@ export interface StartCommandOptions {
   maxLines?: number
   /** Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
   maxBytes?: number
+  /**
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default the runner's ('tail')
+   */
+  truncation?: 'tail' | 'head_tail'
 }
 
 /** Truncation of both streams. */

@@ -22,7 +22,7 @@ const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
 Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
 exits with its exit code (124 on timeout).
 
-  -l, --language LANG   bash | javascript | typescript | python
+  -l, --language LANG   bash | javascript | typescript | python | powershell | cmd
                         (default: from the file extension, else bash)
   -e, --eval CODE       the code to run
   -C, --cwd DIR         working directory (default: the current one)
@@ -35,7 +35,7 @@ exits with its exit code (124 on timeout).
   --json                print the structured result as JSON instead of the output
   -h, --help            this text`
 
-const EXT = { '.py': 'python', '.js': 'javascript', '.cjs': 'javascript', '.mjs': 'javascript', '.ts': 'typescript', '.mts': 'typescript', '.sh': 'bash', '.bash': 'bash' }
+const EXT = { '.py': 'python', '.js': 'javascript', '.cjs': 'javascript', '.mjs': 'javascript', '.ts': 'typescript', '.mts': 'typescript', '.sh': 'bash', '.bash': 'bash', '.ps1': 'powershell', '.cmd': 'cmd', '.bat': 'cmd' }
 
 function fail(msg, code = 2) {
   process.stderr.write(`exec-native: ${msg}\n${USAGE}\n`)
@@ -151,7 +151,9 @@ async function main() {
     process.stderr.write(result.stderr)
     if (result.error) process.stderr.write(`${result.error}\n`)
   }
-  process.exitCode = result.exitCode < 0 ? 127 : result.exitCode > 255 ? 255 : result.exitCode
+  const code = result.exitCode
+  // Windows: the process's own code (no signals, no 8-bit status), -1 only if it never ran
+  process.exitCode = process.platform === 'win32' && code !== -1 ? code : code < 0 ? 127 : code > 255 ? 255 : code
 }
 
 main()

@@ -66,6 +66,7 @@ where
 
 /// [`promise`] of a future that may fail: a failure rejects with an `Error`
 /// whose `code` is the exec code.
+#[cfg_attr(windows, allow(dead_code))] // used by the POSIX-only features
 pub fn fallible<'env, F, T, V, C>(
   env: &'env Env,
   fut: ArgResult<F>,

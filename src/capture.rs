@@ -246,13 +246,15 @@ pub async fn capture(
 
 /// Run code in a fresh process and resolve with everything it printed.
 ///
-/// Languages: `'bash'`, `'javascript'` (node), `'typescript'` (tsx: the
-/// caller's `<cwd>/node_modules/.bin/tsx`, else the bundled one), `'python'`
-/// (python3). Never rejects for a failure of the run itself: check `success`,
+/// Languages: `'bash'` (on Windows Git for Windows' bash), `'javascript'`
+/// (node), `'typescript'` (tsx: the caller's `<cwd>/node_modules/.bin/tsx`,
+/// else the bundled one), `'python'` (python3; on Windows `python` or `py
+/// -3`), `'powershell'` (pwsh, else powershell), `'cmd'` (Windows' cmd.exe).
+/// Never rejects for a failure of the run itself: check `success`,
 /// `errorCode`. Rejects with a TypeError (code `EINVAL`) for arguments of the
 /// wrong type.
 #[napi(
-  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: ExecuteOptions",
+  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: ExecuteOptions",
   ts_return_type = "Promise<CapturedExecutionResult>"
 )]
 pub fn execute_and_capture<'env>(

@@ -46,20 +46,28 @@ pub fn init_env(env: &Env) -> Result<()> {
   })?;
   // process.exit() on the main thread does not run env cleanup hooks, but it
   // does run exit(3), and so atexit handlers
-  static ATEXIT: std::sync::Once = std::sync::Once::new();
-  ATEXIT.call_once(|| {
-    unsafe { libc::atexit(kill_everything_at_exit) };
-    // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
-    exec_core::cgroup::sweep_stale();
-  });
+  #[cfg(unix)]
+  {
+    static ATEXIT: std::sync::Once = std::sync::Once::new();
+    ATEXIT.call_once(|| {
+      unsafe { libc::atexit(kill_everything_at_exit) };
+      // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
+      exec_core::cgroup::sweep_stale();
+    });
+  }
   crate::stream::init_env(env)?;
   // SIGTERM/SIGINT/SIGHUP of the host: kill the children, then die as before
+  #[cfg(unix)]
   exec_core::hostguard::install();
   // PID 1, or EXEC_NATIVE_SUBREAPER=1: reap the orphans of our runs
+  #[cfg(unix)]
   exec_core::process::reaper::init();
+  // Windows needs neither: every run's Job Object ends with the host's
+  // handles, however the host dies
   Ok(())
 }
 
+#[cfg(unix)]
 extern "C" fn kill_everything_at_exit() {
   exec_core::process::registry::shutdown(None);
   // `serve`'s token files: the listener they open is gone
@@ -68,20 +76,9 @@ extern "C" fn kill_everything_at_exit() {
   exec_core::cgroup::remove_all_signal_safe();
 }
 
-/// Path of the loaded `.node` file.
-fn addon_path() -> Option<PathBuf> {
-  let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-  let addr = addon_path as *const libc::c_void;
-  if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
-    return None;
-  }
-  let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-  Some(PathBuf::from(name.to_string_lossy().into_owned()))
-}
-
 /// tsx's CLI, found the way Node resolves packages: upwards from the addon.
 fn find_bundled_tsx() -> Option<PathBuf> {
-  let start = addon_path()?;
+  let start = exec_core::loaded_from()?;
   start
     .ancestors()
     .skip(1)

@@ -9,20 +9,28 @@ mod read;
 mod abort;
 mod call;
 mod capture;
+#[cfg(unix)]
 mod command;
 mod error;
 mod host;
+#[cfg(unix)]
 mod manager;
 mod options;
 mod promise;
 mod reaping;
 mod sandbox;
+#[cfg(unix)]
 mod serve;
+#[cfg(unix)]
 mod session;
 mod spawn_call;
 mod stream;
 mod subprocess;
 mod text;
+// Windows: the same exports, failing with ENOTSUP where the feature is not
+// there yet (issue 25)
+#[cfg(windows)]
+mod unsupported;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

@@ -141,6 +141,7 @@ impl<'env, T: FromJs<'env>> Field<'env> for Option<T> {
 
 /// A field that must be given (`spec.argv`): TypeScript shows it without `?`.
 #[derive(Default)]
+#[cfg_attr(windows, allow(dead_code))] // used by the POSIX-only features
 pub struct Required<T>(pub T);
 
 impl<'env, T: FromJs<'env>> Field<'env> for Required<T> {
@@ -446,6 +447,7 @@ impl<'env> FromJs<'env> for Size {
 
 /// A positive integer (a line count, a pid, a session id).
 #[derive(Clone, Copy)]
+#[cfg_attr(windows, allow(dead_code))] // used by the POSIX-only features
 pub struct Positive(pub usize);
 
 impl<'env> FromJs<'env> for Positive {
@@ -460,6 +462,7 @@ impl<'env> FromJs<'env> for Positive {
 
 /// A positive integer that fits an `i32` (a pid, a session id).
 #[derive(Clone, Copy)]
+#[cfg_attr(windows, allow(dead_code))] // used by the POSIX-only features
 pub struct Id(pub u32);
 
 impl<'env> FromJs<'env> for Id {

@@ -43,11 +43,33 @@ pub fn set_subreaper(env: Env, enabled: Unknown) -> Result<bool> {
     &env,
     crate::read::required(enabled, &crate::read::At::arg("enabled")),
   )?;
-  exec_core::process::reaper::set_subreaper(enabled)
-    .map_err(|e| crate::error::throw_coded(&env, &e))
+  #[cfg(unix)]
+  return exec_core::process::reaper::set_subreaper(enabled)
+    .map_err(|e| crate::error::throw_coded(&env, &e));
+  // Windows has no orphans to reap: a run's Job Object ends its whole tree
+  #[cfg(windows)]
+  {
+    let _: bool = enabled;
+    Ok(false)
+  }
 }
 
 /// What the orphan reaper is doing (see `setSubreaper`).
+#[cfg(windows)]
+#[napi]
+pub fn reaper_status() -> ReaperStatus {
+  ReaperStatus {
+    subreaper: false,
+    pid1: false,
+    enabled: false,
+    watching: false,
+    pending: 0,
+    reaped: 0.0,
+  }
+}
+
+/// What the orphan reaper is doing (see `setSubreaper`).
+#[cfg(unix)]
 #[napi]
 pub fn reaper_status() -> ReaperStatus {
   use exec_core::process::reaper as r;

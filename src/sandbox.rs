@@ -42,6 +42,8 @@ pub fn sandbox_status() -> SandboxStatus {
   let linux = cfg!(target_os = "linux");
   let helper = if linux {
     exec_core::sandbox::helper()
+  } else if cfg!(windows) {
+    Err("the sandbox is not available on Windows yet".into())
   } else {
     Err("Linux only".into())
   };
@@ -59,6 +61,8 @@ pub fn sandbox_status() -> SandboxStatus {
   SandboxStatus {
     platform: if cfg!(target_os = "macos") {
       "darwin"
+    } else if cfg!(windows) {
+      "win32"
     } else {
       "linux"
     }

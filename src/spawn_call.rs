@@ -125,7 +125,7 @@ pub fn spawn_call<'env>(
 /// Run code like `executeAndCapture`, but stream the output to callbacks as
 /// `spawnCall` does instead of capturing it (no cap: every byte is delivered).
 #[napi(
-  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null",
+  ts_args_type = "code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null",
   ts_return_type = "Promise<SpawnResult>"
 )]
 pub fn execute_streaming<'env>(

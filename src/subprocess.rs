@@ -11,11 +11,13 @@ use exec_core::process::spec::{check_cwd, resolve_program};
 use exec_core::process::supervise::{
   canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
 };
+#[cfg(unix)]
 use exec_core::process::ProcessTree;
 use exec_core::{process::registry, CancellationToken, ErrorCode, ExecError};
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
+#[cfg(unix)]
 use nix::sys::signal::Signal;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
@@ -257,6 +259,7 @@ impl ObjectFinalize for Subprocess {
   }
 }
 
+#[cfg(unix)]
 fn signal_arg(v: Option<Either<String, i32>>) -> std::result::Result<Option<Signal>, ExecError> {
   let bad = |s: String| type_error(format!("unknown signal {s}"));
   match v {
@@ -269,6 +272,33 @@ fn signal_arg(v: Option<Either<String, i32>>) -> std::result::Result<Option<Sign
       .filter(|_| !s.chars().all(|c| c.is_ascii_digit()))
       .map(Some)
       .ok_or_else(|| bad(format!("'{s}'"))),
+  }
+}
+
+/// Windows: what the signal does there (`registry::KillKind`); `None` is
+/// the liveness check of signal 0.
+#[cfg(windows)]
+fn signal_arg(
+  v: Option<Either<String, i32>>,
+) -> std::result::Result<Option<registry::KillKind>, ExecError> {
+  use registry::KillKind;
+  let bad = |s: String| {
+    type_error(format!(
+      "unknown signal {s} (Windows: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGBREAK, SIGKILL or 0)"
+    ))
+  };
+  let (kind, shown) = match v {
+    None => (Some(KillKind::Graceful), String::new()),
+    Some(Either::B(n)) => (registry::signal_number(n), n.to_string()),
+    Some(Either::A(s)) => (
+      registry::parse_signal(&s).filter(|_| !s.chars().all(|c| c.is_ascii_digit())),
+      format!("'{s}'"),
+    ),
+  };
+  match kind {
+    Some(KillKind::Check) => Ok(None),
+    Some(k) => Ok(Some(k)),
+    None => Err(bad(shown)),
   }
 }
 
@@ -342,9 +372,22 @@ impl Subprocess {
     let Some(sig) = sig else {
       return Ok(registry::group_alive(pgid));
     };
+    // Windows: SIGTERM and its kin are the graceful stop of a timeout
+    // (CTRL_BREAK_EVENT, the job ended after forceKillAfterDelay), SIGKILL
+    // ends the job at once
+    #[cfg(windows)]
+    {
+      let _ = mark;
+      if sig == registry::KillKind::Kill {
+        registry::kill_now(pgid);
+      }
+      self.cancel.cancel();
+    }
     // the run has not settled: its leader may have exited a moment ago, but
     // it is signalled as every kill path does (ProcessTree's one order)
+    #[cfg(unix)]
     let tree = ProcessTree::new(pgid, mark);
+    #[cfg(unix)]
     match sig {
       Signal::SIGTERM => self.cancel.cancel(),
       Signal::SIGKILL => {

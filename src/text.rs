@@ -89,7 +89,12 @@ struct ExternalApi {
 fn external_api() -> &'static ExternalApi {
   static API: OnceLock<ExternalApi> = OnceLock::new();
   API.get_or_init(|| {
+    #[cfg(unix)]
     let find = |name: &std::ffi::CStr| unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    // Windows: not looked up (node.exe's exports are not searched): the
+    // strings are copied, as on a Node without them
+    #[cfg(windows)]
+    let find = |_: &std::ffi::CStr| std::ptr::null_mut::<c_void>();
     let latin1 = find(c"node_api_create_external_string_latin1");
     let utf16 = find(c"node_api_create_external_string_utf16");
     // SAFETY: the signatures are those of node_api.h (Node 20.4+)

@@ -256,9 +256,19 @@ export function spawnCall(
 // node / tsx / python / bash
 // ---------------------------------------------------------------------------
 
+/**
+ * `<cwd>/node_modules/.bin/<name>`: on Windows npm's `<name>.cmd` shim (the
+ * file without extension is a shell script Windows cannot start; the addon
+ * runs a `.cmd` through cmd.exe with its arguments quoted, refusing any it
+ * cannot quote safely).
+ */
+function binCommand(cwd: string, name: string): string {
+  return Path.join(cwd, 'node_modules', '.bin', process.platform === 'win32' ? `${name}.cmd` : name)
+}
+
 /** tsx for `cwd`: the project's own, else the one shipped with exec-native. */
 export function tsxCommand(cwd: string): { command: string; args: string[] } {
-  const local = Path.join(cwd, 'node_modules', '.bin', 'tsx')
+  const local = binCommand(cwd, 'tsx')
   if (existsSync(local)) return { command: local, args: [] }
   return { command: process.execPath, args: [require.resolve('tsx/cli')] }
 }
@@ -340,7 +350,7 @@ export function npmInstall(options: NPMInstallRequestType): ExecChild {
 export function vite(options: NpxRequestType): ExecChild {
   return spawnRequest({
     ...options,
-    command: Path.join(options.cwd, 'node_modules', '.bin', 'vite'),
+    command: binCommand(options.cwd, 'vite'),
     env: process.env,
   })
 }

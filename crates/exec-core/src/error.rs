@@ -35,7 +35,9 @@ pub enum ErrorCode {
   EEXIST,
   /// The sandbox asked for could not be applied; nothing ran.
   ESANDBOX,
-  /// The interpreter is too old for the session (NodeSession needs Node 20.17+).
+  /// Not available here: the interpreter is too old for the session
+  /// (NodeSession needs Node 20.17+), or not on this platform yet (Windows:
+  /// sessions, PTYs, the sandbox, the agent tool's shell sessions).
   ENOTSUP,
 }
 
@@ -96,6 +98,15 @@ impl ExecError {
   /// The full message: `exec: <what> (<CODE>)`.
   pub fn message(&self) -> String {
     format!("exec: {} ({})", self.what, self.code)
+  }
+
+  /// `exec: <what> is not supported on Windows yet (ENOTSUP)`: a feature
+  /// the Windows build leaves out (issue 25).
+  pub fn not_on_windows(what: &str) -> Self {
+    Self::new(
+      ErrorCode::ENOTSUP,
+      format!("{what} is not supported on Windows yet"),
+    )
   }
 
   /// Map an OS error from spawning `program` to a clear error.

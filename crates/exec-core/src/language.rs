@@ -25,6 +25,10 @@ pub enum Language {
   JavaScript,
   TypeScript,
   Python,
+  /// PowerShell: `pwsh` (PowerShell 7), else Windows PowerShell (`powershell`).
+  PowerShell,
+  /// Windows' `cmd.exe` (`/d /s /c`); ENOENT elsewhere.
+  Cmd,
 }
 
 impl Language {
@@ -34,6 +38,8 @@ impl Language {
       Language::JavaScript => "javascript",
       Language::TypeScript => "typescript",
       Language::Python => "python",
+      Language::PowerShell => "powershell",
+      Language::Cmd => "cmd",
     }
   }
 }
@@ -46,6 +52,8 @@ impl FromStr for Language {
       "javascript" | "js" | "node" => Ok(Language::JavaScript),
       "typescript" | "ts" | "tsx" => Ok(Language::TypeScript),
       "python" | "python3" | "py" => Ok(Language::Python),
+      "powershell" | "pwsh" | "ps1" => Ok(Language::PowerShell),
+      "cmd" | "bat" => Ok(Language::Cmd),
       other => Err(ExecError::invalid(format!(
         "Unsupported language '{other}'"
       ))),
@@ -165,19 +173,13 @@ pub fn prepare_with(
   // program), the file's suffix and where it goes (None: the temp dir)
   let (mut spec, flag, boot, suffix, dir) = match lang {
     Language::Bash => (
-      ProcessSpec::new(resolve_program("bash", env.path_var().as_ref(), cwd)?),
+      ProcessSpec::new(find_bash(env, cwd)?),
       "-c",
       None,
       ".sh",
       None,
     ),
-    Language::Python => (
-      ProcessSpec::new(resolve_program("python3", env.path_var().as_ref(), cwd)?),
-      "-c",
-      Some(PY_BOOT),
-      ".py",
-      None,
-    ),
+    Language::Python => (python_spec(env, cwd)?, "-c", Some(PY_BOOT), ".py", None),
     Language::JavaScript => (
       ProcessSpec::new(find_node(env, cwd, tc)?),
       "-e",
@@ -191,6 +193,8 @@ pub fn prepare_with(
       (tsx_loader_spec(env, cwd, tc)?, "-e", None, ".ts", Some(cwd))
     }
     Language::TypeScript => (tsx_spec(env, cwd, tc)?, "-e", None, ".ts", Some(cwd)),
+    Language::PowerShell => return powershell_launch(code, cwd, env),
+    Language::Cmd => return cmd_launch(code, cwd, env),
   };
   let as_loader = lang == Language::TypeScript && no_unix_sockets;
   if !needs_file(code) && !as_loader {
@@ -206,6 +210,130 @@ pub fn prepare_with(
   spec.args.push(t.to_path_buf().into_os_string());
   Ok(Launch {
     spec,
+    temp: Some(t),
+  })
+}
+
+/// bash: on Windows, Git for Windows' (its usual places, then PATH, but
+/// never `System32\\bash.exe`, which is WSL's launcher and runs Linux, not
+/// this host); elsewhere the PATH's.
+fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
+  if !cfg!(windows) {
+    return resolve_program("bash", env.path_var().as_ref(), cwd);
+  }
+  let installed = [
+    "ProgramFiles",
+    "ProgramW6432",
+    "ProgramFiles(x86)",
+    "LOCALAPPDATA",
+  ]
+  .iter()
+  .filter_map(std::env::var_os)
+  .flat_map(|d| {
+    let d = PathBuf::from(d);
+    [
+      d.join("Git").join("bin").join("bash.exe"),
+      d.join("Programs").join("Git").join("bin").join("bash.exe"),
+    ]
+  });
+  let in_path = resolve_program("bash", env.path_var().as_ref(), cwd)
+    .ok()
+    .filter(|p| {
+      !p.to_string_lossy()
+        .to_ascii_lowercase()
+        .contains("\\system32\\")
+    });
+  installed.filter(|p| p.is_file()).chain(in_path).next().ok_or_else(|| {
+    ExecError::new(
+      ErrorCode::ENOENT,
+      "bash not found: on Windows the bash language needs Git for Windows' bash (install Git for Windows, or put its bin folder in PATH)",
+    )
+  })
+}
+
+/// Python: `python3` (POSIX); on Windows `python`, else the launcher `py -3`
+/// (no `python3`: on Windows it is usually the Store's placeholder).
+fn python_spec(env: &EnvSpec, cwd: &Path) -> Result<ProcessSpec, ExecError> {
+  let path = env.path_var();
+  if !cfg!(windows) {
+    return Ok(ProcessSpec::new(resolve_program(
+      "python3",
+      path.as_ref(),
+      cwd,
+    )?));
+  }
+  if let Ok(p) = resolve_program("python", path.as_ref(), cwd) {
+    return Ok(ProcessSpec::new(p));
+  }
+  match resolve_program("py", path.as_ref(), cwd) {
+    Ok(p) => Ok(ProcessSpec::new(p).arg("-3")),
+    Err(_) => Err(ExecError::new(
+      ErrorCode::ENOENT,
+      "python not found in PATH (neither python nor the py launcher)",
+    )),
+  }
+}
+
+/// PowerShell runs `code` with `-Command` (a file with `-File` when large):
+/// no profile, no prompts, the execution policy bypassed for the file.
+fn powershell_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
+  let path = env.path_var();
+  let program = resolve_program("pwsh", path.as_ref(), cwd)
+    .or_else(|_| resolve_program("powershell", path.as_ref(), cwd))
+    .map_err(|_| {
+      ExecError::new(
+        ErrorCode::ENOENT,
+        "PowerShell not found in PATH (neither pwsh nor powershell)",
+      )
+    })?;
+  let mut spec = ProcessSpec::new(program)
+    .arg("-NoLogo")
+    .arg("-NoProfile")
+    .arg("-NonInteractive");
+  if !needs_file(code) {
+    spec.args.extend(["-Command".into(), OsString::from(code)]);
+    return Ok(Launch { spec, temp: None });
+  }
+  let t = temp_with(code, None, ".ps1")?;
+  spec.args.extend([
+    "-ExecutionPolicy".into(),
+    "Bypass".into(),
+    "-File".into(),
+    t.to_path_buf().into_os_string(),
+  ]);
+  Ok(Launch {
+    spec,
+    temp: Some(t),
+  })
+}
+
+/// cmd.exe runs one line inline (`/d /s /c "<line>"`, passed verbatim as
+/// Node does for cmd); code of several lines (or large) runs as a temp
+/// `.cmd` file, which cmd.exe reads line by line.
+fn cmd_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
+  let program = if cfg!(windows) {
+    std::env::var_os("ComSpec")
+      .map(PathBuf::from)
+      .filter(|p| p.is_file())
+      .map_or_else(|| resolve_program("cmd", env.path_var().as_ref(), cwd), Ok)
+  } else {
+    Err(ExecError::new(
+      ErrorCode::ENOENT,
+      "cmd is Windows' shell: there is no cmd.exe on this system",
+    ))
+  }?;
+  let inline = !needs_file(code) && code.len() < 8000 && !code.contains(['\r', '\n']);
+  if inline {
+    let spec = ProcessSpec::new(program)
+      .arg("/d")
+      .arg("/s")
+      .arg("/c")
+      .arg(format!("\"{code}\""));
+    return Ok(Launch { spec, temp: None });
+  }
+  let t = temp_with(&format!("@echo off\r\n{code}\r\n"), None, ".cmd")?;
+  Ok(Launch {
+    spec: ProcessSpec::new(t.to_path_buf()),
     temp: Some(t),
   })
 }
@@ -239,8 +367,16 @@ fn tsx_loader_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessS
 
 /// tsx for `cwd`: `<cwd>/node_modules/.bin/tsx`, else the bundled CLI on node.
 fn tsx_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessSpec, ExecError> {
+  // Windows: npm's shim is `tsx.cmd`, which would put the code through
+  // cmd.exe: the project's tsx runs as its CLI script on node instead
+  if cfg!(windows) {
+    let cli = cwd.join("node_modules/tsx/dist/cli.mjs");
+    if cli.is_file() {
+      return Ok(ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli));
+    }
+  }
   let local = cwd.join("node_modules/.bin/tsx");
-  if local.is_file() {
+  if local.is_file() && !cfg!(windows) {
     Ok(ProcessSpec::new(local))
   } else if let Some(cli) = tc.bundled_tsx.clone().filter(|p| p.is_file()) {
     Ok(ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli))

@@ -2,18 +2,25 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
+#[cfg(unix)]
 pub mod cgroup;
+#[cfg(unix)]
 pub mod command;
 pub mod error;
+#[cfg(unix)]
 pub mod hostguard;
 pub mod language;
 pub mod limits;
+#[cfg(unix)]
 pub mod manager;
+#[cfg(unix)]
 pub mod mcp;
 pub(crate) mod platform;
 pub mod process;
 pub mod sandbox;
+#[cfg(unix)]
 pub mod server;
+#[cfg(unix)]
 pub mod session;
 pub mod trace;
 mod ts_strip;
@@ -28,3 +35,9 @@ pub use process::supervise::{
 };
 pub use tokio_util::sync::CancellationToken;
 pub use ts_strip::TsPath;
+
+/// The file of the shared object (the `.node`, a DLL on Windows) this code
+/// was loaded from.
+pub fn loaded_from() -> Option<std::path::PathBuf> {
+  platform::this_library()
+}

@@ -26,11 +26,14 @@
 //!
 //! Without limits nothing of this runs.
 
+#[cfg(unix)]
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+#[cfg(unix)]
 use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::{ErrorCode, ExecError};
+#[cfg(unix)]
 use crate::platform::{self, Resource};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -118,6 +121,7 @@ impl Limits {
     self.memory_bytes.is_some() || self.max_processes.is_some() || self.cpu_seconds.is_some()
   }
 
+  #[cfg(unix)]
   /// Everything the child must do before exec, prepared in the parent so
   /// that the child only makes async-signal-safe syscalls.
   pub fn child_plan(
@@ -164,6 +168,7 @@ impl Limits {
     })
   }
 
+  #[cfg(unix)]
   /// What an exit by `signal` (or a shell's `128+N` report of a child's
   /// signal death, in `exit_code`) means under these limits.
   pub fn explain_signal(&self, signal: Option<&str>, exit_code: i32) -> Option<ExecError> {
@@ -184,6 +189,7 @@ impl Limits {
     }
   }
 
+  #[cfg(unix)]
   /// What a program that gave up said about a limit, judging by its error
   /// output (`stderr`), under these limits: EMFILE under `open_files`,
   /// EAGAIN (a failed fork) under `max_processes`, EFBIG under
@@ -221,6 +227,7 @@ impl Limits {
     None
   }
 
+  #[cfg(unix)]
   /// One look at the tree's processes `members`: an error if a watched
   /// limit is passed. `count_tasks`: the process limit counts tasks
   /// (threads), as the kernel does where it enforces it.
@@ -255,11 +262,13 @@ impl Limits {
   }
 }
 
+#[cfg(unix)]
 /// This process's `(soft, hard)` limit of `res`.
 fn host_limit(res: Resource) -> (u64, u64) {
   platform::get_rlimit(res)
 }
 
+#[cfg(unix)]
 /// A limit the child could not set (setrlimit fails with EPERM, which would
 /// surface as a puzzling spawn error): above the host's hard limit without
 /// root, or more open files than the kernel allows (`fs.nr_open`).
@@ -282,6 +291,7 @@ fn check_hard(res: Resource, name: &str, value: u64, hard: u64) -> Result<(), Ex
   Ok(())
 }
 
+#[cfg(unix)]
 /// What runs in the child between fork and exec.
 pub struct ChildPlan {
   rlimits: Vec<(Resource, u64, u64)>,
@@ -291,6 +301,7 @@ pub struct ChildPlan {
   pub pdeathsig_parent: Option<i32>,
 }
 
+#[cfg(unix)]
 impl ChildPlan {
   /// Async-signal-safe: setrlimit, open, write, close.
   pub fn apply(&self) -> std::io::Result<()> {
@@ -314,6 +325,7 @@ impl ChildPlan {
   }
 }
 
+#[cfg(unix)]
 /// The limits of one execution tree (see [`crate::process::marks::members`]), as every
 /// entry point uses them: the cgroups, the plan for the child, the watchdog,
 /// the attribution of SIGXCPU/SIGXFSZ (and of the SIGKILLs of the CPU hard
@@ -338,6 +350,7 @@ pub struct LimitGuard {
   over_cpu: Mutex<Vec<i32>>,
 }
 
+#[cfg(unix)]
 impl LimitGuard {
   /// Prepare for a tree marked `mark` (creates the cgroups for
   /// `max_processes` and `memory_bytes` where the host may create them).
@@ -542,12 +555,14 @@ impl LimitGuard {
   }
 }
 
+#[cfg(unix)]
 impl Drop for LimitGuard {
   fn drop(&mut self) {
     self.release();
   }
 }
 
+#[cfg(unix)]
 /// SIGKILL what is left in the cgroups when a limit was hit (members stay in
 /// them whatever they do to their environment or group), and remove them
 /// once empty.
@@ -569,14 +584,14 @@ fn reap_cgroup(mut cg: crate::cgroup::TreeCgroups, kill: bool) {
   std::thread::spawn(job);
 }
 
-fn process_error(max: u64) -> ExecError {
+pub(crate) fn process_error(max: u64) -> ExecError {
   ExecError::new(
     ErrorCode::ELIMIT,
     format!("process limit of {max} exceeded"),
   )
 }
 
-fn memory_error(max: u64) -> ExecError {
+pub(crate) fn memory_error(max: u64) -> ExecError {
   ExecError::new(
     ErrorCode::ELIMIT,
     format!("memory limit of {} exceeded", human_bytes(max)),
@@ -601,7 +616,7 @@ pub fn human_bytes(b: u64) -> String {
   format!("{b} bytes")
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
   use super::*;
 

@@ -247,6 +247,7 @@ fn template_text(b: &[u8], mut i: usize) -> (usize, bool) {
 /// transformed instead (its lines may move). Imports are never elided, even
 /// when the cell itself does not use them: a later cell may. The error is the
 /// first diagnostic, one line. Runs on its own thread, as [`strip`] does.
+#[cfg_attr(windows, allow(dead_code))] // the sessions' (POSIX only)
 pub fn strip_cell(code: &str) -> Result<String, String> {
   let depth = nesting_estimate(code);
   if depth > MAX_NESTING {
@@ -278,6 +279,7 @@ pub fn strip_cell(code: &str) -> Result<String, String> {
   }
 }
 
+#[cfg_attr(windows, allow(dead_code))] // the sessions' (POSIX only)
 fn strip_module(code: &str, mode: Mode) -> Result<String, String> {
   let cm: Lrc<SourceMap> = Default::default();
   let diags = Diagnostics::default();

@@ -17,14 +17,26 @@
 //!
 //! Below them, [`crate::platform`] wraps every OS-specific call.
 
+#[cfg(unix)]
 pub mod child;
+#[cfg(unix)]
 pub mod marks;
+#[cfg(unix)]
 pub mod reaper;
+#[cfg(unix)]
 pub mod registry;
+// Windows: the live Job Objects, the host's kill-all and the signal names
+#[cfg(windows)]
+#[path = "registry_windows.rs"]
+pub mod registry;
+#[cfg(unix)]
 mod spawn;
 pub mod spec;
 pub mod supervise;
+#[cfg(unix)]
 mod tree;
 
+#[cfg(unix)]
 pub use spawn::{ChildSetup, Prepared, Spawned};
+#[cfg(unix)]
 pub use tree::ProcessTree;

@@ -2,6 +2,7 @@
 //! checks, all done before anything is spawned so that errors are clear.
 
 use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -139,31 +140,65 @@ impl EnvSpec {
     };
     for (k, v) in &self.vars {
       let k = OsString::from(k);
-      if let Some(slot) = out.iter_mut().find(|(ek, _)| *ek == k) {
+      if let Some(slot) = out
+        .iter_mut()
+        .find(|(ek, _)| same_name(ek, &k.to_string_lossy()))
+      {
         slot.1 = OsString::from(v);
       } else {
         out.push((k, OsString::from(v)));
       }
     }
     if !self.remove.is_empty() {
-      out.retain(|(k, _)| !self.remove.iter().any(|r| k.as_bytes() == r.as_bytes()));
+      out.retain(|(k, _)| !self.remove.iter().any(|r| same_name(k, r)));
     }
     out
   }
 
   /// The PATH the child will see.
   pub fn path_var(&self) -> Option<OsString> {
-    if let Some((_, v)) = self.vars.iter().rev().find(|(k, _)| k == "PATH") {
+    let is_path = |k: &str| same_name(std::ffi::OsStr::new(k), "PATH");
+    if let Some((_, v)) = self.vars.iter().rev().find(|(k, _)| is_path(k)) {
       return Some(OsString::from(v));
     }
     if self.extend
-      && !self.remove.iter().any(|r| r == "PATH")
+      && !self.remove.iter().any(|r| is_path(r))
       && self.passes(std::ffi::OsStr::new("PATH"))
     {
       return std::env::var_os("PATH");
     }
     None
   }
+}
+
+/// Whether environment variable names `a` and `b` are the same variable:
+/// byte for byte on POSIX, ignoring ASCII case on Windows (`Path` is `PATH`).
+fn same_name(a: &std::ffi::OsStr, b: &str) -> bool {
+  if cfg!(windows) {
+    a.to_string_lossy().eq_ignore_ascii_case(b)
+  } else {
+    a.as_encoded_bytes() == b.as_bytes()
+  }
+}
+
+/// A path given without its extension, as Windows finds it: `dir\npm` is
+/// `dir\npm.cmd` when only that exists (`PATHEXT`'s order). Elsewhere, and
+/// when the path exists as given, the path itself.
+fn with_exe_suffix(p: PathBuf) -> PathBuf {
+  if !cfg!(windows) || p.is_file() {
+    return p;
+  }
+  let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+  exts
+    .split(';')
+    .filter(|e| !e.is_empty())
+    .map(|e| {
+      let mut s = p.clone().into_os_string();
+      s.push(e.to_ascii_lowercase());
+      PathBuf::from(s)
+    })
+    .find(|c| c.is_file())
+    .unwrap_or(p)
 }
 
 /// Check that `cwd` exists, is a directory and can be entered.
@@ -187,7 +222,7 @@ pub fn check_cwd(cwd: &Path) -> Result<(), ExecError> {
       format!("Working directory is not a directory '{shown}'"),
     )),
     Ok(_) => {
-      if nix::unistd::access(cwd, nix::unistd::AccessFlags::X_OK).is_err() {
+      if !crate::platform::can_enter(cwd) {
         return Err(ExecError::new(
           ErrorCode::EACCES,
           format!("Working directory is not accessible '{shown}'"),
@@ -211,11 +246,11 @@ pub fn resolve_program(
   if program.contains('\0') {
     return Err(ExecError::invalid("command contains a NUL byte"));
   }
-  if program.contains('/') {
-    let p = cwd.join(program);
+  if program.contains(std::path::is_separator) {
+    let p = with_exe_suffix(cwd.join(program));
     return match std::fs::metadata(&p) {
       Ok(m) if m.is_file() => {
-        if nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_ok() {
+        if crate::platform::is_executable(&p) {
           Ok(p)
         } else {
           Err(ExecError::new(
@@ -239,6 +274,7 @@ pub fn resolve_program(
     .map_err(|_| ExecError::new(ErrorCode::ENOENT, format!("{program} not found in PATH")))
 }
 
+#[cfg(unix)]
 /// A program, its arguments and its environment, prepared in the parent for
 /// an `execve` between fork and exec. The fork paths (a `pre_exec` step:
 /// limits, `dieWithParent`, PTYs) exec through this instead of letting std
@@ -256,9 +292,12 @@ pub struct ExecImage {
 
 // SAFETY: the pointers point into the CStrings owned alongside, which are
 // never changed; the image is only read (in the forked child).
+#[cfg(unix)]
 unsafe impl Send for ExecImage {}
+#[cfg(unix)]
 unsafe impl Sync for ExecImage {}
 
+#[cfg(unix)]
 impl ExecImage {
   /// `program` as the child will exec it (a path with a slash is taken as
   /// is, relative to the child's working directory; a bare name is looked up
@@ -335,7 +374,7 @@ impl ExecImage {
   }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
   use super::*;
 

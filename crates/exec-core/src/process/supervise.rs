@@ -5,32 +5,48 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::mem::MaybeUninit;
+#[cfg(unix)]
 use std::os::fd::{AsRawFd, OwnedFd};
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 use std::os::unix::process::CommandExt;
+#[cfg(unix)]
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
+#[cfg(unix)]
 use std::process::ExitStatus;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 use std::process::Stdio;
+#[cfg(unix)]
 use std::sync::atomic::Ordering;
+#[cfg(unix)]
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(unix)]
 use crate::process::child::{Child, StdinPipe};
+#[cfg(unix)]
 use nix::sys::signal::Signal;
+#[cfg(unix)]
 use tokio::io::unix::AsyncFd;
+#[cfg(unix)]
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+#[cfg(unix)]
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::{LimitGuard, Limits};
+#[cfg(unix)]
+use crate::limits::LimitGuard;
+use crate::limits::Limits;
+#[cfg(unix)]
 use crate::platform;
+#[cfg(unix)]
 use crate::process::marks;
+#[cfg(unix)]
 use crate::process::registry;
 use crate::process::spec::EnvSpec;
+#[cfg(unix)]
 use crate::process::ProcessTree;
 
 /// What the child's stdin is.
@@ -216,9 +232,11 @@ pub struct Finished<O, E> {
   pub stderr: E,
 }
 
+#[cfg(unix)]
 /// The two pump tasks of a run.
 type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
 
+#[cfg(unix)]
 /// A spawned child whose output is being pumped.
 pub struct Execution<O: OutputSink, E: OutputSink> {
   child: Child,
@@ -236,6 +254,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
+#[cfg(unix)]
 /// The directory a spec runs in.
 fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
   match &spec.cwd {
@@ -251,7 +270,7 @@ fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
 
 /// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
 /// whatever the host's memory) in a new process group.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   let mut cmd = std::process::Command::new(&spec.program);
   cmd.args(&spec.args);
@@ -277,6 +296,7 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   tokio::process::Command::from(cmd)
 }
 
+#[cfg(unix)]
 /// What the fork path execs: the program, argv (with `arg0`) and exactly the
 /// environment [`build_command`] gives the child.
 fn exec_image(
@@ -299,6 +319,7 @@ fn exec_image(
 }
 
 /// A spawned pipe child and the host's ends of its pipes.
+#[cfg(unix)]
 struct LaunchedChild {
   child: Child,
   pid: i32,
@@ -393,7 +414,7 @@ fn launch_child(
 
 /// Off Linux: std's `Command` (posix_spawn; a fork when limits ask for a
 /// step before exec), run by tokio.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn launch_child(
   spec: &ProcessSpec,
   mark: &str,
@@ -451,6 +472,7 @@ async fn joined<T>(r: Result<T, tokio::task::JoinError>) -> T {
   }
 }
 
+#[cfg(unix)]
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
@@ -784,11 +806,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   }
 }
 
+#[cfg(unix)]
 type PumpResults<O, E> = (
   Result<(O, u64), tokio::task::JoinError>,
   Result<(E, u64), tokio::task::JoinError>,
 );
 
+#[cfg(unix)]
 /// How the wait for the child's exit ended.
 struct ExitPhase {
   status: std::io::Result<ExitStatus>,
@@ -797,6 +821,7 @@ struct ExitPhase {
   limit_hit: Option<ExecError>,
 }
 
+#[cfg(unix)]
 impl ExitPhase {
   /// The run was killed (timeout, cancel, a limit), not ended on its own.
   fn ended_by_us(&self) -> bool {
@@ -824,6 +849,14 @@ pub fn canceled_before_start() -> ExecError {
   )
 }
 
+// Windows: the same run, its tree in a Job Object (issue 25)
+#[cfg(windows)]
+#[path = "supervise_windows.rs"]
+mod windows;
+#[cfg(windows)]
+pub use windows::{decode_status, run, Execution};
+
+#[cfg(unix)]
 /// Spawn and wait; a `cancel` already cancelled spawns nothing
 /// ([`canceled_before_start`]).
 pub async fn run<O: OutputSink, E: OutputSink>(
@@ -847,6 +880,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   }
 }
 
+#[cfg(unix)]
 /// SIGTERM the tree (the child itself, its marked descendants, the group:
 /// [`ProcessTree`]'s order); SIGKILL after `grace`.
 pub async fn kill_sequence(
@@ -868,6 +902,7 @@ pub async fn kill_sequence(
   }
 }
 
+#[cfg(unix)]
 /// (exit code, signal name): a signal death is 128+N.
 pub fn decode_status(st: ExitStatus) -> (i32, Option<String>) {
   if let Some(code) = st.code() {
@@ -890,21 +925,28 @@ pub fn format_duration(d: Duration) -> String {
   }
 }
 
+#[cfg(unix)]
 const READ_BUF: usize = 128 * 1024;
+#[cfg(unix)]
 /// Pipe size asked for once a stream proves heavy (a read filled the pipe).
 const HEAVY_PIPE_SIZE: i32 = 1024 * 1024;
+#[cfg(unix)]
 /// A pipe a skimming pump leaves the tail in is asked for twice the tail,
 /// at most this much (only a privileged host gets more than
 /// `/proc/sys/fs/pipe-max-size`, 1 MiB by default).
 const MAX_SKIM_PIPE: usize = 16 * 1024 * 1024;
+#[cfg(unix)]
 /// Skimming needs the pipe to hold the tail and this much more, so the
 /// writer goes on while the tail waits in the pipe.
 const SKIM_ROOM: usize = 64 * 1024;
+#[cfg(unix)]
 /// Bytes left in a pipe with no wake-up for this long are read.
 const PARKED_RECHECK: Duration = Duration::from_millis(10);
+#[cfg(unix)]
 /// At most this much is read after the drain ran out.
 const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
 
+#[cfg(unix)]
 /// The marked processes a run left running. One in the middle of an exec
 /// (`cmd &` just before the shell exits) has no readable mark yet: look again
 /// shortly (up to 100 ms) rather than miss it.
@@ -919,6 +961,7 @@ async fn leftovers(mark: &str, first_pid: i32) -> Vec<i32> {
   marks::running_marked_since(mark, first_pid)
 }
 
+#[cfg(unix)]
 /// A request to a pump to read everything its pipe holds at that moment
 /// (non-blocking, bounded like the final drain) and say so. The exit of a
 /// process whose pipe stays open elsewhere has no EOF to wait for; this is
@@ -931,6 +974,7 @@ pub(crate) struct Catchup {
   answered: tokio::sync::Notify,
 }
 
+#[cfg(unix)]
 impl Catchup {
   fn ask(&self) -> u64 {
     let g = self.asked_gen.fetch_add(1, Ordering::SeqCst) + 1;
@@ -952,10 +996,12 @@ impl Catchup {
   }
 }
 
+#[cfg(unix)]
 /// The read end of a child's output pipe (or a PTY's master): non-blocking,
 /// watched by the runtime.
 pub(crate) type PipeIn = AsyncFd<OwnedFd>;
 
+#[cfg(unix)]
 fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
   let fd = fd?;
   // tokio hands the descriptor over in blocking mode
@@ -965,6 +1011,7 @@ fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn> {
     .map_err(|e| e.into())
 }
 
+#[cfg(unix)]
 /// Read a stream into its sink until EOF, or until `stop` (then what the pipe
 /// holds is drained, bounded). A PTY's master is pumped the same way (the
 /// manager shares it with the writer, hence `Borrow`): its end of stream is
@@ -1126,11 +1173,13 @@ where
   (sink, total)
 }
 
+#[cfg(unix)]
 fn grow_pipe(fd: i32) {
   // best effort: a larger pipe means fewer wake-ups for a heavy writer
   platform::grow_pipe(fd, HEAVY_PIPE_SIZE);
 }
 
+#[cfg(unix)]
 /// Enlarge a pipe to hold a tail of `keep` bytes with room to spare (twice
 /// `keep`, at least [`HEAVY_PIPE_SIZE`]); an unprivileged host that may not
 /// go that far gets the heavy size. Returns the pipe's size.
@@ -1144,6 +1193,7 @@ fn grow_pipe_for_tail(fd: i32, keep: usize) -> Option<usize> {
   }
 }
 
+#[cfg(unix)]
 /// Drop, in the kernel, what pipe `fd` holds beyond its last `keep` bytes;
 /// the sink counts them. Returns how many were dropped.
 fn skim_pipe<S: OutputSink>(fd: i32, keep: usize, sink: &mut S) -> std::io::Result<u64> {
@@ -1160,6 +1210,7 @@ fn skim_pipe<S: OutputSink>(fd: i32, keep: usize, sink: &mut S) -> std::io::Resu
   Ok(n)
 }
 
+#[cfg(unix)]
 /// Read what is in the pipe right now (non-blocking), bounded; a skimming
 /// pump (`skim`: the tail it keeps) first drops what cannot be in the tail.
 fn final_drain<S: OutputSink>(
@@ -1182,6 +1233,7 @@ fn final_drain<S: OutputSink>(
   dropped + got as u64
 }
 
+#[cfg(unix)]
 /// One read of `fd` into `sink`: in place when it lends room, else into
 /// `buf` and then `write`. Returns the count (`Ok(0)`: end of file).
 fn read_to_sink<S: OutputSink>(fd: i32, buf: &mut Vec<u8>, sink: &mut S) -> std::io::Result<usize> {
@@ -1200,6 +1252,7 @@ fn read_to_sink<S: OutputSink>(fd: i32, buf: &mut Vec<u8>, sink: &mut S) -> std:
   Ok(n)
 }
 
+#[cfg(unix)]
 #[cfg(test)]
 mod tests {
   use super::*;

@@ -316,6 +316,7 @@ pub fn namespaces() -> Result<(), String> {
 /// namespace, and with network off no run can make a socket in the network
 /// namespace. `None` where they cannot be made (each run then makes its
 /// own).
+#[cfg_attr(windows, allow(dead_code))]
 fn kept_namespaces() -> Option<&'static (std::fs::File, std::fs::File)> {
   static KEPT: std::sync::OnceLock<Option<(std::fs::File, std::fs::File)>> =
     std::sync::OnceLock::new();
@@ -696,6 +697,7 @@ pub fn launch(
     }
     report.protected = protect;
     args.push("--ns".into());
+    #[cfg(unix)]
     if let Some((user, net)) = kept_namespaces() {
       use std::os::fd::AsRawFd;
       let me = std::process::id();

@@ -421,7 +421,7 @@ fn would_be_writable(p: &Path) -> bool {
   let mut at = Some(p);
   while let Some(q) = at {
     if q.symlink_metadata().is_ok() {
-      return nix::unistd::access(q, nix::unistd::AccessFlags::W_OK).is_ok();
+      return crate::platform::is_writable(q);
     }
     at = q.parent();
   }

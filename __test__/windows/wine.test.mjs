@@ -1,0 +1,358 @@
+// The Windows suite (issue 25): run by the official Windows node.exe, under
+// Wine here (scripts/wine-test.sh, a stage of .ci/run) and on the Windows
+// runners of .github/workflows/release.yml. Real Windows processes: the
+// addon's run path (Job Objects, CTRL_BREAK_EVENT, .cmd quoting) end to end.
+// Where Wine differs from Windows the test says so and what it checks there.
+//
+//   node __test__/windows/wine.test.mjs        (node.exe, on Windows or Wine)
+//
+// The addon is loaded through index.js, as a user loads it
+// (NAPI_RS_NATIVE_LIBRARY_PATH names the .node built for the Wine suite).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+
+const require = createRequire(import.meta.url)
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
+const addon = require(path.join(root, 'index.js'))
+const underWine = !!process.env.EXEC_NATIVE_WINE
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'exec-native-win-'))
+const node = process.execPath
+
+assert.equal(process.platform, 'win32', 'this suite runs on Windows (or Wine)')
+
+/** Whether process `pid` still runs. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return e.code === 'EPERM'
+  }
+}
+
+/** Poll until `f()` or `ms` have passed. */
+async function until(f, ms = 5000) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (f()) return true
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return f()
+}
+
+/** JavaScript that starts a grandchild (which writes its pid to `file` and
+ * waits forever), then waits forever itself. */
+function parentOfGrandchild(file) {
+  const gc = `require('fs').writeFileSync(${JSON.stringify(file)}, String(process.pid)); setInterval(() => {}, 1000)`
+  return `require('child_process').spawn(process.execPath, ['-e', ${JSON.stringify(gc)}], { stdio: 'ignore' }); setInterval(() => {}, 1000)`
+}
+
+async function grandchildPid(file) {
+  assert.ok(await until(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8').length > 0, 20000), 'the grandchild started')
+  return Number(fs.readFileSync(file, 'utf8'))
+}
+
+test('every export of index.d.ts is there (ENOTSUP ones included)', () => {
+  const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  const names = [...dts.matchAll(/^export declare (?:function|class) (\w+)/gm)].map((m) => m[1])
+  assert.ok(names.length > 20)
+  for (const n of names) assert.equal(typeof addon[n], 'function', n)
+})
+
+test('executeAndCapture: output, exit code, signal null', async () => {
+  const r = await addon.executeAndCapture('console.log(6*7); console.error("e"); process.exit(3)', 'javascript', { timeout: 20000 })
+  assert.equal(r.stdout, '42\n')
+  assert.equal(r.stderr, 'e\n')
+  assert.equal(r.exitCode, 3)
+  assert.equal(r.signal, null)
+  assert.equal(r.success, false)
+  assert.equal(r.timedOut, false)
+  assert.ok(r.pid > 0)
+})
+
+test('stdin: input is written, then EOF; without it a read gets EOF', async () => {
+  const code = 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(s)))'
+  const r = await addon.executeAndCapture(code, 'javascript', { input: 'abc\n', timeout: 20000 })
+  assert.equal(r.stdout, '"abc\\n"\n')
+  const e = await addon.executeAndCapture(code, 'javascript', { timeout: 20000 })
+  assert.equal(e.stdout, '""\n')
+})
+
+test('timeout: exit code 124, output kept, the whole tree ended (Job Object)', async () => {
+  const file = path.join(tmp, 'timeout-gc.pid')
+  const code = `console.log('before'); ${parentOfGrandchild(file)}`
+  const started = Date.now()
+  const r = await addon.executeAndCapture(code, 'javascript', { timeout: 4000, forceKillAfterDelay: 300 })
+  assert.equal(r.exitCode, 124)
+  assert.equal(r.timedOut, true)
+  assert.equal(r.errorCode, 'TIMEOUT')
+  assert.equal(r.signal, null)
+  assert.equal(r.stdout, 'before\n')
+  assert.ok(Date.now() - started < 15000)
+  const gc = await grandchildPid(file)
+  assert.ok(await until(() => !alive(gc)), `grandchild ${gc} is gone`)
+  assert.equal(addon.liveProcessGroups(), 0)
+})
+
+test('truncation: head and tail kept, the marker names what was omitted', async () => {
+  const r = await addon.executeAndCapture("process.stdout.write('a'.repeat(50000) + 'b'.repeat(50000))", 'javascript', { maxOutputBytes: 1000, timeout: 20000 })
+  assert.equal(r.truncated, true)
+  assert.equal(r.stdoutBytes, 100000)
+  assert.match(r.stdout, /^a+\n\[Output truncated\] \d+ bytes omitted\n b+$|^a+\n\[Output truncated\] \d+ bytes omitted\nb+$/)
+})
+
+test('streaming: in order, UTF-8 decoded on character boundaries, every byte before the promise', async () => {
+  const code = "for (let i = 0; i < 2000; i++) process.stdout.write(i + ' €\\n')"
+  let out = ''
+  const chunks = []
+  const r = await addon.executeStreaming(code, 'javascript', { timeout: 20000 }, (s) => { out += s; chunks.push(s) }, () => {})
+  assert.equal(r.exitCode, 0)
+  assert.equal(out, Array.from({ length: 2000 }, (_, i) => `${i} €\n`).join(''))
+  assert.ok(!chunks.some((c) => c.includes('\uFFFD')))
+  assert.equal(r.stdoutBytes, Buffer.byteLength(out))
+})
+
+test('spawnCall and captureCall: a program from PATH with its arguments', async () => {
+  let out = ''
+  const r = await addon.spawnCall(node, ['-e', 'console.log(process.argv.slice(1).join("|"))', 'a b', 'c"d', ''], {}, (s) => (out += s), () => {})
+  assert.equal(r.exitCode, 0)
+  assert.equal(out, 'a b|c"d|\n')
+  const c = await addon.captureCall(node, ['-e', 'process.exit(7)'])
+  assert.equal(c.exitCode, 7)
+})
+
+test('spawn(): kill() ends the whole tree, a grandchild included (Job Object)', async () => {
+  const file = path.join(tmp, 'kill-gc.pid')
+  const p = addon.spawn(node, ['-e', parentOfGrandchild(file)], { forceKillAfterDelay: 300 })
+  assert.ok(p.pid > 0)
+  const gc = await grandchildPid(file)
+  assert.equal(p.kill(0), true, 'signal 0: alive')
+  assert.equal(p.kill(), true)
+  const r = await p.exited
+  assert.equal(r.canceled, true)
+  assert.equal(r.signal, null)
+  assert.equal(p.signalCode, null)
+  assert.ok(await until(() => !alive(gc)), `grandchild ${gc} is gone`)
+  assert.throws(() => p.kill('SIGUSR1'), /unknown signal/)
+})
+
+test('kill(): CTRL_BREAK_EVENT first (the graceful stop), the job ended after forceKillAfterDelay', async (t) => {
+  const code = "process.on('SIGBREAK', () => { console.log('got SIGBREAK'); process.exit(9) }); console.log('ready'); setInterval(() => {}, 1000)"
+  let out = ''
+  let p
+  const ready = new Promise((resolve) => {
+    p = addon.spawn(node, ['-e', code], { forceKillAfterDelay: 5000, onStdout: (s) => { out += s; if (out.includes('ready')) resolve() } })
+  })
+  await ready
+  const started = Date.now()
+  assert.equal(p.kill('SIGINT'), true)
+  const r = await p.exited
+  assert.equal(r.canceled, true)
+  assert.ok(Date.now() - started < 4500, 'not the grace: the event ended it, or could not be sent')
+  if (underWine && !out.includes('got SIGBREAK')) {
+    // Wine gives this host no console of its own here, so the event cannot
+    // be sent: the job is ended at once (exit code 1), as documented
+    t.diagnostic('Wine: no console, CTRL_BREAK_EVENT not sent; ended by TerminateJobObject (the graceful step is checked on the Windows runners)')
+    assert.equal(r.exitCode, 1)
+    return
+  }
+  assert.match(out, /got SIGBREAK/)
+  assert.equal(r.exitCode, 9)
+})
+
+test('spawn(): SIGKILL ends the job at once; stdin pipe', async () => {
+  const p = addon.spawn(node, ['-e', 'process.stdin.on("data", d => process.stdout.write(d))'], { stdin: 'pipe', onStdout: () => {} })
+  await p.stdin.write('x')
+  assert.equal(p.kill('SIGKILL'), true)
+  const r = await p.exited
+  assert.equal(r.canceled, true)
+  assert.equal(r.exitCode, 1, 'TerminateJobObject ends it with 1, as Node ends a child on Windows')
+})
+
+test('a command that cannot start: ENOENT, the Node way', async () => {
+  let err
+  const p = addon.spawn('no-such-program-here', [], { onError: (e) => (err = e) })
+  assert.equal(p.pid, undefined)
+  const r = await p.exited
+  assert.equal(r.errorCode, 'ENOENT')
+  assert.equal(err.code, 'ENOENT')
+})
+
+test('.cmd files: found through PATHEXT, arguments quoted for cmd.exe', async () => {
+  const dir = path.join(tmp, 'bin')
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, 'echoargs.cmd'), '@echo off\r\necho [%1] [%2] [%3]\r\n')
+  const PATH = `${dir};${process.env.PATH}`
+  const r = await addon.captureCall('echoargs', ['a b', 'c&d|e', 'plain'], { env: { PATH } })
+  assert.equal(r.errorCode, undefined, r.error)
+  assert.equal(r.stdout, '["a b"] ["c&d|e"] [plain]\r\n')
+  // nothing after & ran as a command
+  const dir2 = path.join(dir, 'echoargs')
+  const byPath = await addon.captureCall(dir2, ['x'])
+  assert.equal(byPath.stdout, '[x] [] []\r\n', 'a path without extension finds the .cmd')
+})
+
+test('.cmd files: an argument cmd.exe would act on whatever the quoting is refused (CVE-2024-27980)', async () => {
+  const f = path.join(tmp, 'bin', 'echoargs.cmd')
+  const marker = path.join(tmp, 'injected')
+  for (const bad of [`"&echo x>${marker}&"`, '%PATH%', 'a\nb']) {
+    const r = await addon.captureCall(f, [bad])
+    assert.equal(r.errorCode, 'EINVAL', bad)
+    assert.match(r.error, /^exec: argument 1 of a \.cmd\/\.bat file contains .* refused/)
+    assert.equal(r.pid, 0, 'nothing ran')
+  }
+  assert.equal(fs.existsSync(marker), false)
+  let err
+  const p = addon.spawn(f, ['%OS%'], { onError: (e) => (err = e) })
+  await p.exited
+  assert.equal(err.code, 'EINVAL')
+})
+
+test('language cmd: one line inline, several lines through a file', async () => {
+  const r = await addon.executeAndCapture('echo hi& exit /b 4', 'cmd', { timeout: 20000 })
+  assert.equal(r.stdout, 'hi\r\n')
+  assert.equal(r.exitCode, 4)
+  const m = await addon.executeAndCapture('echo one\necho two', 'cmd', { timeout: 20000 })
+  assert.equal(m.stdout, 'one\r\ntwo\r\n')
+})
+
+test('language typescript: types stripped and run on node; tsx (the bundled one, on node) when asked', async () => {
+  const r = await addon.executeAndCapture('const n: number = 6 * 7; console.log(n)', 'typescript', { cwd: tmp, timeout: 20000 })
+  assert.equal(r.stdout, '42\n')
+  const t = await addon.executeAndCapture('enum E { A = 42 } console.log(E.A)', 'typescript', { cwd: tmp, timeout: 60000 })
+  assert.equal(t.stdout, '42\n', t.stderr)
+})
+
+test('language bash: Git for Windows\' bash, else ENOENT that says so', async (t) => {
+  const r = await addon.executeAndCapture('echo $((6*7))', 'bash', { timeout: 20000 })
+  if (r.errorCode === 'ENOENT') {
+    assert.match(r.error, /Git for Windows/)
+    t.diagnostic('no Git bash here: the ENOENT and its message checked')
+  } else {
+    assert.equal(r.stdout, '42\n')
+  }
+})
+
+test('languages powershell and python, where present', async (t) => {
+  const ps = await addon.executeAndCapture('Write-Output (6*7)', 'powershell', { timeout: 30000 })
+  if (ps.errorCode === 'ENOENT') t.diagnostic(`powershell: ${ps.error}`)
+  else if (underWine && ps.stdout.trim() !== '42') t.diagnostic(`Wine's powershell stand-in: ${JSON.stringify(ps.stdout + ps.stderr).slice(0, 200)}`)
+  else assert.equal(ps.stdout.trim(), '42')
+  const py = await addon.executeAndCapture('print(6*7)', 'python', { timeout: 30000 })
+  if (py.errorCode === 'ENOENT') {
+    assert.match(py.error, /python/)
+    t.diagnostic(`python: ${py.error}`)
+  } else assert.equal(py.stdout.trim(), '42')
+})
+
+test('what Windows does not have yet: ENOTSUP, ESANDBOX, EINVAL, never ignored', async () => {
+  assert.throws(() => new addon.PythonSession(), (e) => e.code === 'ENOTSUP' && /^exec: PythonSession is not supported on Windows yet \(ENOTSUP\)$/.test(e.message))
+  assert.throws(() => new addon.ProcessManager(), { code: 'ENOTSUP' })
+  await assert.rejects(addon.runCommand('echo hi'), { code: 'ENOTSUP' })
+  const s = await addon.executeAndCapture('1', 'javascript', { sandbox: true })
+  assert.equal(s.errorCode, 'ESANDBOX')
+  const f = await addon.executeAndCapture('1', 'javascript', { limits: { fileSizeBytes: 1000 } })
+  assert.equal(f.errorCode, 'EINVAL')
+  assert.match(f.error, /fileSizeBytes has no Windows form/)
+  const st = addon.sandboxStatus()
+  assert.equal(st.platform, 'win32')
+  assert.equal(st.mechanism, '')
+  assert.match(st.namespacesUnavailable, /not available on Windows yet/)
+  assert.deepEqual(addon.reaperStatus().enabled, false)
+  assert.equal(addon.setSubreaper(true), false)
+})
+
+test('limits through the Job Object: maxProcesses', async (t) => {
+  const code = "const r = require('child_process').spawnSync(process.execPath, ['-e', '1']); console.log(r.error ? 'refused' : 'ran')"
+  const r = await addon.executeAndCapture(code, 'javascript', { limits: { maxProcesses: 1 }, timeout: 20000 })
+  if (underWine && r.stdout.trim() === 'ran') {
+    // Wine keeps a job's limits but does not enforce the active-process one
+    t.diagnostic('Wine does not enforce JOB_OBJECT_LIMIT_ACTIVE_PROCESS: checked on the Windows runners')
+    return
+  }
+  assert.equal(r.stdout.trim(), 'refused')
+  assert.equal(r.errorCode, 'ELIMIT')
+})
+
+test('the CLI: the child\'s exit code, 124 on timeout', () => {
+  const cli = path.join(root, 'bin', 'exec-native.mjs')
+  const a = spawnSync(node, [cli, '-l', 'javascript', '-e', 'console.log(1); process.exit(5)'], { encoding: 'utf8' })
+  assert.equal(a.stdout, '1\n')
+  assert.equal(a.status, 5)
+  const b = spawnSync(node, [cli, '-l', 'javascript', '--timeout', '1500', '-e', 'setInterval(() => {}, 1000)'], { encoding: 'utf8' })
+  assert.equal(b.status, 124)
+})
+
+test('the host\'s death takes the tree (KILL_ON_JOB_CLOSE)', async () => {
+  const file = path.join(tmp, 'host-gc.pid')
+  const host = `const a = require(${JSON.stringify(path.join(root, 'index.js'))});
+    a.spawn(process.execPath, ['-e', ${JSON.stringify(parentOfGrandchild(file))}]);
+    const t = setInterval(() => { if (require('fs').existsSync(${JSON.stringify(file)})) { clearInterval(t); process.reallyExit(0) } }, 50)`
+  const h = spawnSync(node, ['-e', host], { encoding: 'utf8', timeout: 60000 })
+  assert.equal(h.status, 0, h.stderr)
+  const gc = await grandchildPid(file)
+  assert.ok(await until(() => !alive(gc)), `grandchild ${gc} is gone with its host`)
+})
+
+/** Run a distbook request (object form) to its `onExit`. */
+function toExit(start) {
+  return new Promise((resolve) => {
+    let out = ''
+    let err = ''
+    const handle = start({
+      stdout: (b) => (out += b.toString()),
+      stderr: (b) => (err += b.toString()),
+      onExit: (code, signal) => resolve({ code, signal, out, err, handle }),
+    })
+  })
+}
+
+test('distbook\'s host: node({ entry }), vite and npmInstall through .cmd shims, onExit after the output', async () => {
+  const exec = await import(pathToFileURL(path.join(root, 'dist', 'exec.mjs')).href)
+  const cwd = path.join(tmp, 'project')
+  fs.mkdirSync(path.join(cwd, 'node_modules', '.bin'), { recursive: true })
+  fs.writeFileSync(path.join(cwd, 'cell.js'), "for (let i = 0; i < 500; i++) console.log('line', i); process.exitCode = 2")
+  const n = await toExit((cb) => exec.node({ cwd, env: {}, entry: path.join(cwd, 'cell.js'), ...cb }))
+  assert.equal(n.code, 2)
+  assert.equal(n.out.split('\n').length, 501, 'every line before onExit')
+  fs.writeFileSync(path.join(cwd, 'cell.ts'), 'enum E { A = 7 }\nconst x: number = E.A\nconsole.log(x * 6)')
+  const ts = await toExit((cb) => exec.tsx({ cwd, env: {}, entry: path.join(cwd, 'cell.ts'), ...cb }))
+  assert.equal(ts.out, '42\n', ts.err)
+  assert.equal(ts.code, 0)
+  fs.writeFileSync(path.join(cwd, 'node_modules', '.bin', 'vite.cmd'), '@echo off\r\necho vite [%1] [%2]\r\nexit /b 3\r\n')
+  const v = await toExit((cb) => exec.vite({ cwd, args: ['--port', '5173 x'], ...cb }))
+  assert.equal(v.out, 'vite [--port] ["5173 x"]\r\n')
+  assert.equal(v.code, 3)
+  const bin = path.join(tmp, 'npmbin')
+  fs.mkdirSync(bin, { recursive: true })
+  fs.writeFileSync(path.join(bin, 'npm.cmd'), '@echo off\r\necho npm %*\r\n')
+  const saved = process.env.PATH
+  process.env.PATH = `${bin};${saved}`
+  try {
+    const i = await toExit((cb) => exec.npmInstall({ cwd, packages: ['left-pad'], ...cb }))
+    // `=` separates a batch file's parameters: quoted, npm gets --include=dev whole
+    assert.equal(i.out, 'npm install "--include=dev" left-pad\r\n')
+    assert.equal(i.code, 0)
+  } finally {
+    process.env.PATH = saved
+  }
+})
+
+test('distbook\'s host: kill() of a node({ entry }) cell takes its grandchild', async () => {
+  const exec = await import(pathToFileURL(path.join(root, 'dist', 'exec.mjs')).href)
+  const cwd = path.join(tmp, 'project')
+  const file = path.join(tmp, 'cell-gc.pid')
+  fs.writeFileSync(path.join(cwd, 'tree.js'), parentOfGrandchild(file))
+  let handle
+  const done = toExit((cb) => (handle = exec.node({ cwd, env: {}, entry: path.join(cwd, 'tree.js'), ...cb })))
+  const gc = await grandchildPid(file)
+  assert.equal(handle.kill(), true)
+  await done
+  assert.ok(await until(() => !alive(gc)), `grandchild ${gc} is gone`)
+})

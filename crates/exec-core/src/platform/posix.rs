@@ -1,0 +1,181 @@
+//! The POSIX calls Linux and macOS share, each wrapped once.
+
+/// The file of the shared object (or program) this code was loaded from
+/// (`dladdr`): where the sandbox helper is looked for.
+pub fn this_library() -> Option<std::path::PathBuf> {
+  use std::os::unix::ffi::OsStrExt;
+  let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+  let addr = this_library as *const () as *const libc::c_void;
+  // SAFETY: dladdr only reads the loader's tables for an address of ours
+  if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+    return None;
+  }
+  // SAFETY: dli_fname is a NUL-terminated path owned by the loader
+  let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+  let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
+  p.canonicalize().ok().or(Some(p))
+}
+
+/// Send `sig` to `pid` (POSIX `kill`; 0 probes). Async-signal-safe.
+pub fn signal(pid: i32, sig: i32) -> bool {
+  unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Sleep `d` with `nanosleep` (async-signal-safe, unlike `std::thread::sleep`
+/// on some libcs).
+pub fn nanosleep(d: std::time::Duration) {
+  let ts = libc::timespec {
+    tv_sec: d.as_secs() as _,
+    tv_nsec: d.subsec_nanos() as libc::c_long,
+  };
+  unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// This process's real user id.
+pub fn uid() -> u32 {
+  unsafe { libc::getuid() }
+}
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+  unsafe { libc::geteuid() }
+}
+
+/// The memory page size in bytes.
+pub fn page_size() -> u64 {
+  unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
+}
+
+/// Clock ticks per second (the unit of `/proc/<pid>/stat`'s CPU times).
+pub fn clock_ticks() -> u64 {
+  unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
+/// What `waitpid(pid, WNOHANG)` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+  /// It was reaped.
+  Reaped,
+  /// Not our child (any more): ECHILD.
+  NotChild,
+  /// Nothing to reap yet, or another error.
+  Nothing,
+}
+
+/// Reap `pid` if it is a zombie child of this process (`WNOHANG`).
+pub fn reap_nohang(pid: i32) -> Waited {
+  let mut status = 0;
+  let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+  if r == pid {
+    Waited::Reaped
+  } else if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+    Waited::NotChild
+  } else {
+    Waited::Nothing
+  }
+}
+
+/// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned
+/// enum in glibc, an `int` in musl and on macOS.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub type Resource = libc::__rlimit_resource_t;
+/// A resource of `getrlimit`/`setrlimit` (`libc::RLIMIT_*`): an unsigned
+/// enum in glibc, an `int` in musl and on macOS.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub type Resource = libc::c_int;
+
+/// This process's `(soft, hard)` limit of `res` (`RLIM_INFINITY` is
+/// `u64::MAX`; every supported target is 64-bit, so `rlim_t` is 64 bits).
+pub fn get_rlimit(res: Resource) -> (u64, u64) {
+  let mut lim = libc::rlimit {
+    rlim_cur: libc::RLIM_INFINITY,
+    rlim_max: libc::RLIM_INFINITY,
+  };
+  unsafe { libc::getrlimit(res, &mut lim) };
+  (lim.rlim_cur, lim.rlim_max)
+}
+
+/// Set this process's limit of `res`. Async-signal-safe (one system call):
+/// meant for the child between fork and exec.
+pub fn set_rlimit(res: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
+  let lim = libc::rlimit {
+    rlim_cur: soft,
+    rlim_max: hard,
+  };
+  if unsafe { libc::setrlimit(res, &lim) } != 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  Ok(())
+}
+
+/// Whether this directory can be a child's working directory (search permission).
+pub fn can_enter(dir: &std::path::Path) -> bool {
+  nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+/// Whether we may write `p` (its write permission).
+pub fn is_writable(p: &std::path::Path) -> bool {
+  nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// Whether a file may be executed by us (its execute permission).
+pub fn is_executable(file: &std::path::Path) -> bool {
+  nix::unistd::access(file, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+  use crate::platform::*;
+
+  #[test]
+  fn rlimits_round_trip() {
+    let (soft, hard) = get_rlimit(libc::RLIMIT_NOFILE);
+    assert!(soft <= hard && soft > 0);
+    set_rlimit(libc::RLIMIT_NOFILE, soft, hard).unwrap();
+    assert_eq!(get_rlimit(libc::RLIMIT_NOFILE), (soft, hard));
+    // soft above hard is refused, and nothing changes
+    let err = set_rlimit(libc::RLIMIT_NOFILE, 2, 1).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(get_rlimit(libc::RLIMIT_NOFILE), (soft, hard));
+  }
+
+  #[test]
+  fn the_kernel_file_ceiling_is_known_or_none() {
+    // the host's own hard limit was set under the ceiling
+    let n = max_open_files_ceiling().expect("fs.nr_open / kern.maxfilesperproc");
+    let (_, hard) = get_rlimit(libc::RLIMIT_NOFILE);
+    assert!(hard == u64::MAX || hard <= n, "hard {hard} ceiling {n}");
+  }
+}
+
+#[cfg(test)]
+mod pipe_tests {
+  use crate::platform::*;
+  use std::os::fd::AsRawFd;
+
+  #[test]
+  fn pending_and_discarded_bytes_are_exact() {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(nix::unistd::write(&w, &data).unwrap(), data.len());
+    assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 10_000);
+    set_nonblocking(r.as_raw_fd()).unwrap();
+    if ZERO_COPY_DISCARD {
+      assert_eq!(discard_from_pipe(r.as_raw_fd(), 4_000).unwrap(), 4_000);
+      assert_eq!(pipe_pending(r.as_raw_fd()).unwrap(), 6_000);
+    }
+    let from = if ZERO_COPY_DISCARD { 4_000 } else { 0 };
+    let mut buf = Vec::with_capacity(20_000);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 10_000 - from);
+    assert_eq!(buf, &data[from..]);
+    // empty and non-blocking: nothing waits
+    let e = read_into(r.as_raw_fd(), &mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    if ZERO_COPY_DISCARD {
+      let e = discard_from_pipe(r.as_raw_fd(), 100).unwrap_err();
+      assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+    drop(w);
+    assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 0);
+  }
+}

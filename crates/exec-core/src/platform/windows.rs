@@ -1,0 +1,308 @@
+//! Windows: a run's tree is a Job Object, its graceful stop a console control
+//! event, every Win32 call wrapped once here (`windows-sys`).
+//!
+//! - Each child is created suspended with `CREATE_NEW_PROCESS_GROUP`, put in
+//!   a new job (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`: when the host dies its
+//!   handles close and the system ends the whole tree), then resumed, so
+//!   that not even its first grandchild starts outside the job.
+//! - A stop is `CTRL_BREAK_EVENT` to the child's process group (the
+//!   graceful one, as SIGTERM), then `TerminateJobObject` after the grace
+//!   (as SIGKILL of the group and every escapee).
+//! - `limits`: `memoryBytes` is the job's memory limit (committed memory of
+//!   all its processes), `maxProcesses` its active-process limit,
+//!   `cpuSeconds` its user-time limit (the system ends the job at it); the
+//!   job's completion port says which one was hit.
+
+use std::ffi::c_void;
+
+use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
+use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
+use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+  CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
+};
+use windows_sys::Win32::System::JobObjects::{
+  AssignProcessToJobObject, CreateJobObjectW, JobObjectAssociateCompletionPortInformation,
+  JobObjectBasicAccountingInformation, JobObjectExtendedLimitInformation,
+  QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
+  JOBOBJECT_ASSOCIATE_COMPLETION_PORT, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+  JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_ACTIVE_PROCESS,
+  JOB_OBJECT_LIMIT_JOB_MEMORY, JOB_OBJECT_LIMIT_JOB_TIME, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+};
+use windows_sys::Win32::System::SystemServices::{
+  JOB_OBJECT_MSG_ACTIVE_PROCESS_LIMIT, JOB_OBJECT_MSG_END_OF_JOB_TIME,
+  JOB_OBJECT_MSG_JOB_MEMORY_LIMIT, JOB_OBJECT_MSG_PROCESS_MEMORY_LIMIT,
+};
+use windows_sys::Win32::System::Threading::{OpenThread, ResumeThread, THREAD_SUSPEND_RESUME};
+use windows_sys::Win32::System::IO::{CreateIoCompletionPort, GetQueuedCompletionStatus};
+
+pub use windows_sys::Win32::System::Threading::{CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED};
+
+/// What the system offers an OS sandbox: nothing on Windows yet.
+pub fn sandbox_support() -> super::SandboxSupport {
+  super::SandboxSupport::default()
+}
+
+/// The file of the DLL (the `.node`) this code was loaded from.
+pub fn this_library() -> Option<std::path::PathBuf> {
+  use std::os::windows::ffi::OsStringExt;
+  use windows_sys::Win32::System::LibraryLoader::{
+    GetModuleFileNameW, GetModuleHandleExW, GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
+    GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+  };
+  let mut module = std::ptr::null_mut();
+  let flags = GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT;
+  // SAFETY: an address of ours names the module; no reference is taken
+  if unsafe { GetModuleHandleExW(flags, this_library as *const () as *const u16, &mut module) } == 0
+  {
+    return None;
+  }
+  let mut buf = vec![0u16; 32768];
+  // SAFETY: the buffer's length is passed; the module is loaded (it is us)
+  let n = unsafe { GetModuleFileNameW(module, buf.as_mut_ptr(), buf.len() as u32) } as usize;
+  (n > 0 && n < buf.len())
+    .then(|| std::path::PathBuf::from(std::ffi::OsString::from_wide(&buf[..n])))
+}
+
+/// An owned kernel handle, closed on drop.
+struct Handle(HANDLE);
+
+// SAFETY: a kernel handle may be used and closed from any thread
+unsafe impl Send for Handle {}
+// SAFETY: the calls made on it (query, terminate) are thread-safe in the kernel
+unsafe impl Sync for Handle {}
+
+impl Drop for Handle {
+  fn drop(&mut self) {
+    // SAFETY: the handle is ours and closed once
+    unsafe { CloseHandle(self.0) };
+  }
+}
+
+/// The limits a job enforces (`None`: no such limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobLimits {
+  pub memory_bytes: Option<u64>,
+  pub max_processes: Option<u64>,
+  pub cpu_seconds: Option<u64>,
+}
+
+/// Which limit a job reported hitting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobLimitHit {
+  Memory,
+  Processes,
+  Cpu,
+}
+
+/// A Job Object holding one run's tree. Dropping it closes the handle, which
+/// (`KILL_ON_JOB_CLOSE`) ends whatever still runs in it.
+pub struct Job {
+  job: Handle,
+  /// The completion port the job reports limit violations to (only with limits).
+  port: Option<Handle>,
+}
+
+fn last_error() -> std::io::Error {
+  std::io::Error::last_os_error()
+}
+
+impl Job {
+  /// A new job that ends its processes when its last handle closes, with `limits`.
+  pub fn new(limits: JobLimits) -> std::io::Result<Job> {
+    // SAFETY: no name, default security: a fresh anonymous job
+    let h = unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) };
+    if h.is_null() {
+      return Err(last_error());
+    }
+    let job = Job {
+      job: Handle(h),
+      port: None,
+    };
+    let mut info = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
+    let basic = &mut info.BasicLimitInformation;
+    basic.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+    if let Some(m) = limits.memory_bytes {
+      basic.LimitFlags |= JOB_OBJECT_LIMIT_JOB_MEMORY;
+      info.JobMemoryLimit = usize::try_from(m).unwrap_or(usize::MAX);
+    }
+    let basic = &mut info.BasicLimitInformation;
+    if let Some(p) = limits.max_processes {
+      basic.LimitFlags |= JOB_OBJECT_LIMIT_ACTIVE_PROCESS;
+      basic.ActiveProcessLimit = u32::try_from(p).unwrap_or(u32::MAX);
+    }
+    if let Some(s) = limits.cpu_seconds {
+      basic.LimitFlags |= JOB_OBJECT_LIMIT_JOB_TIME;
+      // 100 ns units
+      basic.PerJobUserTimeLimit = i64::try_from(s.saturating_mul(10_000_000)).unwrap_or(i64::MAX);
+    }
+    // SAFETY: the struct is the size the class names, and lives for the call
+    let ok = unsafe {
+      SetInformationJobObject(
+        job.job.0,
+        JobObjectExtendedLimitInformation,
+        &info as *const _ as *const c_void,
+        std::mem::size_of_val(&info) as u32,
+      )
+    };
+    if ok == 0 {
+      return Err(last_error());
+    }
+    if limits == JobLimits::default() {
+      return Ok(job);
+    }
+    // SAFETY: a new port, no file: the job posts its messages to it
+    let port = unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, std::ptr::null_mut(), 0, 1) };
+    if port.is_null() {
+      return Err(last_error());
+    }
+    let port = Handle(port);
+    let assoc = JOBOBJECT_ASSOCIATE_COMPLETION_PORT {
+      CompletionKey: std::ptr::null_mut(),
+      CompletionPort: port.0,
+    };
+    // SAFETY: as above; the port outlives the job (both are ours)
+    let ok = unsafe {
+      SetInformationJobObject(
+        job.job.0,
+        JobObjectAssociateCompletionPortInformation,
+        &assoc as *const _ as *const c_void,
+        std::mem::size_of_val(&assoc) as u32,
+      )
+    };
+    if ok == 0 {
+      return Err(last_error());
+    }
+    Ok(Job {
+      port: Some(port),
+      ..job
+    })
+  }
+
+  /// Put the (suspended) process `process` in the job.
+  pub fn assign(&self, process: *mut c_void) -> std::io::Result<()> {
+    // SAFETY: `process` is the live handle of a child we just created
+    if unsafe { AssignProcessToJobObject(self.job.0, process as HANDLE) } == 0 {
+      return Err(last_error());
+    }
+    Ok(())
+  }
+
+  /// End every process of the job with `code`. False if it could not.
+  pub fn terminate(&self, code: u32) -> bool {
+    // SAFETY: our job handle
+    unsafe { TerminateJobObject(self.job.0, code) != 0 }
+  }
+
+  /// How many processes of the job still run (0 when it cannot be asked).
+  pub fn active_processes(&self) -> u32 {
+    let mut info = JOBOBJECT_BASIC_ACCOUNTING_INFORMATION::default();
+    // SAFETY: the struct is the class's, written by the call
+    let ok = unsafe {
+      QueryInformationJobObject(
+        self.job.0,
+        JobObjectBasicAccountingInformation,
+        &mut info as *mut _ as *mut c_void,
+        std::mem::size_of_val(&info) as u32,
+        std::ptr::null_mut(),
+      )
+    };
+    if ok == 0 {
+      0
+    } else {
+      info.ActiveProcesses
+    }
+  }
+
+  /// The first limit the job reported hitting so far, from its port's queue.
+  pub fn limit_hit(&self) -> Option<JobLimitHit> {
+    let port = self.port.as_ref()?;
+    let mut hit = None;
+    loop {
+      let mut msg = 0u32;
+      let mut key = 0usize;
+      let mut overlapped = std::ptr::null_mut();
+      // SAFETY: polls (timeout 0) our port; the outputs are locals
+      let ok = unsafe { GetQueuedCompletionStatus(port.0, &mut msg, &mut key, &mut overlapped, 0) };
+      if ok == 0 {
+        return hit;
+      }
+      let this = match msg {
+        JOB_OBJECT_MSG_JOB_MEMORY_LIMIT | JOB_OBJECT_MSG_PROCESS_MEMORY_LIMIT => {
+          Some(JobLimitHit::Memory)
+        }
+        JOB_OBJECT_MSG_ACTIVE_PROCESS_LIMIT => Some(JobLimitHit::Processes),
+        JOB_OBJECT_MSG_END_OF_JOB_TIME => Some(JobLimitHit::Cpu),
+        _ => None,
+      };
+      hit = hit.or(this);
+    }
+  }
+}
+
+/// Resume every thread of process `pid` (created with `CREATE_SUSPENDED`:
+/// its main thread). Returns how many were resumed.
+pub fn resume_process(pid: u32) -> std::io::Result<usize> {
+  // SAFETY: a snapshot of the system's threads, closed by `Handle`
+  let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) };
+  if snap == INVALID_HANDLE_VALUE {
+    return Err(last_error());
+  }
+  let snap = Handle(snap);
+  let mut entry = THREADENTRY32 {
+    dwSize: std::mem::size_of::<THREADENTRY32>() as u32,
+    ..Default::default()
+  };
+  let mut resumed = 0;
+  // SAFETY: `entry` is sized as the API asks, filled by each call
+  let mut more = unsafe { Thread32First(snap.0, &mut entry) } != 0;
+  while more {
+    if entry.th32OwnerProcessID == pid {
+      // SAFETY: opens a thread of our suspended child, closed by `Handle`
+      let t = unsafe { OpenThread(THREAD_SUSPEND_RESUME, 0, entry.th32ThreadID) };
+      if !t.is_null() {
+        let t = Handle(t);
+        // SAFETY: a thread handle with the resume right
+        if unsafe { ResumeThread(t.0) } != u32::MAX {
+          resumed += 1;
+        }
+      }
+    }
+    // SAFETY: as for Thread32First
+    more = unsafe { Thread32Next(snap.0, &mut entry) } != 0;
+  }
+  if resumed == 0 {
+    return Err(std::io::Error::other(
+      "no thread of the new process to resume",
+    ));
+  }
+  Ok(resumed)
+}
+
+/// Send `CTRL_BREAK_EVENT` to the process group `pid` leads (a child created
+/// with `CREATE_NEW_PROCESS_GROUP`). False when the event could not be sent:
+/// the host has no console, or not the child's.
+pub fn ctrl_break(pid: u32) -> bool {
+  // SAFETY: no memory is passed; a group id that is gone only fails
+  unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, pid) != 0 }
+}
+
+/// The exit code of a process the system ended at its job's CPU time limit
+/// (`ERROR_NOT_ENOUGH_QUOTA`).
+pub const CPU_LIMIT_EXIT: i32 = 1816;
+
+/// Whether this directory can be a child's working directory (Windows has
+/// no search permission apart from reading it).
+pub fn can_enter(dir: &std::path::Path) -> bool {
+  std::fs::read_dir(dir).is_ok()
+}
+
+/// Whether a file can be tried as a program: CreateProcess decides, by its
+/// contents, not by a mode bit.
+pub fn is_executable(_file: &std::path::Path) -> bool {
+  true
+}
+
+/// Whether we may write `p` (not read-only; ACLs are not consulted).
+pub fn is_writable(p: &std::path::Path) -> bool {
+  std::fs::metadata(p).is_ok_and(|m| !m.permissions().readonly())
+}

@@ -1,0 +1,512 @@
+//! Windows: a run of a pipe child, its tree in a Job Object. The same
+//! contract as the POSIX [`super::Execution`]: pumps on the runtime, the
+//! timeout and cancellation, the tree's end, the outcome after the exit plus
+//! a bounded drain.
+//!
+//! - The child is created suspended in a new process group, assigned to a
+//!   new job (`KILL_ON_JOB_CLOSE`, with the run's limits), then resumed: its
+//!   whole tree is in the job from the first instruction.
+//! - A timeout, `cancel` or `kill()` sends `CTRL_BREAK_EVENT` to its group,
+//!   then ends the job (`TerminateJobObject`) after the grace; when the host
+//!   cannot send the event (no console of its own), the job is ended at once.
+//! - There are no signals: `signal` is always `None` and the exit code is
+//!   the process's own (a timeout still reports 124).
+//! - `.cmd` / `.bat` programs run through `cmd.exe` with every argument
+//!   quoted for it; an argument cmd.exe would expand or split whatever the
+//!   quoting (`"`, `%`, a line break) is refused with `EINVAL` (the class of
+//!   CVE-2024-27980 and CVE-2024-24576). A program that *is* `cmd.exe` gets
+//!   its arguments verbatim, as Node gives them.
+
+use std::ffi::OsStr;
+use std::os::windows::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+  canceled_before_start, format_duration, joined, sleep_until_opt, Finished, OutputSink,
+  ProcessSpec, RunOutcome, RunPolicy, StdinMode,
+};
+use crate::error::{ErrorCode, ExecError};
+use crate::limits::{cpu_error, memory_error, process_error, Limits};
+use crate::platform::{self, Job, JobLimitHit, JobLimits};
+use crate::process::registry::{self, TERMINATED_EXIT};
+
+const READ_BUF: usize = 64 * 1024;
+
+/// The two pump tasks of a run.
+type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+
+/// A spawned child whose output is being pumped.
+pub struct Execution<O: OutputSink, E: OutputSink> {
+  child: Child,
+  pid: u32,
+  job: Arc<Job>,
+  started: Instant,
+  stdin: Option<ChildStdin>,
+  input_task: Option<JoinHandle<()>>,
+  pumps: Option<Pumps<O, E>>,
+  stop: CancellationToken,
+  mark: String,
+  limits: Limits,
+}
+
+/// The limits a job can hold; the others have no Windows form.
+fn job_limits(l: &Limits) -> Result<JobLimits, ExecError> {
+  let none = |name: &str| {
+    ExecError::invalid(format!(
+      "limits.{name} has no Windows form (a Job Object limits memoryBytes, maxProcesses and cpuSeconds)"
+    ))
+  };
+  if l.file_size_bytes.is_some() {
+    return Err(none("fileSizeBytes"));
+  }
+  if l.open_files.is_some() {
+    return Err(none("openFiles"));
+  }
+  Ok(JobLimits {
+    memory_bytes: l.memory_bytes,
+    max_processes: l.max_processes,
+    cpu_seconds: l.cpu_seconds,
+  })
+}
+
+fn is_named(p: &Path, name: &str) -> bool {
+  p.file_name()
+    .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(name))
+}
+
+fn is_batch(p: &Path) -> bool {
+  p.extension().is_some_and(|e| {
+    let e = e.to_string_lossy();
+    e.eq_ignore_ascii_case("cmd") || e.eq_ignore_ascii_case("bat")
+  })
+}
+
+/// `cmd.exe`, as the system names it.
+fn cmd_exe() -> PathBuf {
+  std::env::var_os("ComSpec")
+    .map(PathBuf::from)
+    .unwrap_or_else(|| PathBuf::from("cmd.exe"))
+}
+
+/// One argument of a `.cmd`/`.bat` file, quoted for cmd.exe. Inside double
+/// quotes cmd.exe takes `& | < > ^ ( )` and spaces literally; what it would
+/// still act on cannot be passed safely and is refused.
+pub fn batch_quote(arg: &OsStr, what: &str) -> Result<String, ExecError> {
+  let s = arg.to_str().ok_or_else(|| {
+    ExecError::invalid(format!("{what} of a .cmd/.bat file is not valid Unicode"))
+  })?;
+  for bad in ['"', '%', '\r', '\n', '\0'] {
+    if s.contains(bad) {
+      return Err(ExecError::invalid(format!(
+        "{what} of a .cmd/.bat file contains {bad:?}, which cmd.exe would act on whatever the quoting: refused (run it through cmd yourself if you mean it)"
+      )));
+    }
+  }
+  let plain = !s.is_empty()
+    && s
+      .chars()
+      .all(|c| c.is_ascii_alphanumeric() || "-_.:/\\+@#$~[]{}'`*?".contains(c));
+  Ok(if plain {
+    s.to_owned()
+  } else {
+    format!("\"{s}\"")
+  })
+}
+
+/// The command for `spec`: a `.cmd`/`.bat` through cmd.exe, cmd.exe itself
+/// with verbatim arguments, anything else with the usual quoting.
+fn base_command(spec: &ProcessSpec) -> Result<std::process::Command, ExecError> {
+  if is_batch(&spec.program) {
+    let mut line = vec![batch_quote(spec.program.as_os_str(), "the path")?];
+    for (i, a) in spec.args.iter().enumerate() {
+      line.push(batch_quote(a, &format!("argument {}", i + 1))?);
+    }
+    let mut cmd = std::process::Command::new(cmd_exe());
+    // /d: no AutoRun; /e:ON /v:OFF: fixed expansion rules; /s /c "...": the
+    // outer quotes are removed and the rest taken as typed
+    cmd.raw_arg(format!("/d /e:ON /v:OFF /s /c \"{}\"", line.join(" ")));
+    return Ok(cmd);
+  }
+  let mut cmd = std::process::Command::new(&spec.program);
+  if is_named(&spec.program, "cmd.exe") || is_named(&spec.program, "cmd") {
+    for a in &spec.args {
+      cmd.raw_arg(a);
+    }
+  } else {
+    cmd.args(&spec.args);
+  }
+  Ok(cmd)
+}
+
+fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Command, ExecError> {
+  let mut cmd = base_command(spec)?;
+  if let Some(cwd) = &spec.cwd {
+    cmd.current_dir(cwd);
+  }
+  if !spec.env.is_plain_inherit() {
+    cmd.env_clear();
+    cmd.envs(spec.env.build());
+  }
+  cmd.env(MARK_VAR, mark);
+  cmd.creation_flags(platform::CREATE_NEW_PROCESS_GROUP | platform::CREATE_SUSPENDED);
+  cmd.stdin(match spec.stdin {
+    StdinMode::Null => Stdio::null(),
+    _ => Stdio::piped(),
+  });
+  cmd.stdout(Stdio::piped());
+  cmd.stderr(Stdio::piped());
+  Ok(tokio::process::Command::from(cmd))
+}
+
+/// Put a suspended child in `job` and let it run. On failure the child is
+/// ended (it never ran a single instruction outside the job).
+fn enter_job(child: &mut Child, job: &Job, pid: u32) -> Result<(), ExecError> {
+  let handle = child.raw_handle().unwrap_or(std::ptr::null_mut());
+  let r = job
+    .assign(handle)
+    .map_err(|e| format!("cannot put it in a Job Object: {e}"))
+    .and_then(|_| platform::resume_process(pid).map_err(|e| format!("cannot resume it: {e}")));
+  r.map(|_| ()).map_err(|why| {
+    let _ = child.start_kill();
+    ExecError::new(ErrorCode::ESPAWN, why)
+  })
+}
+
+impl<O: OutputSink, E: OutputSink> Execution<O, E> {
+  /// Start `spec`. Must be called within a tokio runtime.
+  pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    spec.env.validate()?;
+    for a in &spec.args {
+      if a.as_encoded_bytes().contains(&0) {
+        return Err(ExecError::invalid("an argument contains a NUL byte"));
+      }
+    }
+    if spec.sandbox.is_some() {
+      // fail closed: nothing runs unconfined when confinement was asked for
+      return Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        "the sandbox is not available on Windows yet: nothing ran",
+      ));
+    }
+    // `die_with_parent` needs nothing more: every job ends with the host
+    let limits = job_limits(&spec.limits)?;
+    registry::begin_spawn(owner)?;
+    let mark = registry::new_mark(owner);
+    let mut cmd = build_command(spec, &mark)?;
+    let job = Arc::new(Job::new(limits).map_err(|e| {
+      ExecError::new(
+        ErrorCode::ESPAWN,
+        format!("cannot create a Job Object: {e}"),
+      )
+    })?);
+    let started = Instant::now();
+    let shown = spec.program.display().to_string();
+    let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let pid = child.id().unwrap_or(0);
+    enter_job(&mut child, &job, pid)?;
+    registry::register(pid as i32, owner, job.clone());
+
+    let stop = CancellationToken::new();
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    let out_task = tokio::spawn(pump(out, stdout, stop.clone()));
+    let err_task = tokio::spawn(pump(err, stderr, stop.clone()));
+
+    let mut stdin = child.stdin.take();
+    let mut input_task = None;
+    if let StdinMode::Bytes(bytes) = &spec.stdin {
+      if let Some(mut w) = stdin.take() {
+        let bytes = bytes.clone();
+        input_task = Some(tokio::spawn(async move {
+          // a child that did not read it all is not an error of the run
+          let _ = w.write_all(&bytes).await;
+          let _ = w.shutdown().await;
+        }));
+      }
+    }
+    Ok(Execution {
+      child,
+      pid,
+      job,
+      started,
+      stdin,
+      input_task,
+      pumps: Some((out_task, err_task)),
+      stop,
+      mark,
+      limits: spec.limits.clone(),
+    })
+  }
+
+  pub fn pid(&self) -> u32 {
+    self.pid
+  }
+
+  /// The value of `EXEC_NATIVE_RUN_ID` this run's processes carry.
+  pub fn mark(&self) -> &str {
+    &self.mark
+  }
+
+  /// The stdin pipe, with [`StdinMode::Piped`].
+  pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+    self.stdin.take()
+  }
+
+  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then
+  /// the end of what is left in its job, and the drain.
+  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+    let deadline = policy.timeout.map(|t| self.started + t);
+    let (mut timed_out, mut canceled) = (false, false);
+    let status = tokio::select! {
+      st = self.child.wait() => st,
+      _ = sleep_until_opt(deadline) => {
+        timed_out = true;
+        kill_sequence(&mut self.child, &self.job, self.pid, policy.kill_grace).await
+      }
+      _ = cancel.cancelled() => {
+        canceled = true;
+        kill_sequence(&mut self.child, &self.job, self.pid, policy.kill_grace).await
+      }
+    };
+    // what is left of the tree goes the same way (graceful, then ended)
+    if policy.cleanup_group_on_exit || timed_out || canceled {
+      end_later(self.job.clone(), self.pid, policy.kill_grace);
+    } else {
+      registry::unregister(self.pid as i32);
+    }
+    let (out, err) = self.drain(policy).await;
+    let (stdout, stdout_bytes) = joined(out).await;
+    let (stderr, stderr_bytes) = joined(err).await;
+    if let Some(t) = self.input_task.take() {
+      t.abort();
+    }
+    let outcome = self.outcome(
+      status,
+      policy,
+      (timed_out, canceled),
+      (stdout_bytes, stderr_bytes),
+    );
+    Finished {
+      outcome,
+      stdout,
+      stderr,
+    }
+  }
+
+  fn outcome(
+    &self,
+    status: std::io::Result<ExitStatus>,
+    policy: &RunPolicy,
+    (timed_out, canceled): (bool, bool),
+    (stdout_bytes, stderr_bytes): (u64, u64),
+  ) -> RunOutcome {
+    let (mut exit_code, signal) = match status {
+      Ok(st) => decode_status(st),
+      Err(_) => (-1, None),
+    };
+    let error = if let Some(e) = self.limit_error(exit_code) {
+      Some(e)
+    } else if timed_out {
+      exit_code = 124;
+      let label = policy
+        .timeout_label
+        .clone()
+        .or_else(|| policy.timeout.map(format_duration))
+        .unwrap_or_default();
+      Some(ExecError::new(
+        ErrorCode::TIMEOUT,
+        format!("Process timeout after {label}"),
+      ))
+    } else if canceled {
+      Some(ExecError::new(ErrorCode::ECANCELED, "Process canceled"))
+    } else {
+      None
+    };
+    RunOutcome {
+      pid: self.pid,
+      exit_code,
+      signal,
+      timed_out,
+      canceled,
+      duration: self.started.elapsed(),
+      stdout_bytes,
+      stderr_bytes,
+      error,
+      sandbox: None,
+    }
+  }
+
+  /// The limit the job says was hit (the CPU limit also by the exit code
+  /// the system gives a job it ends at it).
+  fn limit_error(&self, exit_code: i32) -> Option<ExecError> {
+    let l = &self.limits;
+    match self.job.limit_hit() {
+      Some(JobLimitHit::Memory) => l.memory_bytes.map(memory_error),
+      Some(JobLimitHit::Processes) => l.max_processes.map(process_error),
+      Some(JobLimitHit::Cpu) => l.cpu_seconds.map(cpu_error),
+      None if exit_code == platform::CPU_LIMIT_EXIT => l.cpu_seconds.map(cpu_error),
+      None => None,
+    }
+  }
+
+  /// Read until EOF, but no longer than `drain` after the exit.
+  async fn drain(
+    &mut self,
+    policy: &RunPolicy,
+  ) -> (
+    Result<(O, u64), tokio::task::JoinError>,
+    Result<(E, u64), tokio::task::JoinError>,
+  ) {
+    let (out_task, err_task) = self.pumps.take().expect("the pumps are drained once");
+    let pumps = async { (out_task.await, err_task.await) };
+    tokio::pin!(pumps);
+    tokio::select! {
+      r = &mut pumps => r,
+      _ = tokio::time::sleep(policy.drain) => {
+        self.stop.cancel();
+        pumps.await
+      }
+    }
+  }
+}
+
+/// Spawn and wait; a `cancel` already cancelled spawns nothing
+/// ([`canceled_before_start`]).
+pub async fn run<O: OutputSink, E: OutputSink>(
+  spec: &ProcessSpec,
+  policy: &RunPolicy,
+  stdout: O,
+  stderr: E,
+  cancel: &CancellationToken,
+) -> Result<Finished<O, E>, ExecError> {
+  if cancel.is_cancelled() {
+    return Err(canceled_before_start());
+  }
+  let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
+  Ok(exec.wait(policy, cancel).await)
+}
+
+/// `CTRL_BREAK_EVENT` to the group; the job ended after `grace` (at once
+/// when the event could not be sent, or with no grace).
+async fn kill_sequence(
+  child: &mut Child,
+  job: &Job,
+  pid: u32,
+  grace: Duration,
+) -> std::io::Result<ExitStatus> {
+  if !grace.is_zero() && platform::ctrl_break(pid) {
+    if let Ok(st) = tokio::time::timeout(grace, child.wait()).await {
+      return st;
+    }
+  }
+  job.terminate(TERMINATED_EXIT);
+  child.wait().await
+}
+
+/// End what is left in a run's job: nothing when it is empty, else the
+/// graceful event and the end after `grace`, on the runtime. The run is
+/// unregistered once its job is empty.
+fn end_later(job: Arc<Job>, pid: u32, grace: Duration) {
+  if job.active_processes() == 0 {
+    registry::unregister(pid as i32);
+    return;
+  }
+  let graceful = !grace.is_zero() && platform::ctrl_break(pid);
+  tokio::spawn(async move {
+    if graceful {
+      let until = Instant::now() + grace;
+      while Instant::now() < until && job.active_processes() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+      }
+    }
+    job.terminate(TERMINATED_EXIT);
+    registry::unregister(pid as i32);
+  });
+}
+
+/// (exit code, signal name): Windows has no signals, so the code is the
+/// process's own (as a signed 32-bit number: `0xC000013A`, the end by
+/// `CTRL_BREAK_EVENT`, is -1073741510) and the signal is always `None`.
+pub fn decode_status(st: ExitStatus) -> (i32, Option<String>) {
+  (st.code().unwrap_or(-1), None)
+}
+
+/// Read a stream into its sink until EOF, or until `stop`. The reads run on
+/// tokio's blocking pool (anonymous pipes have no readiness on Windows); a
+/// read in flight when `stop` comes keeps its bytes for the reader, which is
+/// dropped with the pump.
+async fn pump<S: OutputSink>(
+  mut io: impl AsyncRead + Unpin,
+  mut sink: S,
+  stop: CancellationToken,
+) -> (S, u64) {
+  let mut buf = vec![0u8; READ_BUF];
+  let mut total = 0u64;
+  let ticker = tokio::time::sleep(Duration::ZERO);
+  tokio::pin!(ticker);
+  let mut tick_at: Option<Instant> = None;
+  loop {
+    match sink.next_tick() {
+      None => tick_at = None,
+      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
+      Some(t) => {
+        ticker.as_mut().reset(t);
+        tick_at = Some(t);
+      }
+    }
+    tokio::select! {
+      biased;
+      r = io.read(&mut buf) => match r {
+        Ok(0) | Err(_) => break,
+        Ok(n) => {
+          total += n as u64;
+          sink.write(&buf[..n]);
+          tokio::select! {
+            _ = sink.ready() => {}
+            _ = stop.cancelled() => break,
+          }
+        }
+      },
+      _ = &mut ticker, if tick_at.is_some() => {
+        tick_at = None;
+        sink.tick();
+      }
+      _ = stop.cancelled() => break,
+    }
+  }
+  sink.finish().await;
+  (sink, total)
+}
+
+/// The environment variable every run's processes carry, as on POSIX.
+pub const MARK_VAR: &str = "EXEC_NATIVE_RUN_ID";
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn batch_arguments_are_quoted_or_refused() {
+    let q = |s: &str| batch_quote(OsStr::new(s), "argument 1");
+    assert_eq!(q("plain").unwrap(), "plain");
+    assert_eq!(q("two words").unwrap(), "\"two words\"");
+    assert_eq!(q("a&b|c<d>e^f").unwrap(), "\"a&b|c<d>e^f\"");
+    assert_eq!(q("").unwrap(), "\"\"");
+    for bad in ["\"&calc", "%PATH%", "a\nb", "a\rb"] {
+      let e = q(bad).unwrap_err();
+      assert_eq!(e.code, ErrorCode::EINVAL, "{bad}");
+      assert!(e
+        .message()
+        .starts_with("exec: argument 1 of a .cmd/.bat file contains"));
+    }
+  }
+}
