@@ -378,10 +378,11 @@ impl Subprocess {
     #[cfg(windows)]
     {
       let _ = mark;
+      // canceled first, so that the exit the kill causes is seen as ours
+      self.cancel.cancel();
       if sig == registry::KillKind::Kill {
         registry::kill_now(pgid);
       }
-      self.cancel.cancel();
     }
     // the run has not settled: its leader may have exited a moment ago, but
     // it is signalled as every kill path does (ProcessTree's one order)

@@ -218,7 +218,7 @@ pub fn prepare_with(
 /// never `System32\\bash.exe`, which is WSL's launcher and runs Linux, not
 /// this host); elsewhere the PATH's.
 fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
-  if !cfg!(windows) {
+  if !crate::platform::WINDOWS {
     return resolve_program("bash", env.path_var().as_ref(), cwd);
   }
   let installed = [
@@ -255,7 +255,7 @@ fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
 /// (no `python3`: on Windows it is usually the Store's placeholder).
 fn python_spec(env: &EnvSpec, cwd: &Path) -> Result<ProcessSpec, ExecError> {
   let path = env.path_var();
-  if !cfg!(windows) {
+  if !crate::platform::WINDOWS {
     return Ok(ProcessSpec::new(resolve_program(
       "python3",
       path.as_ref(),
@@ -311,7 +311,7 @@ fn powershell_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, Ex
 /// Node does for cmd); code of several lines (or large) runs as a temp
 /// `.cmd` file, which cmd.exe reads line by line.
 fn cmd_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
-  let program = if cfg!(windows) {
+  let program = if crate::platform::WINDOWS {
     std::env::var_os("ComSpec")
       .map(PathBuf::from)
       .filter(|p| p.is_file())
@@ -369,14 +369,14 @@ fn tsx_loader_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessS
 fn tsx_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessSpec, ExecError> {
   // Windows: npm's shim is `tsx.cmd`, which would put the code through
   // cmd.exe: the project's tsx runs as its CLI script on node instead
-  if cfg!(windows) {
+  if crate::platform::WINDOWS {
     let cli = cwd.join("node_modules/tsx/dist/cli.mjs");
     if cli.is_file() {
       return Ok(ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli));
     }
   }
   let local = cwd.join("node_modules/.bin/tsx");
-  if local.is_file() && !cfg!(windows) {
+  if local.is_file() && !crate::platform::WINDOWS {
     Ok(ProcessSpec::new(local))
   } else if let Some(cli) = tc.bundled_tsx.clone().filter(|p| p.is_file()) {
     Ok(ProcessSpec::new(find_node(env, cwd, tc)?).arg(cli))

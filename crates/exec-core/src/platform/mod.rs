@@ -52,6 +52,10 @@ mod windows;
 #[cfg(windows)]
 pub use windows::*;
 
+/// Windows, where a rule above this layer differs (which interpreter, how a
+/// program is named): `if platform::WINDOWS`, so both branches compile everywhere.
+pub const WINDOWS: bool = cfg!(windows);
+
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!("exec-native supports Linux, macOS and Windows only");
 

@@ -108,6 +108,17 @@ pub fn set_rlimit(res: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
   Ok(())
 }
 
+/// Whether environment variable names `a` and `b` are the same variable
+/// (byte for byte).
+pub fn env_name_eq(a: &std::ffi::OsStr, b: &str) -> bool {
+  a.as_encoded_bytes() == b.as_bytes()
+}
+
+/// A program path as given (no `PATHEXT` here).
+pub fn with_exe_suffix(p: std::path::PathBuf) -> std::path::PathBuf {
+  p
+}
+
 /// Whether this directory can be a child's working directory (search permission).
 pub fn can_enter(dir: &std::path::Path) -> bool {
   nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).is_ok()

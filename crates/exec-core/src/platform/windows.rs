@@ -306,3 +306,29 @@ pub fn is_executable(_file: &std::path::Path) -> bool {
 pub fn is_writable(p: &std::path::Path) -> bool {
   std::fs::metadata(p).is_ok_and(|m| !m.permissions().readonly())
 }
+
+/// Whether environment variable names `a` and `b` are the same variable:
+/// ignoring ASCII case (`Path` is `PATH`).
+pub fn env_name_eq(a: &std::ffi::OsStr, b: &str) -> bool {
+  a.to_string_lossy().eq_ignore_ascii_case(b)
+}
+
+/// A path given without its extension, as Windows finds it: `dir\npm` is
+/// `dir\npm.cmd` when only that exists (`PATHEXT`'s order). When the path
+/// exists as given, the path itself.
+pub fn with_exe_suffix(p: std::path::PathBuf) -> std::path::PathBuf {
+  if p.is_file() {
+    return p;
+  }
+  let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+  exts
+    .split(';')
+    .filter(|e| !e.is_empty())
+    .map(|e| {
+      let mut s = p.clone().into_os_string();
+      s.push(e.to_ascii_lowercase());
+      std::path::PathBuf::from(s)
+    })
+    .find(|c| c.is_file())
+    .unwrap_or(p)
+}

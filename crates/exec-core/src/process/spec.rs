@@ -142,7 +142,7 @@ impl EnvSpec {
       let k = OsString::from(k);
       if let Some(slot) = out
         .iter_mut()
-        .find(|(ek, _)| same_name(ek, &k.to_string_lossy()))
+        .find(|(ek, _)| crate::platform::env_name_eq(ek, &k.to_string_lossy()))
       {
         slot.1 = OsString::from(v);
       } else {
@@ -150,14 +150,19 @@ impl EnvSpec {
       }
     }
     if !self.remove.is_empty() {
-      out.retain(|(k, _)| !self.remove.iter().any(|r| same_name(k, r)));
+      out.retain(|(k, _)| {
+        !self
+          .remove
+          .iter()
+          .any(|r| crate::platform::env_name_eq(k, r))
+      });
     }
     out
   }
 
   /// The PATH the child will see.
   pub fn path_var(&self) -> Option<OsString> {
-    let is_path = |k: &str| same_name(std::ffi::OsStr::new(k), "PATH");
+    let is_path = |k: &str| crate::platform::env_name_eq(std::ffi::OsStr::new(k), "PATH");
     if let Some((_, v)) = self.vars.iter().rev().find(|(k, _)| is_path(k)) {
       return Some(OsString::from(v));
     }
@@ -169,36 +174,6 @@ impl EnvSpec {
     }
     None
   }
-}
-
-/// Whether environment variable names `a` and `b` are the same variable:
-/// byte for byte on POSIX, ignoring ASCII case on Windows (`Path` is `PATH`).
-fn same_name(a: &std::ffi::OsStr, b: &str) -> bool {
-  if cfg!(windows) {
-    a.to_string_lossy().eq_ignore_ascii_case(b)
-  } else {
-    a.as_encoded_bytes() == b.as_bytes()
-  }
-}
-
-/// A path given without its extension, as Windows finds it: `dir\npm` is
-/// `dir\npm.cmd` when only that exists (`PATHEXT`'s order). Elsewhere, and
-/// when the path exists as given, the path itself.
-fn with_exe_suffix(p: PathBuf) -> PathBuf {
-  if !cfg!(windows) || p.is_file() {
-    return p;
-  }
-  let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
-  exts
-    .split(';')
-    .filter(|e| !e.is_empty())
-    .map(|e| {
-      let mut s = p.clone().into_os_string();
-      s.push(e.to_ascii_lowercase());
-      PathBuf::from(s)
-    })
-    .find(|c| c.is_file())
-    .unwrap_or(p)
 }
 
 /// Check that `cwd` exists, is a directory and can be entered.
@@ -247,7 +222,7 @@ pub fn resolve_program(
     return Err(ExecError::invalid("command contains a NUL byte"));
   }
   if program.contains(std::path::is_separator) {
-    let p = with_exe_suffix(cwd.join(program));
+    let p = crate::platform::with_exe_suffix(cwd.join(program));
     return match std::fs::metadata(&p) {
       Ok(m) if m.is_file() => {
         if crate::platform::is_executable(&p) {

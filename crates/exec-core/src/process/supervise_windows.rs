@@ -277,6 +277,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         kill_sequence(&mut self.child, &self.job, self.pid, policy.kill_grace).await
       }
     };
+    // an exit caused by `kill('SIGKILL')` (cancel, then the job ended) may
+    // be seen before the cancel: it is still the cancel's
+    canceled |= !timed_out && cancel.is_cancelled();
     // what is left of the tree goes the same way (graceful, then ended)
     if policy.cleanup_group_on_exit || timed_out || canceled {
       end_later(self.job.clone(), self.pid, policy.kill_grace);
@@ -489,24 +492,3 @@ async fn pump<S: OutputSink>(
 
 /// The environment variable every run's processes carry, as on POSIX.
 pub const MARK_VAR: &str = "EXEC_NATIVE_RUN_ID";
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn batch_arguments_are_quoted_or_refused() {
-    let q = |s: &str| batch_quote(OsStr::new(s), "argument 1");
-    assert_eq!(q("plain").unwrap(), "plain");
-    assert_eq!(q("two words").unwrap(), "\"two words\"");
-    assert_eq!(q("a&b|c<d>e^f").unwrap(), "\"a&b|c<d>e^f\"");
-    assert_eq!(q("").unwrap(), "\"\"");
-    for bad in ["\"&calc", "%PATH%", "a\nb", "a\rb"] {
-      let e = q(bad).unwrap_err();
-      assert_eq!(e.code, ErrorCode::EINVAL, "{bad}");
-      assert!(e
-        .message()
-        .starts_with("exec: argument 1 of a .cmd/.bat file contains"));
-    }
-  }
-}
