@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 
 import { waitGone } from './helpers'
 
-import { executeStreaming, spawnCall } from '../index.js'
+import { captureCall, executeStreaming, spawnCall } from '../index.js'
 
 const addon = join(__dirname, '..', 'index.js')
 
@@ -247,5 +247,21 @@ describe('host lifecycle (host scripts in child processes)', () => {
     const pids = r.stdout.split('\n').filter(Boolean).map(Number)
     expect(pids.length).toBe(2)
     expect(await waitGone(pids)).toEqual([])
+  })
+})
+
+describe.skipIf(process.platform !== 'linux')("the addon's own spawn (Linux)", () => {
+  it('a pipe child starts with the SIGPIPE, SIGXFSZ and SIGXCPU Node ignores at their defaults, with or without limits', async () => {
+    const ignored = (status: string) => BigInt(`0x${/SigIgn:\s*([0-9a-f]+)/.exec(status)![1]}`)
+    const bit = (sig: number) => 1n << BigInt(sig - 1)
+    // the premise: Node ignores SIGPIPE (13) and SIGXFSZ (25)
+    const mine = ignored(readFileSync('/proc/self/status', 'utf8'))
+    expect(mine & (bit(13) | bit(25))).toBe(bit(13) | bit(25))
+    for (const opts of [{}, { limits: { openFiles: 64 } }, { dieWithParent: true }]) {
+      const r = await captureCall('bash', ['-c', 'grep SigIgn /proc/self/status; (ulimit -f 1; head -c 100000 /dev/zero > /dev/shm/exn-xfsz-$$); echo rc=$?; rm -f /dev/shm/exn-xfsz-$$'], opts)
+      expect(ignored(r.stdout) & (bit(13) | bit(24) | bit(25))).toBe(0n)
+      // head dies of SIGXFSZ (128+25) instead of seeing EFBIG
+      expect(r.stdout).toContain('rc=153')
+    }
   })
 })
