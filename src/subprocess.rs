@@ -6,7 +6,11 @@
 //! callbacks. `spawnCall` and `executeStreaming` run on the same machinery
 //! ([`start`] and [`settle`]).
 
+#[cfg(unix)]
 use exec_core::process::child::StdinPipe;
+/// Windows: the run's stdin is tokio's pipe to the child.
+#[cfg(windows)]
+type StdinPipe = tokio::process::ChildStdin;
 use exec_core::process::spec::{check_cwd, resolve_program};
 use exec_core::process::supervise::{
   canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
