@@ -523,23 +523,6 @@ fn unavailable(
   Ok((plain, report))
 }
 
-/// The command that runs `program` (with `argv0`, `args`) under `policy`
-/// in `cwd`, and the report of how. Linux: the sandbox helper
-/// (`exec-native-sandbox`), which restricts itself and then execs the
-/// program (see its module doc); the program is found here, in the child's
-/// `PATH` (`path_var`), so a missing one is `ENOENT` before anything is
-/// spawned. macOS: `/usr/bin/sandbox-exec` with a generated profile (see
-/// [`seatbelt`]).
-pub fn wrap_command(
-  policy: &SandboxPolicy,
-  cwd: &Path,
-  plain: Invocation,
-  path_var: Option<std::ffi::OsString>,
-) -> Result<(Invocation, SandboxReport), ExecError> {
-  let (inv, report, _) = launch(policy, cwd, plain, path_var, false)?;
-  Ok((inv, report))
-}
-
 /// A restriction the spawned child applies to itself between `clone` and
 /// `execve` (Landlock, capabilities, seccomp: see
 /// `exec_native_sandbox::restrict`), prepared in the host. Linux only.
@@ -605,10 +588,16 @@ impl InChild {
 #[cfg(not(target_os = "linux"))]
 pub struct InChild(());
 
-/// [`wrap_command`], or, where no namespace is to be made and the caller
-/// can run a step in the child before exec (`in_child`), the program itself
-/// and the restriction its child applies (no helper between them: the
-/// helper's own exec is most of what a Landlock + seccomp spawn would cost).
+/// The command that runs `program` (with `argv0`, `args`) under `policy`
+/// in `cwd`, and the report of how. Linux: the sandbox helper
+/// (`exec-native-sandbox`), which restricts itself and then execs the
+/// program; or, where no namespace is to be made and the caller can run a
+/// step in the child before exec (`in_child`), the program itself and the
+/// restriction its child applies (no helper between them: the helper's own
+/// exec is most of what a Landlock + seccomp spawn would cost). The program
+/// is found here, in the child's `PATH` (`path_var`), so a missing one is
+/// `ENOENT` before anything is spawned. macOS: `/usr/bin/sandbox-exec` with
+/// a generated profile (see [`seatbelt`]).
 pub fn launch(
   policy: &SandboxPolicy,
   cwd: &Path,
