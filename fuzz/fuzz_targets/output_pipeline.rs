@@ -5,7 +5,7 @@
 
 use exec_core::buffer::{HeadTailBuffer, MARKER_ALLOWANCE};
 use exec_core::command::sanitize::{sanitize, sanitize_bytes};
-use exec_core::command::truncate::{truncate_tail, OutputLimits};
+use exec_core::command::truncate::{truncate_head_tail, truncate_tail, OutputLimits, TruncationMode};
 use exec_core::utf8::Utf8Decoder;
 use libfuzzer_sys::fuzz_target;
 
@@ -34,7 +34,12 @@ fuzz_target!(|data: &[u8]| {
   assert!(!clean.contains('\x1b'));
   assert_eq!(sanitize(&clean), clean);
 
-  let (kept, t) = truncate_tail(&clean, OutputLimits { max_lines, max_bytes });
+  let limits = OutputLimits {
+    max_lines,
+    max_bytes,
+    mode: TruncationMode::Tail,
+  };
+  let (kept, t) = truncate_tail(&clean, limits);
   assert!(clean.ends_with(kept));
   // within the byte limit, except the documented floor: a line cut by bytes
   // keeps at least its last character (and its newline); a line of one
@@ -46,4 +51,24 @@ fuzz_target!(|data: &[u8]| {
   }
   assert!(kept.len() <= max_bytes || floor, "{kept:?} max_bytes {max_bytes}");
   assert_eq!(t.total_bytes, clean.len() as u64);
+
+  // head+tail: the kept head is a prefix, the kept tail a suffix, and the
+  // counts add up to what was returned (the marker line is not counted)
+  let (both, h) = truncate_head_tail(&clean, limits);
+  assert_eq!(h.total_bytes, clean.len() as u64);
+  if h.truncated_by.is_none() {
+    assert_eq!(both, clean);
+  } else {
+    let head_len = clean
+      .split_inclusive('\n')
+      .take(h.head_lines as usize)
+      .map(str::len)
+      .sum::<usize>();
+    assert!(both.starts_with(&clean[..head_len]));
+    assert!(h.output_bytes as usize <= both.len());
+    let tail_len = h.output_bytes as usize - head_len;
+    assert!(clean.ends_with(&both[both.len() - tail_len..]));
+    assert!(h.head_lines as usize <= max_lines / 2);
+    assert!(head_len <= max_bytes / 2);
+  }
 });
