@@ -18,12 +18,19 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 missing=$(comm -23 <(tr ' ' '\n' <<<"$targets" | sort) <(rustup target list --installed | sort))
 [ -z "$missing" ] || rustup target add $missing
 linked=x86_64-unknown-linux-musl # built for real below (a build checks it)
+# one cargo for every target: the build scripts and proc macros are compiled
+# once, and the targets' crates interleave on the cores (separate runs left a
+# core idle at each run's serial end)
+flags=()
 for t in $targets; do
   [ "$t" = "$host" ] && continue # the host is linted by `cargo clippy` itself
   [ "$t" = "$linked" ] && ! $quick && continue
-  echo "== cargo clippy --target $t"
-  cargo clippy --quiet --workspace --target "$t" -- -D warnings
+  flags+=(--target "$t")
 done
+if [ ${#flags[@]} -gt 0 ]; then
+  echo "== cargo clippy ${flags[*]}"
+  cargo clippy --quiet --workspace "${flags[@]}" -- -D warnings
+fi
 $quick && exit 0
 
 # musl for real: a shared object linked by zig against musl
