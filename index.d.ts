@@ -232,8 +232,11 @@ export declare class PythonSession {
    */
   importNotebook(path: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult[]>
   /**
-   * Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-   * namespace survives): the oldest cell whose promise has not settled, held
+   * Interrupt the running cell (SIGINT to the interpreter's process group; on
+   * Windows the control message `{"op":"interrupt"}`, on which the driver
+   * calls `_thread.interrupt_main()`: Python code stops, a blocking call
+   * such as `time.sleep` only when it returns, a subprocess is not reached).
+   * A KeyboardInterrupt in the cell; the namespace survives: the oldest cell whose promise has not settled, held
    * until it starts if it is queued; never the cell after it. Returns false
    * when there is none, or it has just finished.
    */
@@ -1381,7 +1384,7 @@ export interface PythonSessionOptions {
    * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** The interpreter: a name looked up in PATH, or a path. @default 'python3' */
+  /** The interpreter: a name looked up in PATH, or a path. @default 'python3' ('python' on Windows) */
   python?: string
   /**
    * Code run in the namespace after every start of an interpreter (the first,
@@ -1389,8 +1392,9 @@ export interface PythonSessionOptions {
    */
   initCode?: string
   /**
-   * Milliseconds a cell has to stop after the SIGINT of its timeout before the
-   * interpreter is killed. @default 2000
+   * Milliseconds a cell has to stop after the interrupt of its timeout (SIGINT;
+   * on Windows a control message to the driver) before the interpreter is
+   * killed. @default 2000
    */
   forceKillAfterDelay?: number
   /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */

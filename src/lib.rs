@@ -21,7 +21,6 @@ mod reaping;
 mod sandbox;
 #[cfg(unix)]
 mod serve;
-#[cfg(unix)]
 mod session;
 mod spawn_call;
 mod stream;

@@ -26,13 +26,14 @@ js_options! {
   /// counts across cells, per process) and again after a restart.
   pub struct PythonSessionOptions {
     ..process,
-    /// The interpreter: a name looked up in PATH, or a path. @default 'python3'
+    /// The interpreter: a name looked up in PATH, or a path. @default 'python3' ('python' on Windows)
     pub python: Option<String>,
     /// Code run in the namespace after every start of an interpreter (the first,
     /// restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
     pub init_code: Option<String>,
-    /// Milliseconds a cell has to stop after the SIGINT of its timeout before the
-    /// interpreter is killed. @default 2000
+    /// Milliseconds a cell has to stop after the interrupt of its timeout (SIGINT;
+    /// on Windows a control message to the driver) before the interpreter is
+    /// killed. @default 2000
     #[napi(ts_type = "number")]
     pub force_kill_after_delay: Option<Ms>,
     /// Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000
@@ -45,6 +46,7 @@ js_options! {
   }
 }
 
+#[cfg(unix)]
 js_options! {
   /// Options of `NodeSession.start`. `dieWithParent` kills only `node`
   /// itself; `limits`, `sandbox` hold for every cell and again after a restart.
@@ -71,6 +73,7 @@ js_options! {
   }
 }
 
+#[cfg(unix)]
 js_options! {
   /// Options of `ShellSession.start`. `dieWithParent` kills only the shell
   /// itself; `limits`, `sandbox` hold for every command (CPU time counts
@@ -132,6 +135,7 @@ impl<'env> FromJs<'env> for Language {
 }
 
 /// An error thrown by a JavaScript cell.
+#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct NodeCellError {
   /// `error.name`, e.g. `'TypeError'`; `'SyntaxError'` for a cell that does
@@ -146,6 +150,7 @@ pub struct NodeCellError {
 /// The result of `NodeSession.execute`. It resolves for every outcome of the
 /// cell; it rejects only when the session is closed (ECANCELED) or a lost
 /// `node` cannot be restarted.
+#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct NodeExecuteResult {
   /// `ok`; `error` (the cell threw, or did not compile); `interrupted`
@@ -203,6 +208,7 @@ pub struct NodeExecuteResult {
 
 /// What a cell raised or threw, the same shape for Python and Node (and in
 /// `history()`).
+#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct SessionException {
   /// The class: `'ZeroDivisionError'`, `'TypeError'`.
@@ -315,6 +321,7 @@ pub struct PythonExecuteResult {
 /// The result of `ShellSession.execute`. Rejects only when the session is
 /// closed (ECANCELED), the command holds a NUL byte (EINVAL), or a lost shell
 /// cannot be restarted.
+#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct ShellExecuteResult {
   /// `ok` (exit 0); `error` (non-zero exit); `interrupted` (`interrupt()`; the
@@ -728,6 +735,7 @@ fn python_result(r: core::CellResult) -> PythonExecuteResult {
   }
 }
 
+#[cfg(unix)]
 fn node_result(r: core::CellResult) -> NodeExecuteResult {
   NodeExecuteResult {
     status: status(r.status),
@@ -764,8 +772,11 @@ fn node_result(r: core::CellResult) -> NodeExecuteResult {
 
 #[napi]
 impl PythonSession {
-  /// Interrupt the running cell (SIGINT: a KeyboardInterrupt in the cell; the
-  /// namespace survives): the oldest cell whose promise has not settled, held
+  /// Interrupt the running cell (SIGINT to the interpreter's process group; on
+  /// Windows the control message `{"op":"interrupt"}`, on which the driver
+  /// calls `_thread.interrupt_main()`: Python code stops, a blocking call
+  /// such as `time.sleep` only when it returns, a subprocess is not reached).
+  /// A KeyboardInterrupt in the cell; the namespace survives: the oldest cell whose promise has not settled, held
   /// until it starts if it is queued; never the cell after it. Returns false
   /// when there is none, or it has just finished.
   #[napi]
@@ -806,11 +817,13 @@ impl PythonSession {
 /// `class` and `function` declarations survive from one `execute` to the
 /// next and can be declared again; top-level `await`; `import` from the
 /// session's cwd; TypeScript cells. Calls are queued and run in order.
+#[cfg(unix)]
 #[napi]
 pub struct NodeSession {
   inner: Arc<core::NodeSession>,
 }
 
+#[cfg(unix)]
 #[napi]
 impl NodeSession {
   /// Start `node` (and run `initCode`). Rejects with `err.code`: ENOENT
@@ -948,11 +961,13 @@ impl NodeSession {
 
 /// A persistent bash: `cd`, `export`, aliases, functions and shell variables
 /// survive from one `execute` to the next. Calls are queued and run in order.
+#[cfg(unix)]
 #[napi]
 pub struct ShellSession {
   inner: Arc<core::ShellSession>,
 }
 
+#[cfg(unix)]
 #[napi]
 impl ShellSession {
   /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,

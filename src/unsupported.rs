@@ -48,7 +48,6 @@ unsupported_class! {
   CommandRunner => "CommandRunner (the agent tool's shell sessions)",
   NodeSession => "NodeSession",
   ProcessManager => "ProcessManager (pipes and ConPTY)",
-  PythonSession => "PythonSession",
   ShellSession => "ShellSession",
 }
 

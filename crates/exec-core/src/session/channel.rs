@@ -7,20 +7,45 @@
 //! completion belongs to the execution that completes. After the worker's
 //! exit the pipes are read to EOF, but no longer than [`EXIT_DRAIN`]: a
 //! grandchild that keeps them open cannot hold the session.
+//!
+//! Windows: the control channel is a loopback TCP connection that the worker
+//! makes after its start ([`Pending`]: the listener and the token the worker
+//! must send first); until it is made, `next_event` waits for it (or the
+//! worker's exit, the deadline, the cancel). Its pipes have no non-blocking
+//! read there: the catch-up before a message is a bounded wait instead.
 
-use std::os::fd::AsRawFd;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::platform::unread_by_peer;
 use crate::process::supervise::OutputSink;
+
+/// The control channel's stream: the socketpair's end (POSIX), the loopback
+/// connection (Windows).
+#[cfg(unix)]
+type CtlStream = tokio::net::UnixStream;
+#[cfg(windows)]
+type CtlStream = tokio::net::TcpStream;
+
+/// Windows: the control connection the worker is still to make.
+#[cfg(windows)]
+pub(crate) struct Pending {
+  pub listener: tokio::net::TcpListener,
+  /// The first line the worker sends.
+  pub token: String,
+  /// Where the interrupt's clone of the connection goes.
+  pub interrupt: std::sync::Arc<std::sync::Mutex<Option<std::net::TcpStream>>>,
+}
+
+/// How long a worker may take to make its control connection once a
+/// request waits to be sent (its start is bounded by the startup timeout).
+#[cfg(windows)]
+const CONNECT_WAIT: Duration = Duration::from_secs(30);
 
 const READ_BUF: usize = 64 * 1024;
 /// After the worker exited: how long a grandchild holding the pipes may delay us.
@@ -42,7 +67,9 @@ pub(crate) enum Event {
 
 /// The control socket and the output pipes of one worker.
 pub(crate) struct Channel {
-  ctl: UnixStream,
+  ctl: Option<CtlStream>,
+  #[cfg(windows)]
+  pending: Option<Pending>,
   ctl_open: bool,
   /// What came on the control socket and is not a complete message yet.
   inbox: Vec<u8>,
@@ -52,14 +79,33 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
+  #[cfg(unix)]
   pub fn new(
-    ctl: UnixStream,
+    ctl: CtlStream,
     separator: u8,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
   ) -> Channel {
     Channel {
-      ctl,
+      ctl: Some(ctl),
+      ctl_open: true,
+      inbox: Vec::new(),
+      separator,
+      stdout,
+      stderr,
+    }
+  }
+
+  #[cfg(windows)]
+  pub fn new(
+    pending: Pending,
+    separator: u8,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+  ) -> Channel {
+    Channel {
+      ctl: None,
+      pending: Some(pending),
       ctl_open: true,
       inbox: Vec::new(),
       separator,
@@ -70,33 +116,73 @@ impl Channel {
 
   /// Bytes sent on the control socket that the worker has not read yet
   /// (`None` where the platform cannot tell).
+  #[cfg(unix)]
   pub fn unread_by_peer(&self) -> Option<usize> {
-    unread_by_peer(self.ctl.as_raw_fd())
+    use std::os::fd::AsRawFd;
+    let ctl = self.ctl.as_ref()?;
+    crate::platform::unread_by_peer(ctl.as_raw_fd())
   }
 
+  #[cfg(unix)]
   /// Send a few bytes on the control socket without waiting (false: they
-  /// did not fit, or the socket is closed).
+  /// did not fit, or the socket is closed or not connected yet).
   pub fn try_send(&self, bytes: &[u8]) -> bool {
-    self.ctl.try_write(bytes).is_ok_and(|n| n == bytes.len())
+    self
+      .ctl
+      .as_ref()
+      .is_some_and(|c| c.try_write(bytes).is_ok_and(|n| n == bytes.len()))
   }
 
   /// Send a request on the control socket.
+  #[cfg(unix)]
   pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-    self.ctl.write_all(bytes).await
+    match &mut self.ctl {
+      Some(c) => c.write_all(bytes).await,
+      None => Err(std::io::ErrorKind::NotConnected.into()),
+    }
+  }
+
+  /// Send a request on the control connection, once the worker made it
+  /// (an error if it exits first, or takes [`CONNECT_WAIT`]).
+  #[cfg(windows)]
+  pub async fn send(
+    &mut self,
+    bytes: &[u8],
+    exited: &mut watch::Receiver<Option<ExitStatus>>,
+  ) -> std::io::Result<()> {
+    if self.ctl.is_none() && self.pending.is_some() {
+      let until = Instant::now() + CONNECT_WAIT;
+      tokio::select! {
+        r = connect(self.pending.as_ref().expect("checked")) => {
+          self.ctl = Some(r?);
+          self.pending = None;
+        }
+        _ = wait_exited(exited) => return Err(std::io::ErrorKind::BrokenPipe.into()),
+        _ = tokio::time::sleep_until(until) => return Err(std::io::ErrorKind::TimedOut.into()),
+      }
+    }
+    match &mut self.ctl {
+      Some(c) => c.write_all(bytes).await,
+      None => Err(std::io::ErrorKind::NotConnected.into()),
+    }
   }
 
   /// Close our sending side (the worker reads EOF: a polite request to end).
   pub async fn close(&mut self) {
-    let _ = self.ctl.shutdown().await;
+    if let Some(c) = &mut self.ctl {
+      let _ = c.shutdown().await;
+    }
     self.ctl_open = false;
   }
 
   /// Take what the worker has written on the control socket by now into the
   /// inbox; whether a complete message is there.
+  #[cfg(unix)]
   pub fn poll_messages(&mut self) -> bool {
     let mut buf = [0u8; 4096];
     while self.ctl_open {
-      match self.ctl.try_read(&mut buf) {
+      let Some(ctl) = &self.ctl else { break };
+      match ctl.try_read(&mut buf) {
         Ok(0) => self.ctl_open = false,
         Ok(n) => self.inbox.extend_from_slice(&buf[..n]),
         Err(_) => break,
@@ -113,7 +199,9 @@ impl Channel {
   }
 
   /// Read what is in the output pipes right now, without waiting.
-  fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
+  #[cfg(unix)]
+  async fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
+    use std::os::fd::AsRawFd;
     let mut buf = vec![0u8; READ_BUF];
     if let Some(s) = &self.stdout {
       read_available(s.as_raw_fd(), &mut buf, out);
@@ -121,6 +209,20 @@ impl Channel {
     if let Some(s) = &self.stderr {
       read_available(s.as_raw_fd(), &mut buf, err);
     }
+  }
+
+  /// Windows: what the worker wrote before its message may still be on the
+  /// way through the pipe's reader (tokio reads Windows pipes on its
+  /// blocking pool): each pipe is read until it stays quiet for
+  /// [`QUIET`], for [`CATCH_UP`] at most.
+  #[cfg(windows)]
+  async fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
+    const QUIET: Duration = Duration::from_millis(15);
+    const CATCH_UP: Duration = Duration::from_millis(200);
+    let until = Instant::now() + CATCH_UP;
+    let mut buf = vec![0u8; READ_BUF];
+    catch_up(&mut self.stdout, out, &mut buf, QUIET, until).await;
+    catch_up(&mut self.stderr, err, &mut buf, QUIET, until).await;
   }
 
   /// Pump output into `out`/`err` until a control message arrives, the worker
@@ -134,8 +236,42 @@ impl Channel {
     cancel: &CancellationToken,
   ) -> Event {
     if let Some(m) = self.take_message() {
-      self.drain_now(out, err);
+      self.drain_now(out, err).await;
       return Event::Message(m);
+    }
+    #[cfg(windows)]
+    if self.ctl.is_none() && self.pending.is_some() {
+      // the worker's connection first (its output pumped meanwhile)
+      let mut ebuf = vec![0u8; READ_BUF];
+      let mut obuf = vec![0u8; READ_BUF];
+      loop {
+        let out_open = self.stdout.is_some();
+        let err_open = self.stderr.is_some();
+        tokio::select! {
+          r = connect(self.pending.as_ref().expect("checked")) => {
+            match r {
+              Ok(c) => self.ctl = Some(c),
+              Err(_) => self.ctl_open = false,
+            }
+            self.pending = None;
+            break;
+          }
+          r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
+            Ok(0) | Err(_) => self.stdout = None,
+            Ok(n) => out.write(&obuf[..n]),
+          },
+          r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
+            Ok(0) | Err(_) => self.stderr = None,
+            Ok(n) => err.write(&ebuf[..n]),
+          },
+          st = wait_exited(exited) => {
+            self.drain_after_exit(out, err).await;
+            return Event::Exited(st);
+          }
+          _ = sleep_until_opt(deadline) => return Event::Deadline,
+          _ = cancel.cancelled() => return Event::Canceled,
+        }
+      }
     }
     let mut obuf = vec![0u8; READ_BUF];
     let mut ebuf = vec![0u8; READ_BUF];
@@ -147,14 +283,15 @@ impl Channel {
       };
       let out_open = self.stdout.is_some();
       let err_open = self.stderr.is_some();
+      let ctl_open = self.ctl_open && self.ctl.is_some();
       tokio::select! {
         biased;
-        r = self.ctl.read(&mut cbuf), if self.ctl_open => match r {
+        r = read_opt(&mut self.ctl, &mut cbuf), if ctl_open => match r {
           Ok(0) | Err(_) => self.ctl_open = false,
           Ok(n) => {
             self.inbox.extend_from_slice(&cbuf[..n]);
             if let Some(m) = self.take_message() {
-              self.drain_now(out, err);
+              self.drain_now(out, err).await;
               return Event::Message(m);
             }
           }
@@ -199,15 +336,79 @@ impl Channel {
 /// The exit status, once the task that owns the child has reaped it.
 pub(crate) async fn wait_exited(rx: &mut watch::Receiver<Option<ExitStatus>>) -> ExitStatus {
   match rx.wait_for(|s| s.is_some()).await {
-    Ok(st) => (*st).unwrap_or(std::os::unix::process::ExitStatusExt::from_raw(0x7f00)),
+    Ok(st) => (*st).unwrap_or_else(unknown_status),
     // the task is gone without a status (the runtime is shutting down)
-    Err(_) => std::os::unix::process::ExitStatusExt::from_raw(0x7f00),
+    Err(_) => unknown_status(),
   }
 }
 
+/// The status of a worker whose status could not be had.
+#[cfg(unix)]
+pub(crate) fn unknown_status() -> ExitStatus {
+  std::os::unix::process::ExitStatusExt::from_raw(0x7f00)
+}
+
+/// The status of a worker whose status could not be had.
+#[cfg(windows)]
+pub(crate) fn unknown_status() -> ExitStatus {
+  std::os::windows::process::ExitStatusExt::from_raw(u32::MAX)
+}
+
+/// Windows: take the worker's connection: the first one that sends the
+/// token (others are dropped). Its clone goes to the interrupt.
+#[cfg(windows)]
+async fn connect(p: &Pending) -> std::io::Result<CtlStream> {
+  loop {
+    let (mut stream, _) = p.listener.accept().await?;
+    let mut line = Vec::with_capacity(p.token.len() + 1);
+    let mut byte = [0u8; 1];
+    // the token line, read byte by byte: what follows it is the channel's
+    let ok = loop {
+      match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await {
+        Ok(Ok(1)) if byte[0] == b'\n' => break line == p.token.as_bytes(),
+        Ok(Ok(1)) if line.len() <= p.token.len() => line.push(byte[0]),
+        _ => break false,
+      }
+    };
+    if !ok {
+      continue;
+    }
+    let std_stream = stream.into_std()?;
+    let clone = std_stream.try_clone()?;
+    *p.interrupt.lock().unwrap_or_else(|e| e.into_inner()) = Some(clone);
+    return CtlStream::from_std(std_stream);
+  }
+}
+
+/// Windows: read `pipe` until it is quiet for `quiet`, or `until`.
+#[cfg(windows)]
+async fn catch_up<R, S>(
+  pipe: &mut Option<R>,
+  sink: &mut S,
+  buf: &mut [u8],
+  quiet: Duration,
+  until: Instant,
+) where
+  R: tokio::io::AsyncRead + Unpin,
+  S: OutputSink,
+{
+  while Instant::now() < until {
+    let Some(p) = pipe.as_mut() else { return };
+    match tokio::time::timeout(quiet, p.read(buf)).await {
+      Ok(Ok(n)) if n > 0 => sink.write(&buf[..n]),
+      Ok(_) => {
+        *pipe = None;
+        return;
+      }
+      Err(_) => return,
+    }
+  }
+}
+
+#[cfg(unix)]
 async fn drain_pipe<R, S>(pipe: Option<R>, sink: &mut S, until: Instant, buf: &mut [u8])
 where
-  R: tokio::io::AsyncRead + AsRawFd + Unpin,
+  R: tokio::io::AsyncRead + std::os::fd::AsRawFd + Unpin,
   S: OutputSink,
 {
   let Some(mut pipe) = pipe else { return };
@@ -220,6 +421,23 @@ where
         break;
       }
     }
+  }
+}
+
+/// Windows: read to EOF until `until` (a read in flight then keeps its
+/// bytes, dropped with the pipe).
+#[cfg(windows)]
+async fn drain_pipe<R, S>(pipe: Option<R>, sink: &mut S, until: Instant, buf: &mut [u8])
+where
+  R: tokio::io::AsyncRead + Unpin,
+  S: OutputSink,
+{
+  let Some(mut pipe) = pipe else { return };
+  while let Ok(Ok(n)) = tokio::time::timeout_at(until, pipe.read(buf)).await {
+    if n == 0 {
+      break;
+    }
+    sink.write(&buf[..n]);
   }
 }
 
@@ -242,6 +460,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 
 /// Read what a non-blocking pipe holds right now (tokio's pipes are
 /// non-blocking), bounded so a writer that never stops cannot hold us.
+#[cfg(unix)]
 fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S) {
   let mut got = 0usize;
   while got < 16 * 1024 * 1024 {

@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use serde::Deserialize;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
@@ -379,7 +378,7 @@ impl DriverSession {
       }
       // interrupt first; the cell has `kill_grace` to stop
       timed_out = true;
-      w.signal(Signal::SIGINT);
+      w.interrupt();
       Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
     };
     let grace = self.opts.kind.interrupt_grace(self.opts.kill_grace);

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +21,6 @@ use super::queue::{Queue, Turn};
 use super::worker::{Worker, WorkerSpec};
 use super::SessionStatus;
 use crate::error::{ErrorCode, ExecError};
-use crate::process::registry;
 use crate::process::spec::{check_cwd, resolve_program};
 use crate::process::supervise::{decode_status, format_duration, OutputSink};
 
@@ -93,6 +91,7 @@ pub(crate) struct Engine<S> {
 pub(crate) struct Followed<T> {
   pub outcome: Outcome<T>,
   /// `interrupt()` hit the request.
+  #[cfg_attr(windows, allow(dead_code))] // the shell's (POSIX only yet)
   pub interrupted: bool,
   /// The worker confirmed it started the request (its code may have run).
   pub started: bool,
@@ -239,7 +238,7 @@ impl<S: Send> Engine<S> {
     line: &[u8],
     timeout: Option<Duration>,
   ) -> (Option<Instant>, bool) {
-    self.queue.begin(w.pid, gen);
+    self.queue.begin(w.interrupter(), gen);
     let deadline = timeout.map(|t| Instant::now() + t);
     if w.send(line).await.is_err() {
       return (Some(Instant::now() + Duration::from_secs(2)), false);
@@ -490,7 +489,7 @@ impl<S> Drop for Engine<S> {
   fn drop(&mut self) {
     let pid = self.pid.load(Ordering::Relaxed);
     if pid > 0 {
-      registry::signal_group(pid, Signal::SIGKILL);
+      super::worker::kill_now(pid);
     }
   }
 }

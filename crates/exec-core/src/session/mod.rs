@@ -15,6 +15,10 @@
 //!   `display`: MIME bundles and their cap; `notebook`: history -> nbformat;
 //! - `shell`: bash (its own protocol, timeout escalation and results).
 //!
+//! On Windows (`worker_windows.rs`) the channel is a loopback connection the
+//! worker makes, and an interrupt is a control message: see there. Only
+//! Python runs there yet (bash and Node read their channel from fd 0).
+//!
 //! The control channel is a socketpair given to the worker as its stdin. The
 //! worker moves it off the way of the code it runs (the Python driver dups it
 //! to a private close-on-exec fd and puts /dev/null on fd 0; Node cannot dup,
@@ -47,7 +51,14 @@ mod node;
 pub mod notebook;
 mod python;
 mod queue;
+#[cfg(unix)]
 mod shell;
+#[cfg(unix)]
+mod worker;
+// Windows: the worker in a Job Object, its channel a loopback connection,
+// its interrupt a control message (issue 25)
+#[cfg(windows)]
+#[path = "worker_windows.rs"]
 mod worker;
 
 use std::time::Duration;
@@ -65,6 +76,7 @@ pub type PythonSession = DriverSession;
 pub type NodeSession = DriverSession;
 /// An exception raised by a Python cell.
 pub type PythonException = CellException;
+#[cfg(unix)]
 pub use shell::{ansi_c_quote, CommandResult, ShellOptions, ShellSession};
 
 /// How an execution in a session ended.

@@ -13,7 +13,8 @@ pub const DRIVER: &str = include_str!("../../../../python/driver.py");
 /// How the session's interpreter is started.
 #[derive(Debug, Clone)]
 pub struct PythonOptions {
-  /// The interpreter: a name looked up in PATH or a path. Default `python3`.
+  /// The interpreter: a name looked up in PATH or a path. Default `python3`
+  /// (`python` on Windows, where `python3` is often the Store's stub).
   pub python: String,
   pub cwd: PathBuf,
   pub env: EnvSpec,
@@ -40,7 +41,12 @@ pub struct PythonOptions {
 impl Default for PythonOptions {
   fn default() -> Self {
     PythonOptions {
-      python: "python3".into(),
+      python: if crate::platform::WINDOWS {
+        "python"
+      } else {
+        "python3"
+      }
+      .into(),
       cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
       env: EnvSpec::inherit(),
       init_code: None,

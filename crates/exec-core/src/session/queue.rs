@@ -16,11 +16,10 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::process::registry;
+use super::worker::Interrupt;
 
 /// The queue and who may interrupt what. Shared between the execution that
 /// owns the worker and `interrupt()` callers, which must not wait for the
@@ -39,7 +38,8 @@ struct QueueState {
   /// Executions whose caller has not taken the result, in call order, and
   /// whether each is over.
   live: VecDeque<(u64, bool)>,
-  pgid: i32,
+  /// How an interrupt reaches the worker that has the request.
+  target: Option<Interrupt>,
   /// The execution whose request the worker has (0: none, or an init request).
   running: u64,
   /// The worker confirmed it started that request.
@@ -187,10 +187,10 @@ impl Queue {
   }
 
   /// A request of execution `gen` (0: an init request) was sent to the
-  /// worker of group `pgid`.
-  pub fn begin(&self, pgid: i32, gen: u64) {
+  /// worker that `target` interrupts.
+  pub fn begin(&self, target: Interrupt, gen: u64) {
     let mut s = self.lock();
-    s.pgid = pgid;
+    s.target = Some(target);
     s.running = gen;
     s.started = false;
     s.interrupted = false;
@@ -209,7 +209,9 @@ impl Queue {
     if s.running != 0 && s.pending == s.running {
       s.pending = 0;
       s.interrupted = true;
-      registry::signal_group(s.pgid, Signal::SIGINT);
+      if let Some(t) = &s.target {
+        t.send();
+      }
       if let Some(w) = &s.wake {
         w.cancel();
       }
@@ -229,7 +231,9 @@ impl Queue {
     }
     if s.running == gen && s.started {
       s.interrupted = true;
-      registry::signal_group(s.pgid, Signal::SIGINT);
+      if let Some(t) = &s.target {
+        t.send();
+      }
       if let Some(w) = &s.wake {
         w.cancel();
       }

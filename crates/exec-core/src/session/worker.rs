@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::rendered_text;
-use super::channel::{wait_exited, Channel, Event};
+use super::channel::{unknown_status, wait_exited, Channel, Event};
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::limits::LimitGuard;
@@ -49,6 +49,25 @@ pub(crate) struct WorkerSpec {
   pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
+/// How an interrupt reaches a running request: SIGINT to the worker's group.
+#[derive(Clone, Copy)]
+pub(crate) struct Interrupt {
+  pgid: i32,
+}
+
+impl Interrupt {
+  /// Send it; false when the group is gone.
+  pub fn send(&self) -> bool {
+    registry::signal_group(self.pgid, Signal::SIGINT)
+  }
+}
+
+/// The engine's last resort (a session dropped with its worker running):
+/// SIGKILL the worker's group.
+pub(crate) fn kill_now(pid: i32) {
+  registry::signal_group(pid, Signal::SIGKILL);
+}
+
 /// The long-lived process of a session.
 pub(crate) struct Worker {
   pub pid: i32,
@@ -61,11 +80,6 @@ pub(crate) struct Worker {
   /// Set by the watchdog when the tree passed a limit (and was killed).
   limit_hit: Arc<Mutex<Option<ExecError>>>,
   watcher: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// The status of a worker whose status could not be had.
-fn unknown_status() -> ExitStatus {
-  std::os::unix::process::ExitStatusExt::from_raw(0x7f00)
 }
 
 impl Worker {
@@ -284,6 +298,17 @@ impl Worker {
   /// Signal the worker's whole group.
   pub fn signal(&self, sig: Signal) -> bool {
     registry::signal_group(self.pid, sig)
+  }
+
+  /// How an interrupt reaches this worker's running request.
+  pub fn interrupter(&self) -> Interrupt {
+    Interrupt { pgid: self.pid }
+  }
+
+  /// Interrupt the running request: SIGINT to the worker's whole group (a
+  /// cell's subprocesses get it too).
+  pub fn interrupt(&self) -> bool {
+    self.interrupter().send()
   }
 
   /// Wait for the worker's exit, at most `limit`.
