@@ -52,7 +52,7 @@ pub fn init_env(env: &Env) -> Result<()> {
     ATEXIT.call_once(|| {
       unsafe { libc::atexit(kill_everything_at_exit) };
       // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
-      exec_core::cgroup::sweep_stale();
+      exec_core::process::cgroup::sweep_stale();
     });
   }
   crate::stream::init_env(env)?;
@@ -73,7 +73,7 @@ extern "C" fn kill_everything_at_exit() {
   // `serve`'s token files: the listener they open is gone
   exec_core::server::remove_token_files();
   // the cgroups of runs with limits (emptied, removed)
-  exec_core::cgroup::remove_all_signal_safe();
+  exec_core::process::cgroup::remove_all_signal_safe();
 }
 
 /// tsx's CLI, found the way Node resolves packages: upwards from the addon.

@@ -64,7 +64,7 @@ impl ManagerConfig {
   /// least 1. The message says what is wrong; the caller names the option.
   /// `ProcessManager` and `serve` both check with it.
   pub fn set(&mut self, name: &str, n: f64) -> Result<(), String> {
-    let n = crate::limits::finite_non_negative(n)?;
+    let n = crate::process::limits::finite_non_negative(n)?;
     match name {
       "retainedOutputBytes" => self.retained_output_bytes = n as usize,
       "maxProcesses" if n < 1.0 => return Err(format!("must be at least 1, got {n}")),
@@ -115,14 +115,14 @@ pub struct StartSpec {
   /// `argv[0]` as the program sees it (pipes only).
   pub arg0: Option<String>,
   pub io: ProcessIo,
-  /// Opt-in resource limits of the process tree (see [`crate::limits`]).
-  pub limits: crate::limits::Limits,
+  /// Opt-in resource limits of the process tree (see [`crate::process::limits`]).
+  pub limits: crate::process::limits::Limits,
   /// Pipes: PR_SET_PDEATHSIG (SIGKILL when the host dies). A PTY child is a
   /// session leader and gets SIGHUP from the kernel when the host's master
   /// side closes, so it is ignored there.
   pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the process tree (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox of the process tree (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use portable_pty::{MasterPty, PtySize};
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::ChildPlan;
 use crate::platform;
+use crate::process::limits::ChildPlan;
 use crate::process::{ChildSetup, Prepared, Spawned};
 
 /// A spawned PTY child: its handle (reaped by `wait`, as a pipe child is)
@@ -90,7 +90,7 @@ pub(crate) fn spawn(
     .map(|(_, v)| v.clone());
   let inv = setup.invocation(
     &mut prepared,
-    crate::sandbox::Invocation {
+    crate::process::sandbox::Invocation {
       program: program.to_path_buf(),
       argv0: Some(argv[0].clone().into()),
       args: argv[1..].iter().map(OsString::from).collect(),

@@ -174,7 +174,7 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
     protocol::patterns_param(p.env_denylist, "envDenylist")?,
   )?;
   let sandbox = protocol::sandbox_param(p.sandbox)?;
-  crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+  crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
   let limits = protocol::limits_param(p.limits)?;
   let cwd = match p.cwd {
     Some(c) => c.into(),

@@ -30,7 +30,7 @@ use swc_ecma_ast::{
 use swc_ecma_parser::{Parser, StringInput, Syntax};
 use swc_ecma_visit::{Visit, VisitWith};
 
-use super::driver::{CellException, DriverKind, DriverSpec};
+use super::cell::{CellException, DriverKind, DriverSpec};
 use super::CellLanguage;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;
@@ -57,9 +57,9 @@ pub struct NodeOptions {
   /// take to stop before `node` is killed (and its state lost).
   pub kill_grace: Duration,
   pub startup_timeout: Duration,
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   pub die_with_parent: bool,
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
 }
@@ -75,10 +75,10 @@ impl Default for NodeOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::limits::Limits::default(),
+      limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
-      max_history: super::driver::DEFAULT_MAX_HISTORY,
+      max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
   }
 }

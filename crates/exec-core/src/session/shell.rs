@@ -73,11 +73,11 @@ pub struct ShellOptions {
   pub startup_timeout: Duration,
   /// Opt-in resource limits of the shell's whole tree (memory and processes
   /// watched; CPU time counts across commands, per process).
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for the shell.
   pub die_with_parent: bool,
   /// Opt-in OS sandbox of the shell and every command.
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl Default for ShellOptions {
@@ -90,7 +90,7 @@ impl Default for ShellOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::limits::Limits::default(),
+      limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
     }

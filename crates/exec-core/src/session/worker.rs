@@ -26,8 +26,8 @@ use super::capture::rendered_text;
 use super::channel::{wait_exited, Channel, Event};
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::LimitGuard;
 use crate::platform::group_members;
+use crate::process::limits::LimitGuard;
 use crate::process::marks::MARK_VAR;
 use crate::process::spec::{check_cwd, EnvSpec, ExecImage};
 use crate::process::supervise::{decode_status, OutputSink};
@@ -42,11 +42,11 @@ pub(crate) struct WorkerSpec {
   /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
   pub separator: u8,
   /// Opt-in resource limits of the worker's whole tree.
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for the worker.
   pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the worker and every cell (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox of the worker and every cell (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 /// The long-lived process of a session.
@@ -95,7 +95,7 @@ impl Worker {
     // under a sandbox, its helper in front of the program
     let inv = setup.invocation(
       &mut prepared,
-      crate::sandbox::Invocation {
+      crate::process::sandbox::Invocation {
         program: spec.program.clone(),
         argv0: None,
         args: spec.args.clone(),
@@ -375,7 +375,7 @@ impl Drop for Worker {
 /// piped output, and the pre-exec step of `prepared`'s plan if it has one.
 fn command(
   spec: &WorkerSpec,
-  inv: &crate::sandbox::Invocation,
+  inv: &crate::process::sandbox::Invocation,
   prepared: &mut Prepared,
   ctl: UnixStream,
 ) -> Result<std::process::Command, ExecError> {
@@ -409,7 +409,7 @@ fn command(
 /// step of its pre-exec.
 fn exec_image(
   spec: &WorkerSpec,
-  inv: &crate::sandbox::Invocation,
+  inv: &crate::process::sandbox::Invocation,
   mark: &str,
 ) -> Result<ExecImage, ExecError> {
   let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
