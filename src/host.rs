@@ -50,6 +50,9 @@ pub fn init_env(env: &Env) -> Result<()> {
   {
     static ATEXIT: std::sync::Once = std::sync::Once::new();
     ATEXIT.call_once(|| {
+      // SAFETY: `kill_everything_at_exit` is an extern "C" fn() with no arguments, the shape
+      // atexit(3) takes; it lives as long as the library, which Node never unloads, and is
+      // registered once (Once).
       unsafe { libc::atexit(kill_everything_at_exit) };
       // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
       exec_core::process::cgroup::sweep_stale();

@@ -541,6 +541,8 @@ pub fn spawn<'env>(
     let piped = o.stdin.is_some_and(|s| s.piped);
     let on_error = o
       .on_error
+      // SAFETY: a JsFn is made only from a value checked to be a Function (`JsFn::from_js`), the
+      // type this cast names.
       .map(|f| unsafe { f.0.cast::<Function<Unknown, Unknown>>() }?.create_ref())
       .transpose()
       .map_err(|e| at.key("onError").error(e))?;
@@ -639,6 +641,8 @@ pub fn spawn<'env>(
     }
   };
 
+  // SAFETY: `env` is the live env of this call on the JS thread; `raw` is the promise value just
+  // made in it, an object, which is what ObjectRef::from_napi_value takes.
   let exited = unsafe {
     let raw = ToNapiValue::to_napi_value(env.raw(), promise)?;
     ObjectRef::<false>::from_napi_value(env.raw(), raw)?
@@ -647,6 +651,8 @@ pub fn spawn<'env>(
     Some(w) => {
       let s =
         within_runtime_if_available(|| SubprocessStdin::new(w, stdin_closer)).into_instance(env)?;
+      // SAFETY: `s` is the class instance just made in this env, an object, which is what
+      // ObjectRef::from_napi_value takes.
       Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
     }
     None => None,

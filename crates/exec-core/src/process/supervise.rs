@@ -427,6 +427,10 @@ fn launch_child(
   if let Some(plan) = plan {
     // the child execs itself (no execvp /bin/sh fallback): the last step
     let image = exec_image(spec, mark)?;
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
+    // allocate and lock nothing: `plan.apply()` (signal dispositions, setrlimit) and `image.exec()`
+    // (execve of the argv/envp `exec_image` built before the fork, moved into the closure so they
+    // live in the child).
     unsafe {
       cmd.pre_exec(move || {
         plan.apply()?;

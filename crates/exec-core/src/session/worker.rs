@@ -391,6 +391,10 @@ fn command(
   // posix_spawn, only when asked for)
   if let Some(plan) = prepared.plan.take() {
     let image = exec_image(spec, inv, &prepared.mark)?;
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
+    // allocate and lock nothing: `plan.apply()` (signal dispositions, prctl, setrlimit, a write to
+    // a cgroup file) and `image.exec()` (execve of the argv/envp `exec_image` built before the
+    // fork, moved into the closure so they live in the child).
     unsafe {
       cmd.pre_exec(move || {
         plan.apply()?;
