@@ -242,49 +242,8 @@ impl CommandDefaults {
     if let Some(deny) = call.env_denylist {
       env.deny = deny;
     }
-    let sandbox = match (&self.sandbox, call.sandbox) {
-      (None, call) => {
-        let call = call.flatten();
-        crate::process::sandbox::drop_secrets(&call, explicit_lists, &mut env);
-        call
-      }
-      (Some(base), Some(None)) => {
-        return Err(ExecError::invalid(format!(
-          "options.sandbox cannot turn off the runner's sandbox ({:?})",
-          base.mode
-        )))
-      }
-      (Some(base), None) => Some(base.clone()),
-      (Some(base), Some(Some(call))) => {
-        if !call.narrows(base) {
-          return Err(ExecError::invalid(
-            "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
-          ));
-        }
-        Some(call)
-      }
-    };
-    // a call's cwd is writable under workspace-write: it must lie in what
-    // the runner's sandbox lets write, or the call would widen it
-    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, &sandbox, &call_cwd) {
-      if sb.mode == crate::process::sandbox::SandboxMode::WorkspaceWrite {
-        let base_cwd = match &self.cwd {
-          Some(c) => c.clone(),
-          None => std::env::current_dir().unwrap_or_default(),
-        };
-        let allowed = base.writable_paths(&base_cwd)?;
-        let real = call_cwd.canonicalize().unwrap_or_else(|_| call_cwd.clone());
-        if !allowed
-          .iter()
-          .any(|r| real.starts_with(r) || call_cwd.starts_with(r))
-        {
-          return Err(ExecError::invalid(format!(
-            "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
-            call_cwd.display()
-          )));
-        }
-      }
-    }
+    let sandbox = self.merge_sandbox(call.sandbox, explicit_lists, &mut env)?;
+    self.check_call_cwd(sandbox.as_ref(), call_cwd.as_deref())?;
     Ok(CommandOptions {
       cwd,
       env,
@@ -306,6 +265,70 @@ impl CommandDefaults {
       vocabulary: Vocabulary::Api,
       cancel: None,
     })
+  }
+
+  /// The call's sandbox over the runner's: the runner's when the call gave
+  /// none, the call's when it narrows the runner's (EINVAL otherwise).
+  /// Without a runner's sandbox, the call's drops the secrets from `env`.
+  fn merge_sandbox(
+    &self,
+    call: Option<Option<crate::process::sandbox::SandboxPolicy>>,
+    explicit_lists: bool,
+    env: &mut EnvSpec,
+  ) -> Result<Option<crate::process::sandbox::SandboxPolicy>, ExecError> {
+    match (&self.sandbox, call) {
+      (None, call) => {
+        let call = call.flatten();
+        crate::process::sandbox::drop_secrets(&call, explicit_lists, env);
+        Ok(call)
+      }
+      (Some(base), Some(None)) => Err(ExecError::invalid(format!(
+        "options.sandbox cannot turn off the runner's sandbox ({:?})",
+        base.mode
+      ))),
+      (Some(base), None) => Ok(Some(base.clone())),
+      (Some(base), Some(Some(call))) => {
+        if !call.narrows(base) {
+          return Err(ExecError::invalid(
+            "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
+          ));
+        }
+        Ok(Some(call))
+      }
+    }
+  }
+
+  /// A call's cwd under a workspace-write sandbox of the runner must lie in
+  /// the runner's writable roots (EINVAL otherwise).
+  fn check_call_cwd(
+    &self,
+    sandbox: Option<&crate::process::sandbox::SandboxPolicy>,
+    call_cwd: Option<&std::path::Path>,
+  ) -> Result<(), ExecError> {
+    // a call's cwd is writable under workspace-write: it must lie in what
+    // the runner's sandbox lets write, or the call would widen it
+    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, sandbox, call_cwd) {
+      if sb.mode == crate::process::sandbox::SandboxMode::WorkspaceWrite {
+        let base_cwd = match &self.cwd {
+          Some(c) => c.clone(),
+          None => std::env::current_dir().unwrap_or_default(),
+        };
+        let allowed = base.writable_paths(&base_cwd)?;
+        let real = call_cwd
+          .canonicalize()
+          .unwrap_or_else(|_| call_cwd.to_path_buf());
+        if !allowed
+          .iter()
+          .any(|r| real.starts_with(r) || call_cwd.starts_with(r))
+        {
+          return Err(ExecError::invalid(format!(
+            "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
+            call_cwd.display()
+          )));
+        }
+      }
+    }
+    Ok(())
   }
 }
 

@@ -596,12 +596,7 @@ impl ProcessManager {
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
     }
-    let mut env = spec.env.build();
-    // a terminal of ours: TERM is xterm-256color unless the caller set it
-    // (not whatever the host's own terminal was)
-    if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
-      env.retain(|(k, _)| k != "TERM");
-    }
+    let env = pty_env(&spec.env);
     let setup = crate::process::ChildSetup {
       owner: cfg.owner,
       limits: &spec.limits,
@@ -886,6 +881,16 @@ async fn terminate_proc(p: &Proc, mode: TerminateMode) -> WaitResult {
   p.wait_exit(Some(Duration::from_secs(10))).await
 }
 
+/// The environment of a PTY child: a terminal of ours, so TERM is
+/// xterm-256color unless the caller set it (not whatever the host's own
+/// terminal was).
+fn pty_env(spec: &crate::process::spec::EnvSpec) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+  let mut env = spec.build();
+  if !spec.vars.iter().any(|(k, _)| k == "TERM") {
+    env.retain(|(k, _)| k != "TERM");
+  }
+  env
+}
 fn expire_later(weak: Weak<Inner>, proc: Arc<Proc>, retention: Duration) {
   let id = proc.id.to_string();
   drop(proc);
