@@ -598,6 +598,85 @@ impl DriverSession {
   }
 }
 
+impl DriverSession {
+  /// Run `init_code` in the new interpreter `w`: `Ok` when it ran to its
+  /// end; its exception, its timeout or the interpreter's death otherwise.
+  async fn run_init(
+    &self,
+    slot: &mut Slot<()>,
+    w: &mut Worker,
+    init: &str,
+  ) -> Result<(), ExecError> {
+    let mut out = Capture::new(4096, Discard);
+    let mut err = Capture::new(4096, Discard);
+    let req = Request {
+      id: slot.take_id(),
+      code: init,
+      init: true,
+      error: None,
+      timeout: Some(self.opts.startup_timeout),
+    };
+    let io = Io {
+      out: &mut out,
+      err: &mut err,
+      shown: &mut Vec::new(),
+    };
+    match self.run_request(w, 0, &req, io).await {
+      (
+        Followed {
+          outcome: Outcome::Done(m),
+          ..
+        },
+        false,
+        _,
+      ) if m.status.as_deref() == Some("ok") => {}
+      (
+        Followed {
+          outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
+          ..
+        },
+        true,
+        _,
+      ) => {
+        init_ended(w, None, "initCode").await?;
+        return Err(init_timeout("initCode", self.opts.startup_timeout));
+      }
+      (
+        Followed {
+          outcome: Outcome::Done(m),
+          ..
+        },
+        _,
+        _,
+      ) => {
+        w.kill().await;
+        let what = m
+          .exception
+          .map(|e| format!("{}: {}", e.kind, e.message))
+          .unwrap_or_default();
+        return Err(ExecError::invalid(format!("initCode failed: {what}")));
+      }
+      (
+        Followed {
+          outcome: Outcome::Canceled,
+          ..
+        },
+        _,
+        _,
+      ) => return Err(closed_error()),
+      _ => {
+        init_ended(w, None, "initCode").await?;
+        let (text, _) = rendered_text(&err.buf);
+        return Err(ExecError::invalid(format!(
+          "initCode did not complete (the interpreter died or timed out): {}",
+          text.trim()
+        )));
+      }
+    }
+    Ok(())
+  }
+}
+
 impl Boot<()> for DriverSession {
   /// Start an interpreter and run `init_code` in it.
   async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
@@ -620,72 +699,7 @@ impl Boot<()> for DriverSession {
       Err(e) => return Err(e),
     };
     if let Some(init) = self.opts.init_code.clone() {
-      let mut out = Capture::new(4096, Discard);
-      let mut err = Capture::new(4096, Discard);
-      let req = Request {
-        id: slot.take_id(),
-        code: &init,
-        init: true,
-        error: None,
-        timeout: Some(self.opts.startup_timeout),
-      };
-      let io = Io {
-        out: &mut out,
-        err: &mut err,
-        shown: &mut Vec::new(),
-      };
-      match self.run_request(&mut w, 0, &req, io).await {
-        (
-          Followed {
-            outcome: Outcome::Done(m),
-            ..
-          },
-          false,
-          _,
-        ) if m.status.as_deref() == Some("ok") => {}
-        (
-          Followed {
-            outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
-            ..
-          },
-          true,
-          _,
-        ) => {
-          init_ended(&mut w, None, "initCode").await?;
-          return Err(init_timeout("initCode", self.opts.startup_timeout));
-        }
-        (
-          Followed {
-            outcome: Outcome::Done(m),
-            ..
-          },
-          _,
-          _,
-        ) => {
-          w.kill().await;
-          let what = m
-            .exception
-            .map(|e| format!("{}: {}", e.kind, e.message))
-            .unwrap_or_default();
-          return Err(ExecError::invalid(format!("initCode failed: {what}")));
-        }
-        (
-          Followed {
-            outcome: Outcome::Canceled,
-            ..
-          },
-          _,
-          _,
-        ) => return Err(closed_error()),
-        _ => {
-          init_ended(&mut w, None, "initCode").await?;
-          let (text, _) = rendered_text(&err.buf);
-          return Err(ExecError::invalid(format!(
-            "initCode did not complete (the interpreter died or timed out): {}",
-            text.trim()
-          )));
-        }
-      }
+      self.run_init(slot, &mut w, &init).await?;
     }
     self.engine.install(slot, w);
     Ok(())
