@@ -36,6 +36,38 @@ pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
   }
 }
 
+/// The command line of the PTY child (under a sandbox, its helper in front
+/// of the program) and its full argv (argv[0] first).
+fn invocation(
+  setup: &ChildSetup,
+  prepared: &mut Prepared,
+  program: &Path,
+  argv: &[String],
+  env: &[(OsString, OsString)],
+) -> Result<(crate::process::sandbox::Invocation, Vec<OsString>), ExecError> {
+  // under a sandbox, its helper in front of the program
+  let path_var = env
+    .iter()
+    .rev()
+    .find(|(k, _)| k == "PATH")
+    .map(|(_, v)| v.clone());
+  let inv = setup.invocation(
+    prepared,
+    crate::process::sandbox::Invocation {
+      program: program.to_path_buf(),
+      argv0: Some(argv[0].clone().into()),
+      args: argv[1..].iter().map(OsString::from).collect(),
+    },
+    path_var,
+  )?;
+  let mut full_argv = vec![inv
+    .argv0
+    .clone()
+    .unwrap_or_else(|| inv.program.clone().into_os_string())];
+  full_argv.extend(inv.args.iter().cloned());
+  Ok((inv, full_argv))
+}
+
 /// Start `program` (already resolved; `argv[0]` is what it sees) as a session
 /// leader with a new terminal of `size` as its controlling tty. portable-pty
 /// opens the pair; the child is forked here, so that it starts with default
@@ -82,26 +114,7 @@ pub(crate) fn spawn(
       .map(Stdio::from)
       .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot duplicate the pty: {e}")))
   };
-  // under a sandbox, its helper in front of the program
-  let path_var = env
-    .iter()
-    .rev()
-    .find(|(k, _)| k == "PATH")
-    .map(|(_, v)| v.clone());
-  let inv = setup.invocation(
-    &mut prepared,
-    crate::process::sandbox::Invocation {
-      program: program.to_path_buf(),
-      argv0: Some(argv[0].clone().into()),
-      args: argv[1..].iter().map(OsString::from).collect(),
-    },
-    path_var,
-  )?;
-  let mut full_argv = vec![inv
-    .argv0
-    .clone()
-    .unwrap_or_else(|| inv.program.clone().into_os_string())];
-  full_argv.extend(inv.args.iter().cloned());
+  let (inv, full_argv) = invocation(setup, &mut prepared, program, argv, &env)?;
   // the child execs itself (no execvp /bin/sh fallback, as on the
   // posix_spawn path of pipes): the last step
   let image = crate::process::spec::ExecImage::new(&inv.program, &full_argv, &env, Some(cwd))?;
