@@ -511,6 +511,13 @@ mod linux {
     for h in &opts.hide {
       set_readonly(h, true, false)?;
     }
+    private_dev(dev, devices, pts)
+  }
+
+  /// A private /dev (a tmpfs): the device nodes and the PTYs cloned before
+  /// (`devices`, `pts`), a private /dev/shm, the std links; then read-only.
+  fn private_dev(dev: &Path, devices: Vec<(PathBuf, i32)>, pts: Option<i32>) -> Result<(), String> {
+    let tmpfs = c"tmpfs";
     // a private /dev: the device nodes, the PTYs, a private /dev/shm
     mount(
       Some(tmpfs),
