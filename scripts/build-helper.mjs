@@ -1,5 +1,5 @@
 // Build the sandbox helper `exec-native-sandbox` (Linux) and put it beside
-// the addon, where the addon looks for it (crates/exec-core/src/sandbox:
+// the addon, where the addon looks for it (crates/exec-core/src/process/sandbox:
 // `helper()`); the platform packages ship it the same way. Linked statically
 // and not position-independent (no self-relocation at start-up): an exec of
 // it costs ~0.4 ms less than of a dynamically linked one, and a static-pie

@@ -49,11 +49,14 @@ pub fn bind(
     Some(why) => at.error(format_args!("could not be used: {why}")),
     None => at.error("must be an AbortSignal"),
   };
+  // SAFETY: Object's cast reads the value as a napi object handle in `env`'s scope; a non-object
+  // fails in napi_get_named_property below (mapped to `bad`), so no wrong type is assumed.
   let signal: Object = unsafe { v.cast() }.map_err(|_| bad())?;
   let aborted: Unknown = signal.get_named_property("aborted").map_err(|_| bad())?;
   if aborted.get_type().ok() != Some(napi::ValueType::Boolean) {
     return Err(bad());
   }
+  // SAFETY: `aborted` was checked above to be a Boolean, the type `cast::<bool>` reads.
   if unsafe { aborted.cast::<bool>() }.unwrap_or(false) {
     token.cancel();
     return Ok(None);

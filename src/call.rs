@@ -103,6 +103,8 @@ where
 {
   // the function's return value is never read: `Unknown<'static>` names it
   // without borrowing the call's scope
+  // SAFETY: a JsFn is made only from a value whose type was checked to be Function
+  // (`JsFn::from_js`), the type this cast names.
   let f: Function<T, Unknown<'static>> = unsafe { f.0.cast() }.map_err(|e| at.error(e))?;
   f.build_threadsafe_function()
     .weak::<WEAK>()

@@ -24,9 +24,9 @@ pub struct CommonOptions {
   pub env: exec_core::EnvSpec,
   pub policy: RunPolicy,
   pub input: Option<Vec<u8>>,
-  pub limits: exec_core::limits::Limits,
+  pub limits: exec_core::process::limits::Limits,
   pub die_with_parent: bool,
-  pub sandbox: Option<exec_core::sandbox::SandboxPolicy>,
+  pub sandbox: Option<exec_core::process::sandbox::SandboxPolicy>,
 }
 
 impl CommonOptions {
@@ -126,7 +126,7 @@ pub struct Captured {
   pub truncated: bool,
   pub error: Option<ExecError>,
   pub pid: u32,
-  pub sandbox: Option<exec_core::sandbox::SandboxReport>,
+  pub sandbox: Option<exec_core::process::sandbox::SandboxReport>,
 }
 
 impl Captured {

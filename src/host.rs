@@ -50,9 +50,12 @@ pub fn init_env(env: &Env) -> Result<()> {
   {
     static ATEXIT: std::sync::Once = std::sync::Once::new();
     ATEXIT.call_once(|| {
+      // SAFETY: `kill_everything_at_exit` is an extern "C" fn() with no arguments, the shape
+      // atexit(3) takes; it lives as long as the library, which Node never unloads, and is
+      // registered once (Once).
       unsafe { libc::atexit(kill_everything_at_exit) };
       // the cgroups left by hosts that died without cleaning up (SIGKILL, abort)
-      exec_core::cgroup::sweep_stale();
+      exec_core::process::cgroup::sweep_stale();
     });
   }
   crate::stream::init_env(env)?;
@@ -73,7 +76,7 @@ extern "C" fn kill_everything_at_exit() {
   // `serve`'s token files: the listener they open is gone
   exec_core::server::remove_token_files();
   // the cgroups of runs with limits (emptied, removed)
-  exec_core::cgroup::remove_all_signal_safe();
+  exec_core::process::cgroup::remove_all_signal_safe();
 }
 
 /// tsx's CLI, found the way Node resolves packages: upwards from the addon.

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use exec_core::limits::Limits;
-use exec_core::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
+use exec_core::process::limits::Limits;
+use exec_core::process::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
 use exec_core::EnvSpec;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -191,8 +191,8 @@ pub struct SandboxViolation {
   pub message: String,
 }
 
-impl From<exec_core::sandbox::SandboxReport> for SandboxResult {
-  fn from(r: exec_core::sandbox::SandboxReport) -> Self {
+impl From<exec_core::process::sandbox::SandboxReport> for SandboxResult {
+  fn from(r: exec_core::process::sandbox::SandboxReport) -> Self {
     SandboxResult {
       applied: r.applied,
       mechanism: r.mechanism.to_owned(),
@@ -313,13 +313,13 @@ impl<'env> FromJs<'env> for TypeScript {
   }
 }
 
-/// One resource limit, checked by the core (`exec_core::limits::limit_value`,
+/// One resource limit, checked by the core (`exec_core::process::limits::limit_value`,
 /// which `serve` uses too).
 pub struct Limit(pub u64);
 
 impl<'env> FromJs<'env> for Limit {
   fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    read::checked(v, at, exec_core::limits::limit_value).map(Limit)
+    read::checked(v, at, exec_core::process::limits::limit_value).map(Limit)
   }
 }
 
@@ -393,13 +393,13 @@ impl TryFrom<ProcessFields> for ProcessSetup {
   type Error = exec_core::ExecError;
 
   /// A sandboxed process drops the host's secrets unless the caller gave
-  /// its own env lists (`exec_core::sandbox::SECRET_ENV`).
+  /// its own env lists (`exec_core::process::sandbox::SECRET_ENV`).
   fn try_from(f: ProcessFields) -> ArgResult<Self> {
     let explicit_lists = f.env_allowlist.is_some() || f.env_denylist.is_some();
     let vars = f.env.map(|v| v.0).unwrap_or_default();
     let mut env = EnvSpec::from_options(f.extend_env, vars, f.env_allowlist, f.env_denylist)?;
     let sandbox = f.sandbox.and_then(|s| s.0);
-    exec_core::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+    exec_core::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
     Ok(ProcessSetup {
       cwd: f.cwd.map(PathBuf::from),
       env,

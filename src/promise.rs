@@ -53,6 +53,8 @@ struct Raw(sys::napi_threadsafe_function);
 // SAFETY: a napi_threadsafe_function is made to be called from any thread;
 // it is only called while the lock says Node has not finalized it.
 unsafe impl Send for Raw {}
+// SAFETY: shared use is the same call (napi_call_threadsafe_function is
+// thread-safe), made under the read lock that proves it not finalized.
 unsafe impl Sync for Raw {}
 
 impl Queue {

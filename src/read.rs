@@ -177,26 +177,36 @@ fn property<'env>(obj: &Object<'env>, at: &At, key: &str) -> ArgResult<Unknown<'
 pub fn take_exception(env: napi::sys::napi_env) -> Option<String> {
   use napi::sys;
   let mut pending = false;
+  // SAFETY: `env` is the live napi_env of the current call (on the JS thread) and `pending` a live
+  // bool for it to write.
   if unsafe { sys::napi_is_exception_pending(env, &mut pending) } != sys::Status::napi_ok
     || !pending
   {
     return None;
   }
   let mut exc = std::ptr::null_mut();
+  // SAFETY: `env` is live; `exc` is a live out-pointer for the handle.
   unsafe { sys::napi_get_and_clear_last_exception(env, &mut exc) };
   if exc.is_null() {
     return Some("it threw".to_owned());
   }
   // String(exception), without letting a second throw escape
   let mut s = std::ptr::null_mut();
+  // SAFETY: `env` is live; `exc` is the exception handle just taken in this scope and `s` a live
+  // out-pointer.
   if unsafe { sys::napi_coerce_to_string(env, exc, &mut s) } != sys::Status::napi_ok {
     let mut again = std::ptr::null_mut();
+    // SAFETY: `env` is live; `again` is a live out-pointer; this only clears a second exception.
     unsafe { sys::napi_get_and_clear_last_exception(env, &mut again) };
     return Some("it threw".to_owned());
   }
   let mut len = 0usize;
+  // SAFETY: `env` is live and `s` a string handle of this scope; a null buffer with size 0 asks
+  // only for the length, written to the live `len`.
   unsafe { sys::napi_get_value_string_utf8(env, s, std::ptr::null_mut(), 0, &mut len) };
   let mut buf = vec![0u8; len + 1];
+  // SAFETY: `buf` is a live Vec of `len + 1` bytes, its length passed as the size, so napi writes
+  // within it (NUL included).
   unsafe { sys::napi_get_value_string_utf8(env, s, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
   buf.truncate(len);
   Some(format!("it threw {}", String::from_utf8_lossy(&buf)))
@@ -317,6 +327,7 @@ impl<'env> FromJs<'env> for String {
     if kind(&v) != ValueType::String {
       return Err(at.wrong("a string", &v));
     }
+    // SAFETY: `kind` was checked above to be String, the type this cast reads.
     unsafe { v.cast::<String>() }.map_err(|e| at.error(e))
   }
 }
@@ -326,6 +337,7 @@ impl<'env> FromJs<'env> for bool {
     if kind(&v) != ValueType::Boolean {
       return Err(at.wrong("a boolean", &v));
     }
+    // SAFETY: `kind` was checked above to be Boolean, the type this cast reads.
     unsafe { v.cast::<bool>() }.map_err(|e| at.error(e))
   }
 }
@@ -336,6 +348,7 @@ impl<'env> FromJs<'env> for f64 {
     if kind(&v) != ValueType::Number {
       return Err(at.wrong("a number", &v));
     }
+    // SAFETY: `kind` was checked above to be Number, the type this cast reads.
     let n = unsafe { v.cast::<f64>() }.map_err(|e| at.error(e))?;
     if n.is_nan() {
       return Err(at.error("must be a number, got NaN"));
@@ -349,6 +362,7 @@ impl<'env> FromJs<'env> for Object<'env> {
     if kind(&v) != ValueType::Object {
       return Err(at.wrong("an object", &v));
     }
+    // SAFETY: `kind` was checked above to be Object, the type this cast reads.
     unsafe { v.cast::<Object>() }.map_err(|e| at.error(e))
   }
 }
@@ -359,6 +373,7 @@ impl<'env> FromJs<'env> for Vec<String> {
     if !v.is_array().unwrap_or(false) {
       return Err(at.error("must be an array of strings"));
     }
+    // SAFETY: `is_array` was checked above, and an Array is the type this cast reads.
     let arr: Array = unsafe { v.cast() }.map_err(|e| at.error(e))?;
     (0..arr.len())
       .map(|i| {
@@ -510,6 +525,7 @@ impl<'env> FromJs<'env> for EnvVars {
       let val = match kind(&val) {
         // like Node: undefined drops the variable
         ValueType::Undefined => None,
+        // SAFETY: `kind` is String in this arm, the type this cast reads.
         ValueType::String => Some(unsafe { val.cast::<String>() }.unwrap_or_default()),
         ValueType::Number | ValueType::Boolean => Some(
           val
@@ -536,10 +552,14 @@ impl<'env> FromJs<'env> for Input {
     match kind(&v) {
       ValueType::String => Ok(Input(String::from_js(v, at)?.into_bytes())),
       ValueType::Object if v.is_buffer().unwrap_or(false) => {
+        // SAFETY: `is_buffer` was checked in this arm's guard, and a Buffer is what BufferSlice
+        // reads.
         let b = unsafe { v.cast::<BufferSlice>() }.map_err(|e| at.error(e))?;
         Ok(Input(b.to_vec()))
       }
       ValueType::Object if v.is_typedarray().unwrap_or(false) => {
+        // SAFETY: `is_typedarray` was checked in this arm's guard; a typed array that is not a
+        // Uint8Array fails in the cast (an error, not a wrong read).
         let b = unsafe { v.cast::<Uint8Array>() }.map_err(|e| at.error(e))?;
         Ok(Input(b.to_vec()))
       }

@@ -38,17 +38,17 @@ pub struct SandboxStatus {
 /// namespaces (Linux), `sandbox-exec` (macOS). Nothing is changed by asking.
 #[napi]
 pub fn sandbox_status() -> SandboxStatus {
-  let s = exec_core::sandbox::sandbox_support();
+  let s = exec_core::process::sandbox::sandbox_support();
   let linux = cfg!(target_os = "linux");
   let helper = if linux {
-    exec_core::sandbox::helper()
+    exec_core::process::sandbox::helper()
   } else if cfg!(windows) {
     Err("the sandbox is not available on Windows yet".into())
   } else {
     Err("Linux only".into())
   };
   let ns = if linux && helper.is_ok() {
-    exec_core::sandbox::namespaces()
+    exec_core::process::sandbox::namespaces()
   } else {
     Err(helper.clone().err().unwrap_or_else(|| "Linux only".into()))
   };

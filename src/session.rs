@@ -363,9 +363,9 @@ struct Common {
   env: exec_core::EnvSpec,
   grace: Duration,
   startup: Duration,
-  limits: exec_core::limits::Limits,
+  limits: exec_core::process::limits::Limits,
   die_with_parent: bool,
-  sandbox: Option<exec_core::sandbox::SandboxPolicy>,
+  sandbox: Option<exec_core::process::sandbox::SandboxPolicy>,
 }
 
 impl Common {

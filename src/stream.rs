@@ -89,6 +89,9 @@ pub fn init_env(env: &Env) -> Result<()> {
     Ok(())
   })?;
   let mut r = ptr::null_mut();
+  // SAFETY: `env` is the live env of this call on the JS thread, `turn` a function handle of this
+  // scope, and `r` a live out-pointer; the reference (count 1) keeps the function alive past the
+  // scope.
   check_status!(unsafe { sys::napi_create_reference(env.raw(), turn.raw(), 1, &mut r) })?;
   TURN.with(|t| t.set(r));
   // teardown: the streams still waiting are let go on this thread, as the
@@ -202,6 +205,8 @@ impl Shared {
       ));
     }
     let mut f = ptr::null_mut();
+    // SAFETY: `env` is the live env on the JS thread; `r` is the reference made in `init_env`
+    // (checked non-null above: the cleanup hook has not run) and `f` a live out-pointer.
     check_status!(unsafe { sys::napi_get_reference_value(env.raw(), r, &mut f) })?;
     // SAFETY: the reference holds the function made in `init_env`
     let turn: Function<u32, ()> = unsafe { Function::from_napi_value(env.raw(), f)? };

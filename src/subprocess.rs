@@ -516,6 +516,60 @@ impl SubprocessStdin {
   }
 }
 
+/// The run of a started child to its end, recorded in `state` for the
+/// handle's getters. `exited` fires once the child is gone: its stdin is
+/// closed then, not when the handle is collected.
+async fn settle_recorded(
+  exec: Execution<CallbackSink, CallbackSink>,
+  policy: RunPolicy,
+  cancel: CancellationToken,
+  state: Arc<Mutex<State>>,
+  exited: CancellationToken,
+) -> SpawnResult {
+  let r = settle(exec, policy, cancel).await;
+  exited.cancel();
+  let mut s = state.lock().unwrap();
+  s.exit_code = Some(r.exit_code);
+  s.signal_code = match &r.signal {
+    Either::A(s) => Some(s.clone()),
+    Either::B(_) => None,
+  };
+  s.done = true;
+  r
+}
+
+/// A started child: its execution, its policy and its stdin when piped.
+type Started = (
+  Execution<CallbackSink, CallbackSink>,
+  RunPolicy,
+  Option<StdinPipe>,
+);
+
+/// The child of [`spawn`], started: its execution, its policy and its stdin
+/// when piped. Nothing is spawned when `cancel` fired already.
+fn start_child(
+  command: &str,
+  argv: Vec<String>,
+  piped: bool,
+  common: CommonOptions,
+  out: CallbackSink,
+  err: CallbackSink,
+  cancel: &CancellationToken,
+) -> std::result::Result<Started, ExecError> {
+  // an already aborted signal: nothing is spawned (as Node's spawn)
+  if cancel.is_cancelled() {
+    return Err(canceled_before_start());
+  }
+  check_cwd(&common.cwd)?;
+  let program = resolve_program(command, common.env.path_var().as_ref(), &common.cwd)?;
+  let mut spec = ProcessSpec::new(program);
+  spec.args = argv.into_iter().map(Into::into).collect();
+  let piped = piped && common.input.is_none();
+  let (mut exec, policy) = start(spec, common, piped, out, err)?;
+  let stdin = if piped { exec.take_stdin() } else { None };
+  Ok((exec, policy, stdin))
+}
+
 /// Start `command` (looked up in PATH, no shell) with `args` and return its
 /// handle at once. Output goes to `options.onStdout` / `options.onStderr`
 /// (strings, or Buffers with `encoding: 'buffer'`), in order, every byte
@@ -541,6 +595,8 @@ pub fn spawn<'env>(
     let piped = o.stdin.is_some_and(|s| s.piped);
     let on_error = o
       .on_error
+      // SAFETY: a JsFn is made only from a value checked to be a Function (`JsFn::from_js`), the
+      // type this cast names.
       .map(|f| unsafe { f.0.cast::<Function<Unknown, Unknown>>() }?.create_ref())
       .transpose()
       .map_err(|e| at.key("onError").error(e))?;
@@ -566,20 +622,7 @@ pub fn spawn<'env>(
     cancel,
   } = st;
 
-  let started = (|| {
-    // an already aborted signal: nothing is spawned (as Node's spawn)
-    if cancel.is_cancelled() {
-      return Err(canceled_before_start());
-    }
-    check_cwd(&common.cwd)?;
-    let program = resolve_program(&command, common.env.path_var().as_ref(), &common.cwd)?;
-    let mut spec = ProcessSpec::new(program);
-    spec.args = argv.into_iter().map(Into::into).collect();
-    let piped = piped && common.input.is_none();
-    let (mut exec, policy) = start(spec, common, piped, out, err)?;
-    let stdin = if piped { exec.take_stdin() } else { None };
-    Ok::<_, ExecError>((exec, policy, stdin))
-  })();
+  let started = start_child(&command, argv, piped, common, out, err, &cancel);
 
   let state = Arc::new(Mutex::new(State::default()));
   let stdin_closer = CancellationToken::new();
@@ -587,23 +630,8 @@ pub fn spawn<'env>(
     Ok((exec, policy, stdin)) => {
       let pid = exec.pid();
       let mark = exec.mark().to_owned();
-      let shared = state.clone();
-      let c = cancel.clone();
-      let exited = stdin_closer.clone();
-      let fut = async move {
-        let r = settle(exec, policy, c).await;
-        // the child is gone: its stdin is closed now, not when the handle
-        // is collected
-        exited.cancel();
-        let mut s = shared.lock().unwrap();
-        s.exit_code = Some(r.exit_code);
-        s.signal_code = match &r.signal {
-          Either::A(s) => Some(s.clone()),
-          Either::B(_) => None,
-        };
-        s.done = true;
-        r
-      };
+      let (c, exited) = (cancel.clone(), stdin_closer.clone());
+      let fut = settle_recorded(exec, policy, c, state.clone(), exited);
       (Some(pid), Some(mark), stdin, Either::A(fut))
     }
     Err(e) => {
@@ -639,6 +667,8 @@ pub fn spawn<'env>(
     }
   };
 
+  // SAFETY: `env` is the live env of this call on the JS thread; `raw` is the promise value just
+  // made in it, an object, which is what ObjectRef::from_napi_value takes.
   let exited = unsafe {
     let raw = ToNapiValue::to_napi_value(env.raw(), promise)?;
     ObjectRef::<false>::from_napi_value(env.raw(), raw)?
@@ -647,6 +677,8 @@ pub fn spawn<'env>(
     Some(w) => {
       let s =
         within_runtime_if_available(|| SubprocessStdin::new(w, stdin_closer)).into_instance(env)?;
+      // SAFETY: `s` is the class instance just made in this env, an object, which is what
+      // ObjectRef::from_napi_value takes.
       Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
     }
     None => None,

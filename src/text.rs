@@ -90,6 +90,8 @@ fn external_api() -> &'static ExternalApi {
   static API: OnceLock<ExternalApi> = OnceLock::new();
   API.get_or_init(|| {
     #[cfg(unix)]
+    // SAFETY: `name` is a live NUL-terminated CStr; dlsym with RTLD_DEFAULT only looks the symbol
+    // up and returns null when it is missing.
     let find = |name: &std::ffi::CStr| unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
     // Windows: not looked up (node.exe's exports are not searched): the
     // strings are copied, as on a Node without them
@@ -120,12 +122,16 @@ static FREED: AtomicI64 = AtomicI64::new(0);
 
 unsafe extern "C" fn free_latin1(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
   // V8 is done with the characters (or copied them): the buffer goes back
+  // SAFETY: `hint` is the Box<Vec<u8>> `external` leaked with Box::into_raw for this string; V8
+  // calls the finalizer once, so the box is taken back exactly once.
   let buf = *unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
   FREED.fetch_add(buf.len() as i64, Ordering::Relaxed);
   give_back(buf);
 }
 
 unsafe extern "C" fn free_utf16(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+  // SAFETY: `hint` is the Box<Vec<u16>> `external` leaked with Box::into_raw for this string; V8
+  // calls the finalizer once, so the box is taken back exactly once.
   let buf = unsafe { Box::from_raw(hint.cast::<Vec<u16>>()) };
   FREED.fetch_add(2 * buf.len() as i64, Ordering::Relaxed);
 }
@@ -180,9 +186,14 @@ unsafe fn external<T>(
   }
   let len = data.len();
   let boxed = Box::into_raw(Box::new(data));
+  // SAFETY: `boxed` came from Box::into_raw just above and is not freed until the finalizer (or the
+  // error path below) takes it back.
   let chars = unsafe { (*boxed).as_ptr() };
   let mut out = ptr::null_mut();
   let mut copied = false;
+  // SAFETY: `env` is the caller's live env (this fn's contract); `chars` points at `len` units of
+  // the boxed Vec, which stays put (boxed, never resized) until `free` runs with `boxed` as its
+  // hint; `out` and `copied` are live out-pointers.
   let status = unsafe {
     create(
       env,
@@ -196,6 +207,8 @@ unsafe fn external<T>(
   };
   if status != sys::Status::napi_ok {
     // no finalizer ran: the buffer is still ours
+    // SAFETY: the call failed, so V8 took no ownership and no finalizer will run: `boxed` is still
+    // only ours, taken back once.
     drop(unsafe { Box::from_raw(boxed) });
     return Ok(Err(Error::new(
       Status::from(status),
@@ -205,6 +218,7 @@ unsafe fn external<T>(
   // tell V8 what it holds now, so that it collects what it no longer needs
   let held = (len * std::mem::size_of::<T>()) as i64 - FREED.swap(0, Ordering::Relaxed);
   let mut total = 0i64;
+  // SAFETY: `env` is the caller's live env and `total` a live out-pointer.
   unsafe { sys::napi_adjust_external_memory(env, held, &mut total) };
   Ok(Ok(out))
 }
@@ -215,9 +229,13 @@ impl ToNapiValue for JsText {
     let len = val.js_len();
     let mut out = ptr::null_mut();
     let status = match val {
+      // SAFETY: `env` is the live env this to_napi_value was called with; `free_latin1` takes back
+      // a Box<Vec<u8>>, the type handed over.
       JsText::Latin1(b) => match unsafe { external(env, b, api.latin1, free_latin1) } {
         Ok(r) => return r,
         Err(b) => {
+          // SAFETY: `env` is live; `b` is a live Vec whose pointer and length bound what napi
+          // copies.
           let status = unsafe {
             sys::napi_create_string_latin1(env, b.as_ptr().cast(), b.len() as isize, &mut out)
           };
@@ -225,8 +243,11 @@ impl ToNapiValue for JsText {
           status
         }
       },
+      // SAFETY: `env` is the live env this to_napi_value was called with; `free_utf16` takes back a
+      // Box<Vec<u16>>, the type handed over.
       JsText::Utf16(u) => match unsafe { external(env, u, api.utf16, free_utf16) } {
         Ok(r) => return r,
+        // SAFETY: `env` is live; `u` is a live Vec whose pointer and length bound what napi copies.
         Err(u) => unsafe {
           sys::napi_create_string_utf16(env, u.as_ptr(), u.len() as isize, &mut out)
         },
@@ -265,6 +286,8 @@ impl ToNapiValue for JsBytes {
     let mut out = ptr::null_mut();
     let mut data = ptr::null_mut();
     let status =
+      // SAFETY: `env` is the live env this to_napi_value was called with; `val.0` is a live Vec of
+      // `len` bytes that napi copies before it returns; `data` and `out` are live out-pointers.
       unsafe { sys::napi_create_buffer_copy(env, len, val.0.as_ptr().cast(), &mut data, &mut out) };
     give_back(val.0);
     check_status!(

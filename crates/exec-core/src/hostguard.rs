@@ -23,7 +23,7 @@ static SAVED: OnceLock<Saved> = OnceLock::new();
 extern "C" fn on_signal(sig: i32) {
   let Some(saved) = SAVED.get() else { return };
   crate::process::registry::kill_all_signal_safe(&saved.needle);
-  crate::cgroup::remove_all_signal_safe();
+  crate::process::cgroup::remove_all_signal_safe();
   crate::server::remove_token_files();
   let Some(i) = SIGNALS.iter().position(|s| *s == sig) else {
     return;

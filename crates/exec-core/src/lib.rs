@@ -3,21 +3,17 @@
 
 pub mod buffer;
 #[cfg(unix)]
-pub mod cgroup;
-#[cfg(unix)]
 pub mod command;
 pub mod error;
 #[cfg(unix)]
 pub mod hostguard;
 pub mod language;
-pub mod limits;
 #[cfg(unix)]
 pub mod manager;
 #[cfg(unix)]
 pub mod mcp;
 pub(crate) mod platform;
 pub mod process;
-pub mod sandbox;
 #[cfg(unix)]
 pub mod server;
 pub mod session;

@@ -247,6 +247,9 @@ pub fn install(prog: &[Insn]) -> std::io::Result<()> {
     len: prog.len() as u16,
     filter: prog.as_ptr(),
   };
+  // SAFETY: `fprog` is a live repr(C) sock_fprog on this stack whose `filter` points at `prog`,
+  // `len` instructions the borrow keeps alive for the call; the kernel copies the program, so
+  // nothing needs to outlive it.
   let r = unsafe {
     libc::syscall(
       libc::SYS_seccomp,

@@ -106,7 +106,11 @@ mod linux {
   /// End the run before the command: exit 125 with what failed.
   pub fn fail(what: impl std::fmt::Display) -> ! {
     let msg = format!("exec-native-sandbox: {what} (ESANDBOX)\n");
+    // SAFETY: `msg` is a live String: the pointer and length describe initialised bytes for the
+    // call; write(2) on fd 2 touches nothing else.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    // SAFETY: _exit ends the process without unwinding or running atexit handlers; no invariant of
+    // ours outlives it.
     unsafe { libc::_exit(SETUP_FAILED) }
   }
 
@@ -130,6 +134,9 @@ mod linux {
   fn command(opts: &Opts) -> ! {
     // only stdio reaches the command: a descriptor the host leaked without
     // close-on-exec (another addon's socket, say) must not be in reach
+    // SAFETY: close_range(2) takes plain integers; the descriptors above stdio it closes are not
+    // owned by any Rust object of this single-threaded helper (it opened none yet), so no handle is
+    // left dangling.
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     let argv0 = opts.argv0.clone().unwrap_or_else(|| opts.program.clone());
     let cstr = |s: &OsString| {
@@ -149,16 +156,22 @@ mod linux {
       fail(e);
     }
     if opts.probe {
+      // SAFETY: _exit ends the process (a probe) without unwinding; nothing of ours needs to run.
       unsafe { libc::_exit(0) };
     }
     // signals the host's runtime ignored stay ignored across exec; the
     // command gets the defaults a shell would give it
     for sig in [libc::SIGPIPE, libc::SIGXFSZ, libc::SIGXCPU] {
+      // SAFETY: SIG_DFL for a standard signal number; this single-threaded helper installed no
+      // handler these signals' state depends on.
       unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     extern "C" {
       static environ: *const *const libc::c_char;
     }
+    // SAFETY: `program` and the CStrings behind `argv` live until execve returns (they are dropped
+    // only after), `argv` is NULL-terminated, and `environ` is the process's own environment, which
+    // nothing modifies concurrently (single thread).
     unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), environ) };
     let e = errno();
     let code = if e.raw_os_error() == Some(libc::ENOENT) {
@@ -170,7 +183,10 @@ mod linux {
       "exec-native-sandbox: cannot run {}: {e}\n",
       Path::new(&opts.program).display()
     );
+    // SAFETY: `msg` is a live String: pointer and length describe initialised bytes; write(2) on fd
+    // 2.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
     unsafe { libc::_exit(code) }
   }
 
@@ -190,6 +206,8 @@ mod linux {
     data: Option<&CStr>,
   ) -> Result<(), String> {
     let t = c(target);
+    // SAFETY: `t` and the optional CStrs are live NUL-terminated strings for the call (or null
+    // where mount(2) allows it); mount(2) only reads them.
     let r = unsafe {
       libc::mount(
         src.map_or(std::ptr::null(), |s| s.as_ptr()),
@@ -228,6 +246,8 @@ mod linux {
       userns_fd: 0,
     };
     let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: `p` is a live NUL-terminated path and `attr` a live MountAttr whose size is passed
+    // with it: mount_setattr(2) reads only those bytes.
     let r = unsafe {
       libc::syscall(
         libc::SYS_mount_setattr,
@@ -255,6 +275,8 @@ mod linux {
     let p = c(path);
     let flags =
       OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: `p` is a live NUL-terminated path for the call; open_tree(2) returns a new descriptor
+    // we own (CLOEXEC), or -1.
     let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) };
     (fd >= 0).then_some(fd as i32)
   }
@@ -262,6 +284,8 @@ mod linux {
   fn place_tree(fd: i32, target: &Path) -> Result<(), String> {
     let t = c(target);
     let empty = c"";
+    // SAFETY: `empty` and `t` are live NUL-terminated strings; `fd` is the open_tree descriptor
+    // this function owns.
     let r = unsafe {
       libc::syscall(
         libc::SYS_move_mount,
@@ -272,6 +296,7 @@ mod linux {
         MOVE_MOUNT_F_EMPTY_PATH,
       )
     };
+    // SAFETY: `fd` came from open_tree and is owned here; it is closed once and not used after.
     unsafe { libc::close(fd) };
     if r != 0 {
       return Err(format!("cannot mount {}: {}", target.display(), errno()));
@@ -306,11 +331,14 @@ mod linux {
   /// themselves), and with `net` an empty network namespace, as the
   /// sandbox's namespaces are made.
   fn new_user_ns(net: bool) -> Result<(), String> {
+    // SAFETY: getuid/getgid have no preconditions and cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let mut flags = libc::CLONE_NEWUSER;
     if net {
       flags |= libc::CLONE_NEWNET;
     }
+    // SAFETY: unshare(2) takes flags only; this helper is single-threaded, as CLONE_NEWUSER
+    // requires.
     if unsafe { libc::unshare(flags) } != 0 {
       return Err(format!("cannot create the namespaces: {}", errno()));
     }
@@ -328,13 +356,18 @@ mod linux {
     }
     let _ = std::io::Write::write_all(&mut std::io::stdout(), b"ready\n");
     let mut buf = [0u8; 64];
+    // SAFETY: `buf` is a live, writable 64-byte array and its length is passed; read(2) writes only
+    // into it.
     while unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
     unsafe { libc::_exit(0) }
   }
 
   /// The namespace file at `path`, opened (before any is joined: from
   /// inside a joined user namespace the host's descriptors are out of reach).
   fn open_ns(path: Option<&Path>) -> Option<i32> {
+    // SAFETY: the CString from `c()` lives until the end of the statement, so the path pointer is
+    // valid during open(2); the descriptor returned is owned by the caller.
     let fd = unsafe { libc::open(c(path?).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     (fd >= 0).then_some(fd)
   }
@@ -342,7 +375,10 @@ mod linux {
   /// Join the namespace open as `fd` (`setns`); false if that cannot be done.
   fn join(fd: Option<i32>, kind: libc::c_int) -> bool {
     let Some(fd) = fd else { return false };
+    // SAFETY: `fd` is a namespace descriptor open_ns opened and this function owns; setns(2) only
+    // reads it.
     let ok = unsafe { libc::setns(fd, kind) } == 0;
+    // SAFETY: `fd` is owned here and closed once; nothing uses it after.
     unsafe { libc::close(fd) };
     ok
   }
@@ -357,6 +393,8 @@ mod linux {
     let joined_user = join(user_fd, libc::CLONE_NEWUSER);
     let joined_net = joined_user && join(net_fd, libc::CLONE_NEWNET);
     if !joined_user && net_fd.is_some() {
+      // SAFETY: `net_fd` was opened by open_ns and not handed to join (the user namespace was not
+      // joined): it is owned here and closed once.
       unsafe { libc::close(net_fd.unwrap_or(-1)) };
     }
     if !joined_user {
@@ -368,6 +406,7 @@ mod linux {
     if joined_user && !opts.net && !joined_net {
       flags |= libc::CLONE_NEWNET;
     }
+    // SAFETY: unshare(2) takes flags only; this helper is still single-threaded.
     if unsafe { libc::unshare(flags) } != 0 {
       fail(format!("cannot create the namespaces: {}", errno()));
     }
@@ -379,21 +418,29 @@ mod linux {
       // through the new ones (a writable root is a new bind mount)
       let _ = std::env::set_current_dir(&cwd);
     }
+    // SAFETY: unshare(2) takes flags only; single-threaded as CLONE_NEWPID's later fork requires
+    // nothing more.
     if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
       fail(format!("cannot create the PID namespace: {}", errno()));
     }
     let mut status_pipe = [0i32; 2];
+    // SAFETY: `status_pipe` is a live [i32; 2], the two ints pipe2(2) writes.
     if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
       fail(format!("pipe: {}", errno()));
     }
+    // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
+    // SAFETY: this helper is single-threaded, so the child of fork(2) has a consistent heap and may
+    // go on running Rust code (it allocates in init and command).
     match unsafe { libc::fork() } {
       -1 => fail(format!("cannot start the init: {}", errno())),
       0 => {
+        // SAFETY: the child owns its copy of the read end and closes it once; it never uses it.
         unsafe { libc::close(status_pipe[0]) };
         init(parent, status_pipe[1]);
       }
       child => {
+        // SAFETY: the parent owns its copy of the write end and closes it once; it never uses it.
         unsafe { libc::close(status_pipe[1]) };
         monitor(child, status_pipe[0]);
       }
@@ -464,6 +511,13 @@ mod linux {
     for h in &opts.hide {
       set_readonly(h, true, false)?;
     }
+    private_dev(dev, devices, pts)
+  }
+
+  /// A private /dev (a tmpfs): the device nodes and the PTYs cloned before
+  /// (`devices`, `pts`), a private /dev/shm, the std links; then read-only.
+  fn private_dev(dev: &Path, devices: Vec<(PathBuf, i32)>, pts: Option<i32>) -> Result<(), String> {
+    let tmpfs = c"tmpfs";
     // a private /dev: the device nodes, the PTYs, a private /dev/shm
     mount(
       Some(tmpfs),
@@ -526,6 +580,8 @@ mod linux {
 
   fn handle_passed_on() {
     for &s in PASSED_ON {
+      // SAFETY: `ignore` is an extern "C" fn(c_int) that does nothing (so async-signal-safe), the
+      // shape signal(2) expects for a handler.
       unsafe { libc::signal(s, ignore as *const () as libc::sighandler_t) };
     }
   }
@@ -533,6 +589,7 @@ mod linux {
   fn wait_for(pid: i32) -> Option<i32> {
     loop {
       let mut st = 0;
+      // SAFETY: `st` is a live i32 for waitpid(2) to write the status into.
       let r = unsafe { libc::waitpid(pid, &mut st, 0) };
       if r == pid {
         return Some(st);
@@ -552,6 +609,9 @@ mod linux {
         rlim_cur: 0,
         rlim_max: 0,
       };
+      // SAFETY: setrlimit reads a live rlimit; `set` is a zeroed sigset_t (a valid value for
+      // sigemptyset to initialise) living on this stack; signal/sigprocmask/raise take plain
+      // values. The process ends right after, single-threaded.
       unsafe {
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
         libc::signal(sig, libc::SIG_DFL);
@@ -561,8 +621,10 @@ mod linux {
         libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         libc::raise(sig);
       }
+      // SAFETY: _exit ends the process without unwinding (the raised signal did not end it).
       unsafe { libc::_exit(128 + sig) }
     }
+    // SAFETY: _exit ends the process without unwinding.
     unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
   }
 
@@ -570,12 +632,18 @@ mod linux {
   /// its own copies): the host sees the end of the output when the command
   /// and its descendants close theirs.
   fn let_go_of_descriptors(keep: i32) {
+    // SAFETY: a literal NUL-terminated path; the descriptor returned is owned here (and becomes
+    // stdio below).
     let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
     if null >= 0 {
       for fd in 0..3 {
+        // SAFETY: `null` is a live descriptor we opened; dup2 replaces stdio, which no Rust object
+        // of this process owns (std's handles only borrow fds 0-2).
         unsafe { libc::dup2(null, fd) };
       }
     }
+    // SAFETY: close_range(2) takes plain integers; the descriptors it closes are owned by no Rust
+    // object of this process (the status pipe `keep` is left open).
     let close_range = |from: i32, to: u32| unsafe {
       libc::syscall(libc::SYS_close_range, from as u32, to, 0u32);
     };
@@ -591,6 +659,7 @@ mod linux {
     let_go_of_descriptors(status);
     let st = wait_for(init);
     let mut buf = [0u8; 4];
+    // SAFETY: `buf` is a live, writable [u8; 4] and 4 is its length.
     let n = unsafe { libc::read(status, buf.as_mut_ptr().cast(), 4) };
     if n == 4 {
       end_as(i32::from_ne_bytes(buf));
@@ -603,6 +672,7 @@ mod linux {
   /// and ends (and with it every process left in the namespace) when the
   /// command ends.
   fn init(parent: i32, status: i32) -> ! {
+    // SAFETY: PR_SET_PDEATHSIG takes plain integers; it only sets an attribute of this process.
     unsafe {
       libc::prctl(
         libc::PR_SET_PDEATHSIG,
@@ -612,7 +682,9 @@ mod linux {
         0,
       )
     };
+    // SAFETY: getppid has no preconditions.
     if unsafe { libc::getppid() } != 0 && unsafe { libc::getppid() } != parent {
+      // SAFETY: _exit ends the process without unwinding.
       unsafe { libc::_exit(SETUP_FAILED) };
     }
     let proc_ = c"proc";
@@ -625,9 +697,12 @@ mod linux {
     ) {
       fail(e);
     }
+    // SAFETY: the init is single-threaded, so the child of fork(2) may go on running Rust code (it
+    // parses the arguments again and allocates).
     let cmd = match unsafe { libc::fork() } {
       -1 => fail(format!("cannot start the command: {}", errno())),
       0 => {
+        // SAFETY: the child owns its copy of the status pipe and closes it once; it never uses it.
         unsafe { libc::close(status) };
         return_to_command();
       }
@@ -637,13 +712,19 @@ mod linux {
     let_go_of_descriptors(status);
     loop {
       let mut st = 0;
+      // SAFETY: `st` is a live i32 for waitpid(2) to write into.
       let r = unsafe { libc::waitpid(-1, &mut st, 0) };
       if r == cmd {
         let b = st.to_ne_bytes();
+        // SAFETY: `b` is a live [u8; 4] and 4 its length; `status` is the write end this process
+        // kept open.
         unsafe { libc::write(status, b.as_ptr().cast(), 4) };
+        // SAFETY: _exit ends the init (and so the namespace) without unwinding, the command's
+        // status written.
         unsafe { libc::_exit(0) };
       }
       if r == -1 && errno().raw_os_error() == Some(libc::ECHILD) {
+        // SAFETY: _exit ends the process without unwinding.
         unsafe { libc::_exit(SETUP_FAILED) };
       }
     }

@@ -45,10 +45,14 @@ impl Prepared {
   /// may call it.
   pub fn apply(&self) -> Result<(), Failed> {
     let os = std::io::Error::last_os_error;
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes plain integers and is async-signal-safe, as this
+    // function must be in a child between clone and execve.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
       return Err(("no_new_privs", os()));
     }
     let fd = self.ruleset.as_raw_fd();
+    // SAFETY: `fd` is the Landlock ruleset descriptor `self.ruleset` owns and keeps open for the
+    // call; the syscall only reads it (async-signal-safe).
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
       return Err(("Landlock", os()));
     }
@@ -96,6 +100,7 @@ fn ruleset(network: bool, writable: &[PathBuf]) -> Result<OwnedFd, String> {
 /// System calls only.
 fn drop_all_capabilities() -> std::io::Result<()> {
   for cap in 0..64 {
+    // SAFETY: prctl(PR_CAPBSET_DROP) takes plain integers; a system call, async-signal-safe.
     let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
     if r == -1 {
       match std::io::Error::last_os_error().raw_os_error() {
@@ -105,6 +110,7 @@ fn drop_all_capabilities() -> std::io::Result<()> {
       }
     }
   }
+  // SAFETY: prctl(PR_CAP_AMBIENT_CLEAR_ALL) takes plain integers; a system call, async-signal-safe.
   unsafe {
     libc::prctl(
       libc::PR_CAP_AMBIENT,
@@ -135,6 +141,9 @@ fn drop_all_capabilities() -> std::io::Result<()> {
     permitted: 0,
     inheritable: 0,
   }; 2];
+  // SAFETY: `header` and `data` are live repr(C) values on this stack in the layout capset(2)
+  // expects for version 3 (one header, two data words), and outlive the call; no allocation, so
+  // async-signal-safe.
   let r = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
   if r == -1 {
     return Err(std::io::Error::last_os_error());

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::offload::LogStatus;
-use super::truncate::{TruncatedBy, Truncation};
+use super::truncate::{format_size, TruncatedBy, Truncation};
 use crate::process::supervise::format_duration;
 
 /// How the model is told to manage a background process, in the tool's words.
@@ -60,25 +60,6 @@ impl Shown<'_> {
 
 /// What the model reads when a command printed nothing.
 pub const NO_OUTPUT: &str = "(no output)";
-
-/// `51200` -> `50KB`, `1536` -> `1.5KB`, `512` -> `512B`.
-pub fn format_size(bytes: usize) -> String {
-  const KB: usize = 1024;
-  const MB: usize = 1024 * 1024;
-  let (unit, div) = if bytes >= MB {
-    ("MB", MB)
-  } else if bytes >= KB {
-    ("KB", KB)
-  } else {
-    return format!("{bytes}B");
-  };
-  if bytes.is_multiple_of(div) {
-    format!("{}{unit}", bytes / div)
-  } else {
-    let s = format!("{:.1}", bytes as f64 / div as f64);
-    format!("{}{unit}", s.trim_end_matches(".0"))
-  }
-}
 
 /// `stdout: Showing last 2000 of 8500 lines.` or `None` when nothing was cut.
 pub fn truncation_sentence(name: &str, t: &Truncation, max_bytes: usize) -> Option<String> {

@@ -19,9 +19,9 @@ use crate::manager::{
 use crate::process::spec::EnvSpec;
 use crate::CancellationToken;
 
-use super::format::{binary_notice, format_size, truncation_sentence, Vocabulary};
+use super::format::{binary_notice, truncation_sentence, Vocabulary};
 use super::offload::{render_pair, LogStatus, Segment};
-use super::truncate::{count_lines, OutputLimits};
+use super::truncate::{count_lines, format_size, OutputLimits};
 use super::{command_env, StreamOutput};
 
 /// `start`'s default wait for output.
@@ -52,9 +52,9 @@ pub struct StartOptions {
   pub cols: u16,
   /// The output window of each answer (tail kept).
   pub limits: OutputLimits,
-  pub resource_limits: crate::limits::Limits,
-  /// Opt-in OS sandbox (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub resource_limits: crate::process::limits::Limits,
+  /// Opt-in OS sandbox (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Whose words the answers use (`write(1, ...)` or `write_stdin`).
   pub vocabulary: Vocabulary,
   /// The call named its own directory (a `workdir`): in a stateful runner
@@ -75,7 +75,7 @@ impl StartOptions {
       rows: 24,
       cols: 200,
       limits: OutputLimits::default(),
-      resource_limits: crate::limits::Limits::default(),
+      resource_limits: crate::process::limits::Limits::default(),
       sandbox: None,
       vocabulary: Vocabulary::Api,
       cwd_given: false,

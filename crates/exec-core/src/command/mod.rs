@@ -88,15 +88,15 @@ pub struct CommandOptions {
   pub output_dir: Option<PathBuf>,
   /// Start in the background at once.
   pub background: bool,
-  /// Opt-in resource limits of the command's tree (see [`crate::limits`]).
-  pub resource_limits: crate::limits::Limits,
+  /// Opt-in resource limits of the command's tree (see [`crate::process::limits`]).
+  pub resource_limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for `bash` (SIGKILL when the host dies).
   pub die_with_parent: bool,
   /// When `bash` exits, terminate what it left running instead of adopting
   /// it as background jobs of the runner.
   pub cleanup: bool,
-  /// Opt-in OS sandbox of the command's tree (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox of the command's tree (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// The call named its own directory (`workdir`, `options.cwd`). In a
   /// stateful runner that is a `cd` there which carries over; otherwise
   /// the command starts where the shared state left the shell.
@@ -120,7 +120,7 @@ impl CommandOptions {
       limits: OutputLimits::default(),
       output_dir: None,
       background: false,
-      resource_limits: crate::limits::Limits::default(),
+      resource_limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       cleanup: false,
       sandbox: None,
@@ -147,10 +147,10 @@ pub struct CallOptions {
   pub max_bytes: Option<usize>,
   /// Which part of a long output is shown (tail, or head and tail).
   pub truncation: Option<TruncationMode>,
-  pub resource_limits: Option<crate::limits::Limits>,
+  pub resource_limits: Option<crate::process::limits::Limits>,
   pub die_with_parent: Option<bool>,
   /// `Some(None)`: `sandbox: false`.
-  pub sandbox: Option<Option<crate::sandbox::SandboxPolicy>>,
+  pub sandbox: Option<Option<crate::process::sandbox::SandboxPolicy>>,
   pub output_dir: Option<PathBuf>,
   pub background: Option<bool>,
   pub cleanup: Option<bool>,
@@ -164,9 +164,9 @@ pub struct CommandDefaults {
   pub env: EnvSpec,
   pub timeout: Option<Duration>,
   pub limits: OutputLimits,
-  pub resource_limits: crate::limits::Limits,
+  pub resource_limits: crate::process::limits::Limits,
   pub die_with_parent: bool,
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl Default for CommandDefaults {
@@ -197,7 +197,7 @@ impl CommandDefaults {
       o.env_denylist,
     )?;
     let sandbox = o.sandbox.flatten();
-    crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+    crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
     Ok(CommandDefaults {
       cwd: o.cwd,
       env,
@@ -242,49 +242,8 @@ impl CommandDefaults {
     if let Some(deny) = call.env_denylist {
       env.deny = deny;
     }
-    let sandbox = match (&self.sandbox, call.sandbox) {
-      (None, call) => {
-        let call = call.flatten();
-        crate::sandbox::drop_secrets(&call, explicit_lists, &mut env);
-        call
-      }
-      (Some(base), Some(None)) => {
-        return Err(ExecError::invalid(format!(
-          "options.sandbox cannot turn off the runner's sandbox ({:?})",
-          base.mode
-        )))
-      }
-      (Some(base), None) => Some(base.clone()),
-      (Some(base), Some(Some(call))) => {
-        if !call.narrows(base) {
-          return Err(ExecError::invalid(
-            "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
-          ));
-        }
-        Some(call)
-      }
-    };
-    // a call's cwd is writable under workspace-write: it must lie in what
-    // the runner's sandbox lets write, or the call would widen it
-    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, &sandbox, &call_cwd) {
-      if sb.mode == crate::sandbox::SandboxMode::WorkspaceWrite {
-        let base_cwd = match &self.cwd {
-          Some(c) => c.clone(),
-          None => std::env::current_dir().unwrap_or_default(),
-        };
-        let allowed = base.writable_paths(&base_cwd)?;
-        let real = call_cwd.canonicalize().unwrap_or_else(|_| call_cwd.clone());
-        if !allowed
-          .iter()
-          .any(|r| real.starts_with(r) || call_cwd.starts_with(r))
-        {
-          return Err(ExecError::invalid(format!(
-            "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
-            call_cwd.display()
-          )));
-        }
-      }
-    }
+    let sandbox = self.merge_sandbox(call.sandbox, explicit_lists, &mut env)?;
+    self.check_call_cwd(sandbox.as_ref(), call_cwd.as_deref())?;
     Ok(CommandOptions {
       cwd,
       env,
@@ -306,6 +265,70 @@ impl CommandDefaults {
       vocabulary: Vocabulary::Api,
       cancel: None,
     })
+  }
+
+  /// The call's sandbox over the runner's: the runner's when the call gave
+  /// none, the call's when it narrows the runner's (EINVAL otherwise).
+  /// Without a runner's sandbox, the call's drops the secrets from `env`.
+  fn merge_sandbox(
+    &self,
+    call: Option<Option<crate::process::sandbox::SandboxPolicy>>,
+    explicit_lists: bool,
+    env: &mut EnvSpec,
+  ) -> Result<Option<crate::process::sandbox::SandboxPolicy>, ExecError> {
+    match (&self.sandbox, call) {
+      (None, call) => {
+        let call = call.flatten();
+        crate::process::sandbox::drop_secrets(&call, explicit_lists, env);
+        Ok(call)
+      }
+      (Some(base), Some(None)) => Err(ExecError::invalid(format!(
+        "options.sandbox cannot turn off the runner's sandbox ({:?})",
+        base.mode
+      ))),
+      (Some(base), None) => Ok(Some(base.clone())),
+      (Some(base), Some(Some(call))) => {
+        if !call.narrows(base) {
+          return Err(ExecError::invalid(
+            "options.sandbox may only narrow the runner's sandbox (mode, writable roots, /tmp, network, onUnavailable)",
+          ));
+        }
+        Ok(Some(call))
+      }
+    }
+  }
+
+  /// A call's cwd under a workspace-write sandbox of the runner must lie in
+  /// the runner's writable roots (EINVAL otherwise).
+  fn check_call_cwd(
+    &self,
+    sandbox: Option<&crate::process::sandbox::SandboxPolicy>,
+    call_cwd: Option<&std::path::Path>,
+  ) -> Result<(), ExecError> {
+    // a call's cwd is writable under workspace-write: it must lie in what
+    // the runner's sandbox lets write, or the call would widen it
+    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, sandbox, call_cwd) {
+      if sb.mode == crate::process::sandbox::SandboxMode::WorkspaceWrite {
+        let base_cwd = match &self.cwd {
+          Some(c) => c.clone(),
+          None => std::env::current_dir().unwrap_or_default(),
+        };
+        let allowed = base.writable_paths(&base_cwd)?;
+        let real = call_cwd
+          .canonicalize()
+          .unwrap_or_else(|_| call_cwd.to_path_buf());
+        if !allowed
+          .iter()
+          .any(|r| real.starts_with(r) || call_cwd.starts_with(r))
+        {
+          return Err(ExecError::invalid(format!(
+            "options.cwd {} lies outside the runner's writable roots, and a call may only narrow the runner's sandbox",
+            call_cwd.display()
+          )));
+        }
+      }
+    }
+    Ok(())
   }
 }
 
@@ -352,7 +375,7 @@ pub struct CommandResult {
   pub adopted: Vec<(u32, String)>,
   /// A sandboxed command: how the sandbox was applied and what it likely
   /// denied (judged on a finished command only).
-  pub sandbox: Option<crate::sandbox::SandboxReport>,
+  pub sandbox: Option<crate::process::sandbox::SandboxReport>,
 }
 
 impl CommandResult {
@@ -380,7 +403,7 @@ impl CommandResult {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::sandbox::{SandboxMode, SandboxPolicy};
+  use crate::process::sandbox::{SandboxMode, SandboxPolicy};
 
   fn host() -> Result<PathBuf, ExecError> {
     Ok(PathBuf::from("/host"))

@@ -192,7 +192,7 @@ impl ShellState {
 /// directory must be writable there.
 pub fn check_writable(
   dir: &Path,
-  sandbox: Option<&crate::sandbox::SandboxPolicy>,
+  sandbox: Option<&crate::process::sandbox::SandboxPolicy>,
   cwd: &Path,
 ) -> Result<(), ExecError> {
   let Some(sb) = sandbox else { return Ok(()) };

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::ExecError;
 
-use super::format::format_size;
+use super::truncate::format_size;
 use super::{OutputLimits, DEFAULT_TIMEOUT};
 
 /// Bytes a token stands for when the model gives `max_output_tokens`.
@@ -96,8 +96,11 @@ impl ToolSettings {
 }
 
 /// What a sandbox allows, in the words of the tool descriptions.
-pub fn sandbox_summary(p: &crate::sandbox::SandboxPolicy, cwd: &std::path::Path) -> String {
-  use crate::sandbox::SandboxMode;
+pub fn sandbox_summary(
+  p: &crate::process::sandbox::SandboxPolicy,
+  cwd: &std::path::Path,
+) -> String {
+  use crate::process::sandbox::SandboxMode;
   let writes = match p.mode {
     SandboxMode::ReadOnly => "Commands run in a read-only sandbox: they can read files but write none (only /dev/null and the like).".to_owned(),
     SandboxMode::WorkspaceWrite => {

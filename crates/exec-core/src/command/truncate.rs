@@ -240,9 +240,28 @@ fn head_lines(text: &str, max_lines: usize, max_bytes: usize) -> (&str, u64) {
   (&text[..end], lines)
 }
 
+/// `51200` -> `50KB`, `1536` -> `1.5KB`, `512` -> `512B`.
+pub fn format_size(bytes: usize) -> String {
+  const KB: usize = 1024;
+  const MB: usize = 1024 * 1024;
+  let (unit, div) = if bytes >= MB {
+    ("MB", MB)
+  } else if bytes >= KB {
+    ("KB", KB)
+  } else {
+    return format!("{bytes}B");
+  };
+  if bytes.is_multiple_of(div) {
+    format!("{}{unit}", bytes / div)
+  } else {
+    let s = format!("{:.1}", bytes as f64 / div as f64);
+    format!("{}{unit}", s.trim_end_matches(".0"))
+  }
+}
+
 /// The marker line between a kept head and tail.
 pub fn omitted_marker(lines: u64, bytes: u64) -> String {
-  let size = super::format::format_size(bytes as usize);
+  let size = format_size(bytes as usize);
   match lines {
     0 => format!("[... {size} omitted ...]\n"),
     1 => format!("[... 1 line ({size}) omitted ...]\n"),
@@ -332,7 +351,7 @@ mod tests {
       out,
       format!(
         "1\n2\n3\n4\n5\n[... 8490 lines ({}) omitted ...]\n8496\n8497\n8498\n8499\n8500\n",
-        crate::command::format::format_size(cut)
+        format_size(cut)
       )
     );
     assert_eq!((t.head_lines, t.output_lines, t.total_lines), (5, 10, 8500));

@@ -64,7 +64,7 @@ impl ManagerConfig {
   /// least 1. The message says what is wrong; the caller names the option.
   /// `ProcessManager` and `serve` both check with it.
   pub fn set(&mut self, name: &str, n: f64) -> Result<(), String> {
-    let n = crate::limits::finite_non_negative(n)?;
+    let n = crate::process::limits::finite_non_negative(n)?;
     match name {
       "retainedOutputBytes" => self.retained_output_bytes = n as usize,
       "maxProcesses" if n < 1.0 => return Err(format!("must be at least 1, got {n}")),
@@ -115,14 +115,14 @@ pub struct StartSpec {
   /// `argv[0]` as the program sees it (pipes only).
   pub arg0: Option<String>,
   pub io: ProcessIo,
-  /// Opt-in resource limits of the process tree (see [`crate::limits`]).
-  pub limits: crate::limits::Limits,
+  /// Opt-in resource limits of the process tree (see [`crate::process::limits`]).
+  pub limits: crate::process::limits::Limits,
   /// Pipes: PR_SET_PDEATHSIG (SIGKILL when the host dies). A PTY child is a
   /// session leader and gets SIGHUP from the kernel when the host's master
   /// side closes, so it is ignored there.
   pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the process tree (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox of the process tree (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -596,12 +596,7 @@ impl ProcessManager {
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
     }
-    let mut env = spec.env.build();
-    // a terminal of ours: TERM is xterm-256color unless the caller set it
-    // (not whatever the host's own terminal was)
-    if !spec.env.vars.iter().any(|(k, _)| k == "TERM") {
-      env.retain(|(k, _)| k != "TERM");
-    }
+    let env = pty_env(&spec.env);
     let setup = crate::process::ChildSetup {
       owner: cfg.owner,
       limits: &spec.limits,
@@ -886,6 +881,16 @@ async fn terminate_proc(p: &Proc, mode: TerminateMode) -> WaitResult {
   p.wait_exit(Some(Duration::from_secs(10))).await
 }
 
+/// The environment of a PTY child: a terminal of ours, so TERM is
+/// xterm-256color unless the caller set it (not whatever the host's own
+/// terminal was).
+fn pty_env(spec: &crate::process::spec::EnvSpec) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+  let mut env = spec.build();
+  if !spec.vars.iter().any(|(k, _)| k == "TERM") {
+    env.retain(|(k, _)| k != "TERM");
+  }
+  env
+}
 fn expire_later(weak: Weak<Inner>, proc: Arc<Proc>, retention: Duration) {
   let id = proc.id.to_string();
   drop(proc);

@@ -15,8 +15,8 @@ use portable_pty::{MasterPty, PtySize};
 use tokio::io::unix::AsyncFd;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::ChildPlan;
 use crate::platform;
+use crate::process::limits::ChildPlan;
 use crate::process::{ChildSetup, Prepared, Spawned};
 
 /// A spawned PTY child: its handle (reaped by `wait`, as a pipe child is)
@@ -34,6 +34,38 @@ pub(crate) fn size(rows: u16, cols: u16) -> PtySize {
     pixel_width: 0,
     pixel_height: 0,
   }
+}
+
+/// The command line of the PTY child (under a sandbox, its helper in front
+/// of the program) and its full argv (argv[0] first).
+fn invocation(
+  setup: &ChildSetup,
+  prepared: &mut Prepared,
+  program: &Path,
+  argv: &[String],
+  env: &[(OsString, OsString)],
+) -> Result<(crate::process::sandbox::Invocation, Vec<OsString>), ExecError> {
+  // under a sandbox, its helper in front of the program
+  let path_var = env
+    .iter()
+    .rev()
+    .find(|(k, _)| k == "PATH")
+    .map(|(_, v)| v.clone());
+  let inv = setup.invocation(
+    prepared,
+    crate::process::sandbox::Invocation {
+      program: program.to_path_buf(),
+      argv0: Some(argv[0].clone().into()),
+      args: argv[1..].iter().map(OsString::from).collect(),
+    },
+    path_var,
+  )?;
+  let mut full_argv = vec![inv
+    .argv0
+    .clone()
+    .unwrap_or_else(|| inv.program.clone().into_os_string())];
+  full_argv.extend(inv.args.iter().cloned());
+  Ok((inv, full_argv))
 }
 
 /// Start `program` (already resolved; `argv[0]` is what it sees) as a session
@@ -82,26 +114,7 @@ pub(crate) fn spawn(
       .map(Stdio::from)
       .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot duplicate the pty: {e}")))
   };
-  // under a sandbox, its helper in front of the program
-  let path_var = env
-    .iter()
-    .rev()
-    .find(|(k, _)| k == "PATH")
-    .map(|(_, v)| v.clone());
-  let inv = setup.invocation(
-    &mut prepared,
-    crate::sandbox::Invocation {
-      program: program.to_path_buf(),
-      argv0: Some(argv[0].clone().into()),
-      args: argv[1..].iter().map(OsString::from).collect(),
-    },
-    path_var,
-  )?;
-  let mut full_argv = vec![inv
-    .argv0
-    .clone()
-    .unwrap_or_else(|| inv.program.clone().into_os_string())];
-  full_argv.extend(inv.args.iter().cloned());
+  let (inv, full_argv) = invocation(setup, &mut prepared, program, argv, &env)?;
   // the child execs itself (no execvp /bin/sh fallback, as on the
   // posix_spawn path of pipes): the last step
   let image = crate::process::spec::ExecImage::new(&inv.program, &full_argv, &env, Some(cwd))?;

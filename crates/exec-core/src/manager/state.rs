@@ -40,7 +40,7 @@ pub struct ExitInfo {
   pub error: Option<ExecError>,
   /// A sandboxed process: how it was applied, and whether a denial likely
   /// explains its failure (judged from the retained output).
-  pub sandbox: Option<crate::sandbox::SandboxReport>,
+  pub sandbox: Option<crate::process::sandbox::SandboxReport>,
 }
 
 /// What happened to a process.

@@ -446,6 +446,8 @@ fn pty(argv: &[&str]) -> StartSpec {
 /// Ignore SIGXFSZ and SIGPIPE in this test process, as Node does (an ignored
 /// disposition survives fork and exec).
 fn ignore_like_node() {
+  // SAFETY: SIG_IGN for two standard signals changes only their disposition in this test process;
+  // no handler of ours depends on them.
   unsafe {
     libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     libc::signal(libc::SIGPIPE, libc::SIG_IGN);
@@ -527,6 +529,7 @@ async fn pty_spawn_errors_and_leaked_fds() {
     "{e:?}"
   );
   // a descriptor of the host without FD_CLOEXEC does not reach the child
+  // SAFETY: a literal NUL-terminated path; the test owns the descriptor and closes it below.
   let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
   assert!(fd > 2);
   let s = m
@@ -540,6 +543,7 @@ async fn pty_spawn_errors_and_leaked_fds() {
     )
     .unwrap();
   m.wait(&s.process_id, LONG).await.unwrap();
+  // SAFETY: `fd` was opened above by this test, is owned by it and closed once.
   unsafe { libc::close(fd) };
   let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();
   assert_eq!(t, "closed\r\n");

@@ -167,35 +167,41 @@ fn text_outcome(text: String, is_error: bool) -> ToolOutcome {
   }
 }
 
+/// `execute_code`'s arguments: what to launch and the timeout.
+fn execute_args(
+  config: &McpConfig,
+  args: &Value,
+) -> Result<(language::Launch, Duration), ExecError> {
+  if let Value::Object(m) = args {
+    tool::reject_unknown(m, &["code", "language", "timeout"])?;
+  }
+  let code = args
+    .get("code")
+    .and_then(Value::as_str)
+    .ok_or_else(|| ExecError::invalid("code must be a string"))?;
+  let lang: Language = args
+    .get("language")
+    .and_then(Value::as_str)
+    .ok_or_else(|| ExecError::invalid("language must be a string"))?
+    .parse()?;
+  let timeout = match args.get("timeout") {
+    None | Some(Value::Null) => EXECUTE_TIMEOUT,
+    Some(v) => Duration::from_millis(v.as_u64().ok_or_else(|| {
+      ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
+    })?),
+  };
+  let env = crate::command::command_env(config.defaults.env.clone());
+  let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
+  Ok((launch, timeout))
+}
+
 /// `execute_code`: run, capture, format like the command tool.
 pub async fn execute_code(
   config: &McpConfig,
   args: &Value,
   cancel: &CancellationToken,
 ) -> (String, bool) {
-  let parsed = (|| -> Result<_, ExecError> {
-    if let Value::Object(m) = args {
-      tool::reject_unknown(m, &["code", "language", "timeout"])?;
-    }
-    let code = args
-      .get("code")
-      .and_then(Value::as_str)
-      .ok_or_else(|| ExecError::invalid("code must be a string"))?;
-    let lang: Language = args
-      .get("language")
-      .and_then(Value::as_str)
-      .ok_or_else(|| ExecError::invalid("language must be a string"))?
-      .parse()?;
-    let timeout = match args.get("timeout") {
-      None | Some(Value::Null) => EXECUTE_TIMEOUT,
-      Some(v) => Duration::from_millis(v.as_u64().ok_or_else(|| {
-        ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
-      })?),
-    };
-    let env = crate::command::command_env(config.defaults.env.clone());
-    let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
-    Ok((launch, timeout))
-  })();
+  let parsed = execute_args(config, args);
   let (launch, timeout) = match parsed {
     Ok(p) => p,
     Err(e) => return (e.message(), true),

@@ -12,6 +12,8 @@ use std::path::Path;
 pub fn open_noctty(path: &Path) -> io::Result<OwnedFd> {
   let path = CString::new(path.as_os_str().as_bytes())
     .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+  // SAFETY: `path` is a live NUL-terminated CString for the call; the descriptor returned is
+  // wrapped in an OwnedFd below, its only owner.
   let fd = unsafe {
     libc::open(
       path.as_ptr(),
@@ -27,6 +29,8 @@ pub fn open_noctty(path: &Path) -> io::Result<OwnedFd> {
 
 /// A close-on-exec, non-blocking duplicate of `fd`.
 pub fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {
+  // SAFETY: fcntl(F_DUPFD_CLOEXEC) reads no memory; on a descriptor that is not open it fails with
+  // EBADF. The new descriptor is owned by the OwnedFd made next.
   let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
   if new < 0 {
     return Err(io::Error::last_os_error());
@@ -39,7 +43,9 @@ pub fn dup_nonblocking(fd: i32) -> io::Result<OwnedFd> {
 
 /// Put `fd` in non-blocking mode (`O_NONBLOCK`), keeping its other flags.
 pub fn set_nonblocking(fd: i32) -> io::Result<()> {
+  // SAFETY: fcntl(F_GETFL) reads no memory; a bad `fd` fails with EBADF.
   let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+  // SAFETY: fcntl(F_SETFL) reads no memory; it changes only the flags of the caller's `fd`.
   if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
     return Err(io::Error::last_os_error());
   }
@@ -49,6 +55,7 @@ pub fn set_nonblocking(fd: i32) -> io::Result<()> {
 /// How many bytes pipe `fd` holds (`FIONREAD`).
 pub fn pipe_pending(fd: i32) -> io::Result<usize> {
   let mut n: libc::c_int = 0;
+  // SAFETY: `n` is a live c_int, where FIONREAD writes the count.
   if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } < 0 {
     return Err(io::Error::last_os_error());
   }
@@ -57,6 +64,7 @@ pub fn pipe_pending(fd: i32) -> io::Result<usize> {
 
 /// One `read(2)` of `fd` into `buf`.
 pub fn read_raw(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
+  // SAFETY: `buf` is a live mutable slice: the pointer and its length bound what read(2) writes.
   let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
   if n < 0 {
     return Err(io::Error::last_os_error());
@@ -84,6 +92,8 @@ pub fn read_into(fd: i32, buf: &mut Vec<u8>) -> io::Result<usize> {
 /// how many of its first bytes it filled. `Ok(0)` is end of file (or an
 /// empty `room`).
 pub fn read_uninit(fd: i32, room: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+  // SAFETY: `room` is a live mutable slice of MaybeUninit<u8>: read(2) writes at most `room.len()`
+  // bytes into it and reading uninitialised memory is not asked of it.
   let n = unsafe { libc::read(fd, room.as_mut_ptr().cast(), room.len()) };
   if n < 0 {
     return Err(io::Error::last_os_error());
@@ -93,6 +103,8 @@ pub fn read_uninit(fd: i32, room: &mut [std::mem::MaybeUninit<u8>]) -> io::Resul
 
 /// One `write(2)` of `data`.
 pub fn write_fd(fd: &impl AsRawFd, data: &[u8]) -> io::Result<usize> {
+  // SAFETY: `data` is a live slice: pointer and length bound what write(2) reads; `fd` is borrowed
+  // for the call.
   let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
   if n < 0 {
     return Err(io::Error::last_os_error());
@@ -104,6 +116,9 @@ pub fn write_fd(fd: &impl AsRawFd, data: &[u8]) -> io::Result<usize> {
 /// host (Node) may ignore or handle, and an empty signal mask. An ignored
 /// signal stays ignored across exec. Async-signal-safe.
 pub fn child_default_signals() {
+  // SAFETY: signal(SIG_DFL), a zeroed sigset_t (valid for sigemptyset to initialise) on this stack,
+  // and sigprocmask are system calls that allocate nothing: async-signal-safe, so sound in a child
+  // between fork and exec.
   unsafe {
     for sig in [
       libc::SIGCHLD,
@@ -127,6 +142,8 @@ pub fn child_default_signals() {
 /// In a child between fork and exec: a new session whose controlling
 /// terminal is the one on stdin. Async-signal-safe.
 pub fn child_session_with_tty() -> io::Result<()> {
+  // SAFETY: setsid and ioctl(TIOCSCTTY) are system calls that read no memory of ours: async-signal-
+  // safe in a child between fork and exec.
   unsafe {
     if libc::setsid() == -1 {
       return Err(io::Error::last_os_error());
@@ -142,6 +159,8 @@ pub fn child_session_with_tty() -> io::Result<()> {
 /// default (Node ignores SIGXFSZ), so that file-size and CPU limits stop the
 /// program. Async-signal-safe.
 pub fn child_default_limit_signals() {
+  // SAFETY: signal(SIG_DFL) on two standard signals: system calls, async-signal-safe in a child
+  // between fork and exec.
   unsafe {
     libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
     libc::signal(libc::SIGXCPU, libc::SIG_DFL);
@@ -150,24 +169,31 @@ pub fn child_default_limit_signals() {
 
 /// The parent's pid. Async-signal-safe.
 pub fn parent_pid() -> i32 {
+  // SAFETY: getppid has no preconditions and is async-signal-safe.
   unsafe { libc::getppid() }
 }
 
 /// End this process now, without running anything (`_exit`): for a child
 /// between fork and exec. Async-signal-safe.
 pub fn exit_now(code: i32) -> ! {
+  // SAFETY: _exit ends the process without unwinding or running atexit handlers: the right end for
+  // a child between fork and exec, whose copy of the parent's state must not run.
   unsafe { libc::_exit(code) }
 }
 
 /// Write `data` to the file `path` (open, one write, close) without
 /// allocating: for a child between fork and exec. Async-signal-safe.
 pub fn write_file_signal_safe(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+  // SAFETY: `path` is a live NUL-terminated CStr; the descriptor returned is owned here and closed
+  // below.
   let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
   if fd < 0 {
     return Err(io::Error::last_os_error());
   }
+  // SAFETY: `data` is a live slice (pointer and length); `fd` is the descriptor opened above.
   let r = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
   let e = io::Error::last_os_error();
+  // SAFETY: `fd` was opened above, is owned here, and is closed once.
   unsafe { libc::close(fd) };
   if r != data.len() as isize {
     return Err(e);
@@ -190,6 +216,8 @@ impl SignalAction {
 pub fn signal_action(sig: i32) -> SignalAction {
   // SAFETY: sigaction fills the zeroed struct
   let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+  // SAFETY: `old` is a live sigaction for the kernel to fill; a null new action only reads the
+  // current one.
   unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
   SignalAction(old)
 }
@@ -197,6 +225,8 @@ pub fn signal_action(sig: i32) -> SignalAction {
 /// Handle `sig` with `handler` (on the alternate stack if there is one,
 /// system calls restarted).
 pub fn set_signal_handler(sig: i32, handler: extern "C" fn(i32)) {
+  // SAFETY: `act` is zeroed (a valid sigaction: no flags, empty mask) and then filled with an
+  // extern "C" fn(i32) handler, the shape SA_SIGINFO-less sigaction expects; sigaction copies it.
   unsafe {
     let mut act: libc::sigaction = std::mem::zeroed();
     act.sa_sigaction = handler as *const () as usize;
@@ -209,6 +239,8 @@ pub fn set_signal_handler(sig: i32, handler: extern "C" fn(i32)) {
 /// Put `action` back as the disposition of `sig` and raise `sig` again (it
 /// is delivered once the running handler returns). Async-signal-safe.
 pub fn restore_and_raise(sig: i32, action: &SignalAction) {
+  // SAFETY: `action.0` is a sigaction the kernel filled earlier (signal_action), so a valid
+  // disposition to restore; raise takes a plain value. Both are async-signal-safe.
   unsafe {
     libc::sigaction(sig, &action.0, std::ptr::null_mut());
     libc::raise(sig);
@@ -228,6 +260,7 @@ pub fn rmdir_signal_safe(path: &[u8]) -> io::Result<()> {
   if path.last() != Some(&0) {
     return Err(io::Error::from(io::ErrorKind::InvalidInput));
   }
+  // SAFETY: `path` ends with NUL (checked above) and is a live slice for the call.
   if unsafe { libc::rmdir(path.as_ptr().cast()) } == 0 {
     return Ok(());
   }
@@ -244,18 +277,22 @@ pub fn read_file_signal_safe(path: &[u8], f: &mut dyn FnMut(&[u8])) -> bool {
   if path.last() != Some(&0) {
     return false;
   }
+  // SAFETY: `path` ends with NUL (checked above) and is a live slice for the call; the descriptor
+  // returned is owned here and closed below.
   let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
   if fd < 0 {
     return false;
   }
   let mut buf = [0u8; 4096];
   loop {
+    // SAFETY: `buf` is a live [u8; 4096]: pointer and length bound what read(2) writes.
     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
     if n <= 0 {
       break;
     }
     f(&buf[..n as usize]);
   }
+  // SAFETY: `fd` was opened above, is owned here, and is closed once.
   unsafe { libc::close(fd) };
   true
 }

@@ -5,6 +5,8 @@ use std::io;
 /// Have the kernel SIGKILL this process when its parent thread dies
 /// (`PR_SET_PDEATHSIG`). Async-signal-safe: for the child before exec.
 pub fn kill_me_with_parent() -> io::Result<()> {
+  // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and sets an attribute of this process
+  // only; async-signal-safe.
   if unsafe {
     libc::prctl(
       libc::PR_SET_PDEATHSIG,
@@ -25,6 +27,8 @@ pub fn kill_me_with_parent() -> io::Result<()> {
 /// 5.11+ (`close_range(CLOSE_RANGE_CLOEXEC)`); older kernels keep them, as
 /// pipe children do.
 pub fn cloexec_from(first: i32) {
+  // SAFETY: close_range(CLOSE_RANGE_CLOEXEC) takes plain integers and closes nothing: it only sets
+  // close-on-exec, so no descriptor owned by a Rust object is invalidated.
   unsafe {
     libc::syscall(
       libc::SYS_close_range,
@@ -40,10 +44,13 @@ pub fn cloexec_from(first: i32) {
 /// kernel rounds up; above `/proc/sys/fs/pipe-max-size` only a privileged
 /// process gets more, the others keep the size they had).
 pub fn grow_pipe(fd: i32, bytes: i32) -> Option<usize> {
+  // SAFETY: fcntl(F_SETPIPE_SZ) reads no memory of ours; on a descriptor that is not a pipe it
+  // fails.
   let r = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes) };
   if r > 0 {
     return Some(r as usize);
   }
+  // SAFETY: fcntl(F_GETPIPE_SZ) reads no memory of ours.
   let r = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
   (r > 0).then_some(r as usize)
 }
@@ -66,6 +73,8 @@ pub fn discard_from_pipe(fd: i32, max: usize) -> io::Result<usize> {
     })
     .as_ref()
     .ok_or_else(|| io::Error::from(io::ErrorKind::Unsupported))?;
+  // SAFETY: null offsets are allowed by splice(2); `fd` is the caller's pipe and `null` a File kept
+  // open for the process's life in a static.
   let n = unsafe {
     libc::splice(
       fd,
@@ -174,6 +183,8 @@ fn blocked_reading(pid: i32, input: Option<&str>) -> bool {
 /// What this kernel offers a sandbox (see [`super::SandboxSupport`]).
 pub fn sandbox_support() -> super::SandboxSupport {
   // LANDLOCK_CREATE_RULESET_VERSION: the ABI version, or an error without Landlock
+  // SAFETY: LANDLOCK_CREATE_RULESET_VERSION takes a null attribute and size 0 by definition and
+  // only returns the ABI version; no descriptor is made.
   let abi = unsafe {
     libc::syscall(
       libc::SYS_landlock_create_ruleset,
@@ -184,6 +195,8 @@ pub fn sandbox_support() -> super::SandboxSupport {
   };
   // PR_SET_SECCOMP with a null filter: EFAULT when filters are supported, EINVAL
   // when not; nothing is installed either way
+  // SAFETY: PR_SET_SECCOMP with a null filter installs nothing (EFAULT or EINVAL): it probes
+  // support without changing this process.
   let r = unsafe {
     libc::prctl(
       libc::PR_SET_SECCOMP,
@@ -195,6 +208,7 @@ pub fn sandbox_support() -> super::SandboxSupport {
   };
   let seccomp = r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT);
   let read_num = |p: &str| -> Option<i64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+  // SAFETY: geteuid has no preconditions and cannot fail.
   let root = unsafe { libc::geteuid() } == 0;
   let max_ns = read_num("/proc/sys/user/max_user_namespaces").unwrap_or(0);
   // Debian's old switch, and Ubuntu's AppArmor restriction (24.04+)

@@ -11,8 +11,11 @@ pub fn kill_me_with_parent() -> io::Result<()> {
 /// Mark every descriptor from `first` up close-on-exec. Async-signal-safe:
 /// one fcntl per possible descriptor up to the soft RLIMIT_NOFILE (capped).
 pub fn cloexec_from(first: i32) {
+  // SAFETY: getdtablesize has no preconditions.
   let max = unsafe { libc::getdtablesize() }.min(1 << 16);
   for fd in first.max(0)..max {
+    // SAFETY: fcntl F_GETFD/F_SETFD read no memory of ours and close nothing: they only set close-
+    // on-exec (a closed fd fails with EBADF); async-signal-safe.
     unsafe {
       let flags = libc::fcntl(fd, libc::F_GETFD);
       if flags >= 0 {
@@ -41,6 +44,8 @@ pub fn discard_from_pipe(_fd: i32, _max: usize) -> io::Result<usize> {
 pub fn max_open_files_ceiling() -> Option<u64> {
   let mut v: libc::c_int = 0;
   let mut len = std::mem::size_of::<libc::c_int>();
+  // SAFETY: a literal NUL-terminated name; `v` and `len` are live and `len` holds v's size, so
+  // sysctlbyname writes within `v`; no new value is passed (null, 0).
   let r = unsafe {
     libc::sysctlbyname(
       c"kern.maxfilesperproc".as_ptr(),

@@ -4,6 +4,7 @@
 /// (`dladdr`): where the sandbox helper is looked for.
 pub fn this_library() -> Option<std::path::PathBuf> {
   use std::os::unix::ffi::OsStrExt;
+  // SAFETY: an all-zero Dl_info (null pointers) is a valid value for dladdr to fill.
   let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
   let addr = this_library as *const () as *const libc::c_void;
   // SAFETY: dladdr only reads the loader's tables for an address of ours
@@ -18,6 +19,7 @@ pub fn this_library() -> Option<std::path::PathBuf> {
 
 /// Send `sig` to `pid` (POSIX `kill`; 0 probes). Async-signal-safe.
 pub fn signal(pid: i32, sig: i32) -> bool {
+  // SAFETY: kill(2) takes plain integers and touches no memory of ours; async-signal-safe.
   unsafe { libc::kill(pid, sig) == 0 }
 }
 
@@ -28,26 +30,31 @@ pub fn nanosleep(d: std::time::Duration) {
     tv_sec: d.as_secs() as _,
     tv_nsec: d.subsec_nanos() as libc::c_long,
   };
+  // SAFETY: `ts` is a live timespec; a null remainder pointer is allowed.
   unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
 
 /// This process's real user id.
 pub fn uid() -> u32 {
+  // SAFETY: getuid has no preconditions and cannot fail.
   unsafe { libc::getuid() }
 }
 
 /// This process's effective user id.
 pub fn euid() -> u32 {
+  // SAFETY: geteuid has no preconditions and cannot fail.
   unsafe { libc::geteuid() }
 }
 
 /// The memory page size in bytes.
 pub fn page_size() -> u64 {
+  // SAFETY: sysconf takes a plain name and reads no memory of ours.
   unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
 }
 
 /// Clock ticks per second (the unit of `/proc/<pid>/stat`'s CPU times).
 pub fn clock_ticks() -> u64 {
+  // SAFETY: sysconf takes a plain name and reads no memory of ours.
   unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
@@ -65,6 +72,8 @@ pub enum Waited {
 /// Reap `pid` if it is a zombie child of this process (`WNOHANG`).
 pub fn reap_nohang(pid: i32) -> Waited {
   let mut status = 0;
+  // SAFETY: `status` is a live i32 for waitpid to write; WNOHANG reaps only `pid`, so no child
+  // another owner waits for is taken.
   let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
   if r == pid {
     Waited::Reaped
@@ -91,6 +100,7 @@ pub fn get_rlimit(res: Resource) -> (u64, u64) {
     rlim_cur: libc::RLIM_INFINITY,
     rlim_max: libc::RLIM_INFINITY,
   };
+  // SAFETY: `lim` is a live rlimit for getrlimit to fill.
   unsafe { libc::getrlimit(res, &mut lim) };
   (lim.rlim_cur, lim.rlim_max)
 }
@@ -102,6 +112,7 @@ pub fn set_rlimit(res: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
     rlim_cur: soft,
     rlim_max: hard,
   };
+  // SAFETY: `lim` is a live rlimit setrlimit reads; one system call, async-signal-safe.
   if unsafe { libc::setrlimit(res, &lim) } != 0 {
     return Err(std::io::Error::last_os_error());
   }

@@ -8,7 +8,10 @@ use super::Environ;
 /// Call `f` with the pid of every process but this one (one `getdents64`
 /// walk of `/proc`, no allocation).
 pub fn for_each_pid(f: &mut dyn FnMut(i32)) {
+  // SAFETY: getpid has no preconditions; async-signal-safe.
   let me = unsafe { libc::getpid() };
+  // SAFETY: a literal NUL-terminated path; the descriptor returned is owned here and closed at the
+  // end.
   let dir = unsafe {
     libc::open(
       c"/proc".as_ptr(),
@@ -20,6 +23,8 @@ pub fn for_each_pid(f: &mut dyn FnMut(i32)) {
   }
   let mut dents = [0u8; 8192];
   loop {
+    // SAFETY: `dents` is a live [u8; 8192]: pointer and length bound what getdents64 writes; `dir`
+    // is the descriptor opened above.
     let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, dents.as_mut_ptr(), dents.len()) };
     if n <= 0 {
       break;
@@ -49,6 +54,7 @@ pub fn for_each_pid(f: &mut dyn FnMut(i32)) {
       }
     }
   }
+  // SAFETY: `dir` was opened above, is owned here, and is closed once.
   unsafe { libc::close(dir) };
 }
 
@@ -82,6 +88,8 @@ pub fn environ_match(pid: i32, needle: &[u8]) -> Environ {
     path[len] = b;
     len += 1;
   }
+  // SAFETY: `path` is a live array, NUL-terminated by the loop above (at most 6 + 11 + 9 bytes of
+  // its 40); the descriptor returned is owned here and closed below.
   let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
   if fd < 0 {
     return Environ::Unreadable;
@@ -94,6 +102,8 @@ pub fn environ_match(pid: i32, needle: &[u8]) -> Environ {
   let mut hit = false;
   let mut total = 0usize;
   loop {
+    // SAFETY: `buf[have..]` is a live mutable slice: pointer and length bound what read(2) writes;
+    // `fd` was opened above.
     let n = unsafe { libc::read(fd, buf[have..].as_mut_ptr().cast(), buf.len() - have) };
     if n <= 0 {
       break;
@@ -109,6 +119,7 @@ pub fn environ_match(pid: i32, needle: &[u8]) -> Environ {
       have = keep;
     }
   }
+  // SAFETY: `fd` was opened above, is owned here, and is closed once.
   unsafe { libc::close(fd) };
   // the last variable has no NUL after it in some kernels' output
   if !hit && needle.last() == Some(&0) && have >= keep && buf[have - keep..have] == needle[..keep] {
@@ -174,12 +185,14 @@ pub fn children_of(pid: Option<i32>) -> Vec<i32> {
 /// Whether this process is a child subreaper (`PR_GET_CHILD_SUBREAPER`).
 pub fn child_subreaper() -> Option<bool> {
   let mut v: libc::c_int = 0;
+  // SAFETY: `v` is a live c_int where PR_GET_CHILD_SUBREAPER writes its answer.
   let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int) };
   (r == 0).then_some(v != 0)
 }
 
 /// Make this process a child subreaper or stop being one.
 pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
+  // SAFETY: PR_SET_CHILD_SUBREAPER takes plain integers and sets an attribute of this process.
   let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, on as libc::c_ulong, 0, 0, 0) };
   if r != 0 {
     return Err(std::io::Error::last_os_error());
@@ -191,6 +204,8 @@ pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
 /// (`SIOCOUTQ`: a Unix socket's data stays charged to the sender until read).
 pub fn unread_by_peer(fd: i32) -> Option<usize> {
   let mut n: libc::c_int = 0;
+  // SAFETY: `n` is a live c_int where TIOCOUTQ writes the count; on a descriptor that is not a
+  // socket the ioctl fails.
   let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
   (r == 0 && n >= 0).then_some(n as usize)
 }

@@ -49,6 +49,8 @@ pub fn unread_by_peer(_fd: i32) -> Option<usize> {
 pub fn group_members(pgid: i32) -> Vec<i32> {
   const PROC_PGRP_ONLY: u32 = 2;
   let mut pids = vec![0i32; 4096];
+  // SAFETY: `pids` is a live Vec of 4096 i32 and the size passed is its length in bytes, so
+  // proc_listpids writes within it.
   let bytes = unsafe {
     libc::proc_listpids(
       PROC_PGRP_ONLY,

@@ -64,6 +64,8 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
     shared
       .err
       .store(if e == 0 { libc::EINVAL } else { e }, Ordering::SeqCst);
+    // SAFETY: _exit ends the child without unwinding or running the host's atexit handlers (it
+    // shares the host's memory: CLONE_VM); the errno is stored first.
     unsafe { libc::_exit(127) }
   };
   let errno = || {
@@ -71,6 +73,12 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
       .raw_os_error()
       .unwrap_or(libc::EINVAL)
   };
+  // SAFETY: this runs in the child of clone(CLONE_VM|CLONE_VFORK) on its own stack while the parent
+  // thread is suspended, every signal blocked: only system calls that allocate and lock nothing
+  // (sigaction, setpgid, fcntl, dup2, chdir, sigprocmask, execve) and the caller's step, which
+  // RawSpawn requires to be async-signal-safe. The zeroed sigaction/sigset_t values are valid for
+  // the calls that fill them; `req`'s CStrings and argv/envp arrays are borrowed from the parent,
+  // which keeps them alive until this child execs or exits.
   unsafe {
     // the host's handlers must not run in this process (they would run on
     // the host's memory): every caught signal back to its default, and the
@@ -147,6 +155,8 @@ impl Stack {
   fn new() -> io::Result<Stack> {
     let page = crate::platform::page_size() as usize;
     let len = STACK + page;
+    // SAFETY: an anonymous private mapping: no file, no pointer of ours is passed; the result is
+    // checked against MAP_FAILED below.
     let base = unsafe {
       libc::mmap(
         std::ptr::null_mut(),
@@ -161,6 +171,8 @@ impl Stack {
       return Err(io::Error::last_os_error());
     }
     let stack = Stack { base, len };
+    // SAFETY: `base` is the start of the mapping made above, `page` bytes of it (len = STACK +
+    // page): the guard page below the stack.
     if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
       return Err(io::Error::last_os_error());
     }
@@ -175,6 +187,9 @@ impl Stack {
 
 impl Drop for Stack {
   fn drop(&mut self) {
+    // SAFETY: `base` and `len` are the mapping `Stack::new` made and this Stack alone owns; it is
+    // unmapped once, when no child runs on it (a spawn borrows it only while its thread is
+    // suspended).
     unsafe { libc::munmap(self.base, self.len) };
   }
 }
@@ -202,8 +217,12 @@ pub fn spawn(req: &RawSpawn) -> io::Result<(i32, OwnedFd)> {
     let mut pidfd: c_int = -1;
     // no handler of the host may run in the child before it resets them:
     // every signal blocked across the clone (the child inherits the mask)
+    // SAFETY: an all-zero sigset_t is a valid value (sigfillset fills it next).
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: an all-zero sigset_t is a valid value (pthread_sigmask writes the old mask into it).
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` and `old` are live sigset_t values on this stack; blocking every signal of this
+    // thread changes no memory of ours.
     unsafe {
       libc::sigfillset(&mut all);
       libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
@@ -221,6 +240,8 @@ pub fn spawn(req: &RawSpawn) -> io::Result<(i32, OwnedFd)> {
       )
     };
     let clone_err = io::Error::last_os_error();
+    // SAFETY: `old` is the mask pthread_sigmask saved above; putting it back is the reverse of the
+    // block.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if pid < 0 {
       return Err(clone_err);
@@ -229,7 +250,11 @@ pub fn spawn(req: &RawSpawn) -> io::Result<(i32, OwnedFd)> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let err = shared.err.load(Ordering::SeqCst);
     if err != 0 {
+      // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
       let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+      // SAFETY: `pidfd` is the child's descriptor, owned by the OwnedFd above and open for the
+      // call; `info` is a live siginfo_t. The child exited (its errno was set), so the wait does
+      // not block long.
       unsafe {
         libc::waitid(
           libc::P_PIDFD,
@@ -274,7 +299,10 @@ impl RawChild {
     if let Some(st) = self.status {
       return Ok(Some(st));
     }
+    // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pidfd is owned by `self.pidfd` and open for the call; `info` is a live siginfo_t;
+    // WNOHANG makes it return at once.
     let r = unsafe {
       libc::waitid(
         libc::P_PIDFD,
@@ -318,6 +346,8 @@ impl RawChild {
     if self.status.is_some() {
       return Ok(());
     }
+    // SAFETY: the pidfd is owned by `self.pidfd` and open; a null siginfo is allowed by
+    // pidfd_send_signal(2).
     let r = unsafe {
       libc::syscall(
         libc::SYS_pidfd_send_signal,
@@ -349,6 +379,8 @@ impl Drop for RawChild {
     let pid = self.pid;
     let reap = move || {
       let mut st = 0;
+      // SAFETY: `st` is a live i32 the reaping closure owns; `pid` is our child that nobody else
+      // reaps (its RawChild is being dropped unreaped).
       while unsafe { libc::waitpid(pid, &mut st, 0) } == -1
         && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
       {}

@@ -362,6 +362,7 @@ mod tests {
     );
     let me = stat(std::process::id() as i32).unwrap();
     assert!(alive(&me));
+    // SAFETY: getppid has no preconditions and cannot fail.
     assert_eq!(me.ppid, unsafe { libc::getppid() });
     assert!(me.start > 0);
     assert_eq!(stat(-1), None);
@@ -370,6 +371,7 @@ mod tests {
   #[test]
   fn pgid_of_self() {
     let me = std::process::id() as i32;
+    // SAFETY: getpgrp has no preconditions and cannot fail.
     assert_eq!(pgid_of(me), Some(unsafe { libc::getpgrp() }));
     assert_eq!(pgid_of(-5), None);
   }

@@ -1,5 +1,6 @@
 //! The process layer every feature (command, session, manager, server) spawns
-//! and kills through. Dependencies point one way, downwards:
+//! and kills through. Dependencies point one way, downwards, in this order
+//! (`scripts/check-layers.mjs` checks it):
 //!
 //! - [`supervise`]: a run of a pipe child (the `Execution`): pumps, the exit
 //!   phase, timeout and cancel, the drain, the catch-up barrier;
@@ -7,10 +8,14 @@
 //!   and how it is waited for and killed;
 //! - [`spawn`]: the one spawn sequence of pipes, the session worker and the
 //!   PTY (`ChildSetup`: mark, limits plan, ticket, sandbox, registration);
+//! - what a spawn applies: [`limits`] (resource limits, the limit guard and
+//!   its watchdog), [`cgroup`] (the cgroups the guard makes), [`sandbox`]
+//!   (the policy, the helper's command line or the child's restriction);
 //! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
 //! - [`reaper`]: orphans of our runs reaped when the host is PID 1 or a
 //!   subreaper (its decisions a pure part, `reaper::pass`);
-//! - [`registry`]: live groups, spawn tickets, the host's kill-all;
+//! - [`registry`]: live groups, spawn tickets, the host's kill-all (it tells
+//!   the reaper of groups through the `Watcher` the reaper sets at its init);
 //! - [`marks`]: the run mark in the environment and the scans that find it;
 //! - [`spec`]: what to run (environment, program resolution, cwd checks,
 //!   the exec image of the fork path).
@@ -18,13 +23,17 @@
 //! Below them, [`crate::platform`] wraps every OS-specific call.
 
 #[cfg(unix)]
+pub mod cgroup;
+#[cfg(unix)]
 pub mod child;
+pub mod limits;
 #[cfg(unix)]
 pub mod marks;
 #[cfg(unix)]
 pub mod reaper;
 #[cfg(unix)]
 pub mod registry;
+pub mod sandbox;
 // Windows: the live Job Objects, the host's kill-all and the signal names
 #[cfg(windows)]
 #[path = "registry_windows.rs"]

@@ -36,6 +36,24 @@ pub fn group_alive(pgid: i32) -> bool {
 
 static LIVE: Mutex<Option<HashMap<i32, u64>>> = Mutex::new(None);
 
+/// Who is told when a group comes and goes: the reaper (a layer above this
+/// one) registers itself here when it starts ([`crate::process::reaper::init`],
+/// which every spawn runs first), so the registry calls nothing above it.
+#[derive(Clone, Copy)]
+pub struct Watcher {
+  /// A group was registered.
+  pub started: fn(),
+  /// Group `pgid` left the registry.
+  pub ended: fn(i32),
+}
+
+static WATCHER: std::sync::OnceLock<Watcher> = std::sync::OnceLock::new();
+
+/// Set the [`Watcher`] (once; later calls change nothing).
+pub fn set_watcher(w: Watcher) {
+  let _ = WATCHER.set(w);
+}
+
 /// The same groups in a lock-free table, for the host's signal handler.
 const SLOTS: usize = 4096;
 #[allow(clippy::declare_interior_mutable_const)]
@@ -172,7 +190,9 @@ pub fn register(pgid: i32, owner: u64) {
     .get_or_insert_with(HashMap::new)
     .insert(pgid, owner);
   // orphans of the run may come to the host (see crate::process::reaper)
-  crate::process::reaper::watch();
+  if let Some(w) = WATCHER.get() {
+    (w.started)();
+  }
 }
 
 pub fn unregister(pgid: i32) {
@@ -180,7 +200,9 @@ pub fn unregister(pgid: i32) {
     m.remove(&pgid);
   }
   slot_clear(pgid);
-  crate::process::reaper::kick(pgid);
+  if let Some(w) = WATCHER.get() {
+    (w.ended)(pgid);
+  }
 }
 
 /// Whether `pgid` is tracked (a direct child's pid is its group id).

@@ -16,8 +16,8 @@
 use std::path::Path;
 
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::{ChildPlan, LimitGuard, Limits};
-use crate::sandbox::{InChild, Invocation, SandboxPolicy, SandboxReport};
+use crate::process::limits::{ChildPlan, LimitGuard, Limits};
+use crate::process::sandbox::{InChild, Invocation, SandboxPolicy, SandboxReport};
 
 /// What a child gets besides its command: the same for every path.
 pub struct ChildSetup<'a> {
@@ -69,7 +69,7 @@ impl ChildSetup<'_> {
     // the sandbox helper and its init (with namespaces) are two processes
     // of ours in the tree: not the run's
     let helpers = match self.sandbox {
-      Some(_) if cfg!(target_os = "linux") && crate::sandbox::namespaces().is_ok() => 2,
+      Some(_) if cfg!(target_os = "linux") && crate::process::sandbox::namespaces().is_ok() => 2,
       _ => 0,
     };
     let guard = LimitGuard::with_helpers(self.limits, &mark, helpers);
@@ -118,7 +118,7 @@ impl ChildSetup<'_> {
       None => Ok(plain),
       Some(policy) => {
         let (inv, report, restriction) =
-          crate::sandbox::launch(policy, self.cwd, plain, path_var, in_child)?;
+          crate::process::sandbox::launch(policy, self.cwd, plain, path_var, in_child)?;
         prepared.sandbox = Some(report);
         prepared.in_child = restriction;
         Ok(inv)
@@ -161,6 +161,8 @@ impl ChildSetup<'_> {
         "limits: the child's plan was not handed to the child (nothing ran)",
       ));
     }
+    // the reaper watches the registry from before the child is registered
+    crate::process::reaper::init();
     let ticket = crate::process::registry::begin_spawn(self.owner)?;
     let (child, pid) = spawn()?;
     ticket.register(pid);

@@ -269,6 +269,8 @@ pub struct ExecImage {
 // never changed; the image is only read (in the forked child).
 #[cfg(unix)]
 unsafe impl Send for ExecImage {}
+// SAFETY: shared references only read the pointers and the strings they
+// point into, which nothing mutates after construction.
 #[cfg(unix)]
 unsafe impl Sync for ExecImage {}
 

@@ -37,10 +37,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 #[cfg(unix)]
-use crate::limits::LimitGuard;
-use crate::limits::Limits;
-#[cfg(unix)]
 use crate::platform;
+#[cfg(unix)]
+use crate::process::limits::LimitGuard;
+use crate::process::limits::Limits;
 #[cfg(unix)]
 use crate::process::marks;
 #[cfg(unix)]
@@ -70,13 +70,13 @@ pub struct ProcessSpec {
   pub cwd: Option<PathBuf>,
   pub env: EnvSpec,
   pub stdin: StdinMode,
-  /// Opt-in resource limits (see [`crate::limits`]).
+  /// Opt-in resource limits (see [`crate::process::limits`]).
   pub limits: Limits,
   /// SIGKILL the child if the host dies, even by SIGKILL (Linux
   /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
   pub die_with_parent: bool,
-  /// Opt-in OS sandbox (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl ProcessSpec {
@@ -213,7 +213,7 @@ pub struct RunOutcome {
   pub error: Option<ExecError>,
   /// A sandboxed run: how it was applied; callers that hold the output
   /// judge denials with [`RunOutcome::judge_sandbox`].
-  pub sandbox: Option<crate::sandbox::SandboxReport>,
+  pub sandbox: Option<crate::process::sandbox::SandboxReport>,
 }
 
 impl RunOutcome {
@@ -251,7 +251,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   catchup: [Arc<Catchup>; 2],
   mark: String,
   guard: LimitGuard,
-  sandbox: Option<crate::sandbox::SandboxReport>,
+  sandbox: Option<crate::process::sandbox::SandboxReport>,
 }
 
 #[cfg(unix)]
@@ -344,8 +344,8 @@ fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 fn launch_child(
   spec: &ProcessSpec,
   mark: &str,
-  plan: Option<crate::limits::ChildPlan>,
-  in_child: Option<crate::sandbox::InChild>,
+  plan: Option<crate::process::limits::ChildPlan>,
+  in_child: Option<crate::process::sandbox::InChild>,
 ) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
   use std::os::unix::ffi::OsStrExt;
   let image = exec_image(spec, mark)?;
@@ -418,8 +418,8 @@ fn launch_child(
 fn launch_child(
   spec: &ProcessSpec,
   mark: &str,
-  plan: Option<crate::limits::ChildPlan>,
-  _in_child: Option<crate::sandbox::InChild>,
+  plan: Option<crate::process::limits::ChildPlan>,
+  _in_child: Option<crate::process::sandbox::InChild>,
 ) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
   let mut cmd = build_command(spec, mark);
   // limits are set in the child before exec (exact, but a real fork instead
@@ -427,6 +427,10 @@ fn launch_child(
   if let Some(plan) = plan {
     // the child execs itself (no execvp /bin/sh fallback): the last step
     let image = exec_image(spec, mark)?;
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
+    // allocate and lock nothing: `plan.apply()` (signal dispositions, setrlimit) and `image.exec()`
+    // (execve of the argv/envp `exec_image` built before the fork, moved into the closure so they
+    // live in the child).
     unsafe {
       cmd.pre_exec(move || {
         plan.apply()?;
@@ -503,7 +507,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // namespaces) the restriction for the child to apply before exec
     let inv = setup.launch(
       &mut prepared,
-      crate::sandbox::Invocation {
+      crate::process::sandbox::Invocation {
         program: spec.program.clone(),
         argv0: spec.arg0.clone(),
         args: spec.args.clone(),
@@ -1411,7 +1415,7 @@ mod tests {
 #[cfg(test)]
 mod limit_tests {
   use super::*;
-  use crate::limits::Limits;
+  use crate::process::limits::Limits;
 
   async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
     let mut spec = ProcessSpec::new("/bin/bash").arg("-c").arg(script);
@@ -1590,13 +1594,13 @@ mod limit_tests {
 #[cfg(test)]
 mod bomb_test {
   use super::*;
-  use crate::limits::Limits;
+  use crate::process::limits::Limits;
 
   /// The classic, unbounded fork bomb: only where the kernel can cap it (a
   /// pids cgroup), never with the watchdog alone.
   #[tokio::test]
   async fn classic_fork_bomb_is_capped_and_stopped() {
-    let mut probe = crate::cgroup::TreeCgroups::create("probe-bomb-test", Some(1), None);
+    let mut probe = crate::process::cgroup::TreeCgroups::create("probe-bomb-test", Some(1), None);
     if !probe.has_pids() {
       eprintln!("no writable pids cgroup here: the unbounded bomb is not run");
       return;

@@ -35,8 +35,8 @@ use super::{
   ProcessSpec, RunOutcome, RunPolicy, StdinMode,
 };
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::{cpu_error, memory_error, process_error, Limits};
 use crate::platform::{self, Job, JobLimitHit, JobLimits};
+use crate::process::limits::{cpu_error, memory_error, process_error, Limits};
 use crate::process::registry::{self, TERMINATED_EXIT};
 
 const READ_BUF: usize = 64 * 1024;

@@ -80,27 +80,7 @@ pub async fn serve_connection(
     };
     // reap finished request tasks as we go
     while tasks.try_join_next().is_some() {}
-    let text = match msg {
-      Incoming::Text(t) => t,
-      Incoming::Invalid(why) => {
-        let e = RpcError::new(PARSE_ERROR, format!("exec: parse error: {why} (EINVAL)"));
-        let _ = out
-          .send(protocol::response(&Value::Null, Err(e)).to_string())
-          .await;
-        continue;
-      }
-    };
-    let value: Value = match serde_json::from_str(&text) {
-      Ok(v) => v,
-      Err(e) => {
-        let e = RpcError::new(PARSE_ERROR, format!("exec: parse error: {e} (EINVAL)"));
-        let _ = out
-          .send(protocol::response(&Value::Null, Err(e)).to_string())
-          .await;
-        continue;
-      }
-    };
-    let (id, method, params) = match split_request(value) {
+    let (id, method, params) = match parse_request(msg) {
       Ok(r) => r,
       Err((id, e)) => {
         let _ = out.send(protocol::response(&id, Err(e)).to_string()).await;
@@ -152,6 +132,21 @@ pub async fn serve_connection(
 }
 
 type Split = (Option<Value>, String, Value);
+
+/// A message as a request (its id, `None` for a notification; its method
+/// and params), or the id and error to answer with.
+fn parse_request(msg: Incoming) -> Result<Split, (Value, RpcError)> {
+  let parse_error = |why: &dyn std::fmt::Display| {
+    let e = RpcError::new(PARSE_ERROR, format!("exec: parse error: {why} (EINVAL)"));
+    (Value::Null, e)
+  };
+  let text = match msg {
+    Incoming::Text(t) => t,
+    Incoming::Invalid(why) => return Err(parse_error(&why)),
+  };
+  let value: Value = serde_json::from_str(&text).map_err(|e| parse_error(&e))?;
+  split_request(value)
+}
 
 /// `(id, method, params)`; `id` is `None` for a notification.
 fn split_request(v: Value) -> Result<Split, (Value, RpcError)> {

@@ -11,11 +11,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::Limits;
 use crate::manager::{
   EventKind, ExitInfo, ProcessEvent, ProcessIo, ProcessManager, ReadResult, StartSpec,
   TerminateMode, WaitResult,
 };
+use crate::process::limits::Limits;
 use crate::process::spec::EnvSpec;
 
 pub const PROTOCOL_VERSION: &str = "1";
@@ -117,7 +117,7 @@ fn exit_fields(v: &mut Value, exit: &Option<ExitInfo>) {
 }
 
 /// `{ applied, abi, missing, warning, denied, violations: [{ kind, path, message }] }`
-pub fn sandbox_json(r: &crate::sandbox::SandboxReport) -> Value {
+pub fn sandbox_json(r: &crate::process::sandbox::SandboxReport) -> Value {
   json!({
     "applied": r.applied,
     "mechanism": r.mechanism,
@@ -440,8 +440,8 @@ fn read_json(r: ReadResult) -> Value {
 /// onUnavailable }` as in the addon.
 pub(crate) fn sandbox_param(
   v: Option<Value>,
-) -> Result<Option<crate::sandbox::SandboxPolicy>, RpcError> {
-  use crate::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
+) -> Result<Option<crate::process::sandbox::SandboxPolicy>, RpcError> {
+  use crate::process::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
   let bad = |what: String| RpcError::invalid_params(format!("sandbox{what}"));
   let o = match v {
     None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
@@ -508,7 +508,7 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
     patterns_param(p.env_denylist, "envDenylist")?,
   )?;
   let sandbox = sandbox_param(p.sandbox)?;
-  crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+  crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
   let limits = limits_param(p.limits)?;
   let io = match p.io {
     None => ProcessIo::Pipe { stdin_open: false },

@@ -165,26 +165,27 @@ pub async fn dispatch(
   }
 }
 
-async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value, RpcError> {
+/// The session's environment and sandbox (a sandbox drops the secrets from
+/// the environment unless the env lists were given).
+fn env_and_sandbox(
+  p: &mut StartParams,
+) -> Result<(EnvSpec, Option<crate::process::sandbox::SandboxPolicy>), RpcError> {
   let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
   let mut env = EnvSpec::from_options(
     p.extend_env,
-    p.env.unwrap_or_default().into_iter().collect(),
-    protocol::patterns_param(p.env_allowlist, "envAllowlist")?,
-    protocol::patterns_param(p.env_denylist, "envDenylist")?,
+    p.env.take().unwrap_or_default().into_iter().collect(),
+    protocol::patterns_param(p.env_allowlist.take(), "envAllowlist")?,
+    protocol::patterns_param(p.env_denylist.take(), "envDenylist")?,
   )?;
-  let sandbox = protocol::sandbox_param(p.sandbox)?;
-  crate::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
-  let limits = protocol::limits_param(p.limits)?;
-  let cwd = match p.cwd {
-    Some(c) => c.into(),
-    None => std::env::current_dir().map_err(|e| {
-      RpcError::invalid_params(format!("cwd is missing and the server's is gone: {e}"))
-    })?,
-  };
-  let die_with_parent = p.die_with_parent.unwrap_or(false);
-  let ms = Duration::from_millis;
-  let id = match p.session_id {
+  let sandbox = protocol::sandbox_param(p.sandbox.take())?;
+  crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
+  Ok((env, sandbox))
+}
+
+/// The id of a new session: the one asked for, or the next `s<n>`; EEXIST
+/// when a session has it.
+fn new_id(sessions: &Sessions, asked: Option<String>) -> Result<String, RpcError> {
+  let id = match asked {
     Some(id) => id,
     None => format!(
       "s{}",
@@ -205,6 +206,35 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
       format!("exec: a session '{id}' exists already (EEXIST)"),
     ));
   }
+  Ok(id)
+}
+
+/// The session's working directory: the one given, or the server's.
+fn cwd_param(cwd: Option<String>) -> Result<std::path::PathBuf, RpcError> {
+  match cwd {
+    Some(c) => Ok(c.into()),
+    None => std::env::current_dir().map_err(|e| {
+      RpcError::invalid_params(format!("cwd is missing and the server's is gone: {e}"))
+    }),
+  }
+}
+
+impl Session {
+  fn pid(&self) -> i32 {
+    match self {
+      Session::Driver(d) => d.pid(),
+      Session::Shell(s) => s.pid(),
+    }
+  }
+}
+
+async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Value, RpcError> {
+  let (env, sandbox) = env_and_sandbox(&mut p)?;
+  let limits = protocol::limits_param(p.limits)?;
+  let cwd = cwd_param(p.cwd)?;
+  let die_with_parent = p.die_with_parent.unwrap_or(false);
+  let ms = Duration::from_millis;
+  let id = new_id(sessions, p.session_id)?;
   let session = match p.kind.as_str() {
     "python" => {
       let d = PythonOptions::default();
@@ -263,10 +293,7 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
       )))
     }
   };
-  let pid = match &session {
-    Session::Driver(d) => d.pid(),
-    Session::Shell(s) => s.pid(),
-  };
+  let pid = session.pid();
   sessions
     .map
     .lock()

@@ -7,7 +7,6 @@
 //! cell. What differs by language is in [`DriverKind`] (`python.rs`,
 //! `node.rs`: the start options, how a cell's code is prepared).
 
-use std::ffi::OsString;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +16,8 @@ use serde::Deserialize;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
-use super::capture::{cap_text, rendered_text, Capture, Order, OutputPiece, Streams};
+use super::capture::{cap_text, rendered_text, Capture, Order, Streams};
+use super::cell::{CellException, CellResult, DriverKind, DriverSpec};
 use super::display::{cap_bundle, Bundle, DisplaySink, NoDisplay};
 use super::engine::{
   closed_error, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate, Followed,
@@ -28,15 +28,7 @@ use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
 use super::{CellLanguage, ExecuteOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
-use crate::process::spec::EnvSpec;
 use crate::process::supervise::{format_duration, Discard, OutputSink};
-
-/// Which interpreter a driver session runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverKind {
-  Python,
-  Node,
-}
 
 impl DriverKind {
   /// The name in messages (`Python cell timeout after 1s`).
@@ -66,90 +58,11 @@ impl DriverKind {
   }
 }
 
-/// How a driver session's interpreter is started (made from `PythonOptions`
-/// or `NodeOptions`).
-#[derive(Debug, Clone)]
-pub struct DriverSpec {
-  pub kind: DriverKind,
-  /// The interpreter: a name looked up in PATH or a path.
-  pub program: String,
-  /// Its arguments, the driver among them.
-  pub args: Vec<OsString>,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
-  /// Run after every start of an interpreter (first start, restarts, reset).
-  pub init_code: Option<String>,
-  /// The host environment that owns the processes.
-  pub owner: u64,
-  /// After the SIGINT of a timeout (Node: of an interrupt too), how long the
-  /// cell may take to stop before the interpreter is killed.
-  pub kill_grace: Duration,
-  /// Bound on starting the interpreter and running `init_code`.
-  pub startup_timeout: Duration,
-  pub limits: crate::limits::Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
-  /// Cells `history()` keeps; the oldest are dropped past it.
-  pub max_history: usize,
-}
-
-/// Cells a session's history keeps unless told otherwise.
-pub const DEFAULT_MAX_HISTORY: usize = 1000;
-
 /// The cells kept for `history()`, and how many older ones were dropped.
 #[derive(Default)]
 struct History {
   cells: std::collections::VecDeque<HistoryCell>,
   dropped: u64,
-}
-
-/// An exception raised by a cell (Python) or an error it threw (JavaScript).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-pub struct CellException {
-  /// The class name, e.g. `ZeroDivisionError`, `TypeError`.
-  #[serde(rename = "type")]
-  pub kind: String,
-  /// `str(exception)` / `error.message`.
-  pub message: String,
-  /// The formatted traceback / stack, starting at the cell (`File "<cell 3>",
-  /// line 2` / `at <cell 3>:2:5`).
-  pub traceback: String,
-}
-
-/// The result of one cell.
-#[derive(Debug, Clone)]
-pub struct CellResult {
-  pub status: SessionStatus,
-  pub stdout: String,
-  pub stderr: String,
-  /// Whether either stream was cut (head + tail kept).
-  pub truncated: bool,
-  pub stdout_bytes: u64,
-  pub stderr_bytes: u64,
-  /// The cell's last expression as text (`repr` / `util.inspect`; not for
-  /// `None`/`undefined`, not for statements).
-  pub result_value: Option<String>,
-  /// The last expression's MIME bundle, when it has more than text.
-  pub result_data: Option<Bundle>,
-  /// The bundles of `display()` calls, in order.
-  pub displays: Vec<Bundle>,
-  /// stdout, stderr and the bundles in the order they came (empty when the
-  /// cell had none).
-  pub outputs: Vec<OutputPiece>,
-  pub exception: Option<CellException>,
-  /// The cell's number in its interpreter (1, 2, ...; `<cell N>` in tracebacks).
-  pub execution_count: u32,
-  pub execution_time: Duration,
-  /// With `Died` (and a killing timeout): how the interpreter ended.
-  pub exit_code: Option<i32>,
-  pub signal: Option<String>,
-  /// The interpreter is gone and its namespace with it; also set (with
-  /// `restarted`) when the last one died between cells.
-  pub state_lost: bool,
-  /// This cell ran in a new interpreter because the previous one was lost.
-  pub restarted: bool,
-  /// TIMEOUT, or ECANCELED when the session was closed under the cell.
-  pub error: Option<ExecError>,
 }
 
 #[derive(Deserialize)]
@@ -684,6 +597,85 @@ impl DriverSession {
   }
 }
 
+impl DriverSession {
+  /// Run `init_code` in the new interpreter `w`: `Ok` when it ran to its
+  /// end; its exception, its timeout or the interpreter's death otherwise.
+  async fn run_init(
+    &self,
+    slot: &mut Slot<()>,
+    w: &mut Worker,
+    init: &str,
+  ) -> Result<(), ExecError> {
+    let mut out = Capture::new(4096, Discard);
+    let mut err = Capture::new(4096, Discard);
+    let req = Request {
+      id: slot.take_id(),
+      code: init,
+      init: true,
+      error: None,
+      timeout: Some(self.opts.startup_timeout),
+    };
+    let io = Io {
+      out: &mut out,
+      err: &mut err,
+      shown: &mut Vec::new(),
+    };
+    match self.run_request(w, 0, &req, io).await {
+      (
+        Followed {
+          outcome: Outcome::Done(m),
+          ..
+        },
+        false,
+        _,
+      ) if m.status.as_deref() == Some("ok") => {}
+      (
+        Followed {
+          outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
+          ..
+        },
+        true,
+        _,
+      ) => {
+        init_ended(w, None, "initCode").await?;
+        return Err(init_timeout("initCode", self.opts.startup_timeout));
+      }
+      (
+        Followed {
+          outcome: Outcome::Done(m),
+          ..
+        },
+        _,
+        _,
+      ) => {
+        w.kill().await;
+        let what = m
+          .exception
+          .map(|e| format!("{}: {}", e.kind, e.message))
+          .unwrap_or_default();
+        return Err(ExecError::invalid(format!("initCode failed: {what}")));
+      }
+      (
+        Followed {
+          outcome: Outcome::Canceled,
+          ..
+        },
+        _,
+        _,
+      ) => return Err(closed_error()),
+      _ => {
+        init_ended(w, None, "initCode").await?;
+        let (text, _) = rendered_text(&err.buf);
+        return Err(ExecError::invalid(format!(
+          "initCode did not complete (the interpreter died or timed out): {}",
+          text.trim()
+        )));
+      }
+    }
+    Ok(())
+  }
+}
+
 impl Boot<()> for DriverSession {
   /// Start an interpreter and run `init_code` in it.
   async fn boot(&self, slot: &mut Slot<()>) -> Result<(), ExecError> {
@@ -706,72 +698,7 @@ impl Boot<()> for DriverSession {
       Err(e) => return Err(e),
     };
     if let Some(init) = self.opts.init_code.clone() {
-      let mut out = Capture::new(4096, Discard);
-      let mut err = Capture::new(4096, Discard);
-      let req = Request {
-        id: slot.take_id(),
-        code: &init,
-        init: true,
-        error: None,
-        timeout: Some(self.opts.startup_timeout),
-      };
-      let io = Io {
-        out: &mut out,
-        err: &mut err,
-        shown: &mut Vec::new(),
-      };
-      match self.run_request(&mut w, 0, &req, io).await {
-        (
-          Followed {
-            outcome: Outcome::Done(m),
-            ..
-          },
-          false,
-          _,
-        ) if m.status.as_deref() == Some("ok") => {}
-        (
-          Followed {
-            outcome: Outcome::Done(_) | Outcome::Died(_) | Outcome::Killed(_),
-            ..
-          },
-          true,
-          _,
-        ) => {
-          init_ended(&mut w, None, "initCode").await?;
-          return Err(init_timeout("initCode", self.opts.startup_timeout));
-        }
-        (
-          Followed {
-            outcome: Outcome::Done(m),
-            ..
-          },
-          _,
-          _,
-        ) => {
-          w.kill().await;
-          let what = m
-            .exception
-            .map(|e| format!("{}: {}", e.kind, e.message))
-            .unwrap_or_default();
-          return Err(ExecError::invalid(format!("initCode failed: {what}")));
-        }
-        (
-          Followed {
-            outcome: Outcome::Canceled,
-            ..
-          },
-          _,
-          _,
-        ) => return Err(closed_error()),
-        _ => {
-          init_ended(&mut w, None, "initCode").await?;
-          let (text, _) = rendered_text(&err.buf);
-          return Err(ExecError::invalid(format!(
-            "initCode did not complete (the interpreter died or timed out): {}",
-            text.trim()
-          )));
-        }
-      }
+      self.run_init(slot, &mut w, &init).await?;
     }
     self.engine.install(slot, w);
     Ok(())

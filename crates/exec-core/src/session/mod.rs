@@ -43,6 +43,7 @@
 //!   as `restarted` and `state_lost`.
 
 mod capture;
+mod cell;
 mod channel;
 pub mod display;
 mod driver;
@@ -64,8 +65,9 @@ mod worker;
 use std::time::Duration;
 
 pub use capture::OutputPiece;
+pub use cell::{CellException, CellResult, DriverKind, DriverSpec};
 pub use display::{Bundle, DisplaySink, NoDisplay};
-pub use driver::{CellException, CellResult, DriverKind, DriverSession, DriverSpec};
+pub use driver::DriverSession;
 pub use node::{prepare_cell, NodeOptions};
 pub use python::PythonOptions;
 pub use queue::Ticket;

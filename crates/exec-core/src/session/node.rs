@@ -30,7 +30,7 @@ use swc_ecma_ast::{
 use swc_ecma_parser::{Parser, StringInput, Syntax};
 use swc_ecma_visit::{Visit, VisitWith};
 
-use super::driver::{CellException, DriverKind, DriverSpec};
+use super::cell::{CellException, DriverKind, DriverSpec};
 use super::CellLanguage;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::EnvSpec;
@@ -57,9 +57,9 @@ pub struct NodeOptions {
   /// take to stop before `node` is killed (and its state lost).
   pub kill_grace: Duration,
   pub startup_timeout: Duration,
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   pub die_with_parent: bool,
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
 }
@@ -75,10 +75,10 @@ impl Default for NodeOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::limits::Limits::default(),
+      limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
-      max_history: super::driver::DEFAULT_MAX_HISTORY,
+      max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
   }
 }
@@ -202,40 +202,7 @@ fn rewrite_modules(code: &str) -> String {
     let (from, to) = (at(span.lo), at(span.hi));
     match decl {
       ModuleDecl::Import(i) => {
-        let target = match &i.with {
-          Some(with) => format!("{}, {{ with: {} }}", src(i.src.span), src(with.span)),
-          None => src(i.src.span).to_owned(),
-        };
-        let load = format!("await {IMPORT}({target})");
-        let mut names = Vec::new();
-        let mut star = None;
-        for s in &i.specifiers {
-          match s {
-            ImportSpecifier::Default(d) => names.push(format!("default: {}", d.local.sym)),
-            ImportSpecifier::Namespace(n) => star = Some(n.local.sym.to_string()),
-            ImportSpecifier::Named(n) => {
-              let imported = match &n.imported {
-                Some(ModuleExportName::Ident(id)) => id.sym.to_string(),
-                Some(ModuleExportName::Str(s)) => src(s.span).to_owned(),
-                None => n.local.sym.to_string(),
-              };
-              if imported == *n.local.sym {
-                names.push(imported);
-              } else {
-                names.push(format!("{imported}: {}", n.local.sym));
-              }
-            }
-          }
-        }
-        let text = match (star, names.is_empty()) {
-          (None, true) => format!("{load};"),
-          (None, false) => format!("const {{ {} }} = {load};", names.join(", ")),
-          (Some(ns), true) => format!("const {ns} = {load};"),
-          (Some(ns), false) => format!(
-            "const {ns} = {load}; const {{ {} }} = {ns};",
-            names.join(", ")
-          ),
-        };
+        let text = import_text(i, src);
         edits.push(Edit { from, to, text });
       }
       ModuleDecl::ExportDecl(e) => edits.push(blank(code, from, at(e.decl.span().lo))),
@@ -271,6 +238,48 @@ fn rewrite_modules(code: &str) -> String {
     });
   }
   apply(code, edits)
+}
+
+/// What an `import` declaration becomes: a `const` of the driver's
+/// `import()` (see the module's doc). `src` is the text of a span.
+fn import_text<'a>(
+  i: &swc_ecma_ast::ImportDecl,
+  src: impl Fn(swc_common::Span) -> &'a str,
+) -> String {
+  let target = match &i.with {
+    Some(with) => format!("{}, {{ with: {} }}", src(i.src.span), src(with.span)),
+    None => src(i.src.span).to_owned(),
+  };
+  let load = format!("await {IMPORT}({target})");
+  let mut names = Vec::new();
+  let mut star = None;
+  for s in &i.specifiers {
+    match s {
+      ImportSpecifier::Default(d) => names.push(format!("default: {}", d.local.sym)),
+      ImportSpecifier::Namespace(n) => star = Some(n.local.sym.to_string()),
+      ImportSpecifier::Named(n) => {
+        let imported = match &n.imported {
+          Some(ModuleExportName::Ident(id)) => id.sym.to_string(),
+          Some(ModuleExportName::Str(s)) => src(s.span).to_owned(),
+          None => n.local.sym.to_string(),
+        };
+        if imported == *n.local.sym {
+          names.push(imported);
+        } else {
+          names.push(format!("{imported}: {}", n.local.sym));
+        }
+      }
+    }
+  }
+  match (star, names.is_empty()) {
+    (None, true) => format!("{load};"),
+    (None, false) => format!("const {{ {} }} = {load};", names.join(", ")),
+    (Some(ns), true) => format!("const {ns} = {load};"),
+    (Some(ns), false) => format!(
+      "const {ns} = {load}; const {{ {} }} = {ns};",
+      names.join(", ")
+    ),
+  }
 }
 
 /// Spaces for `code[from..to]`, its line breaks kept.

@@ -9,7 +9,7 @@
 use serde_json::{json, Map, Value};
 
 use super::capture::OutputPiece;
-use super::driver::{CellResult, DriverKind};
+use super::cell::{CellResult, DriverKind};
 use super::SessionStatus;
 use crate::error::{ErrorCode, ExecError};
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::driver::{DriverKind, DriverSpec};
+use super::cell::{DriverKind, DriverSpec};
 use crate::process::spec::EnvSpec;
 
 /// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
@@ -29,11 +29,11 @@ pub struct PythonOptions {
   pub startup_timeout: Duration,
   /// Opt-in resource limits of the interpreter's whole tree (memory and
   /// processes watched; CPU time counts across cells, per process).
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for the interpreter.
   pub die_with_parent: bool,
   /// Opt-in OS sandbox of the interpreter and every cell.
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
 }
@@ -53,10 +53,10 @@ impl Default for PythonOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::limits::Limits::default(),
+      limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
-      max_history: super::driver::DEFAULT_MAX_HISTORY,
+      max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
   }
 }

@@ -73,11 +73,11 @@ pub struct ShellOptions {
   pub startup_timeout: Duration,
   /// Opt-in resource limits of the shell's whole tree (memory and processes
   /// watched; CPU time counts across commands, per process).
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for the shell.
   pub die_with_parent: bool,
   /// Opt-in OS sandbox of the shell and every command.
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl Default for ShellOptions {
@@ -90,7 +90,7 @@ impl Default for ShellOptions {
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::limits::Limits::default(),
+      limits: crate::process::limits::Limits::default(),
       die_with_parent: false,
       sandbox: None,
     }
@@ -274,23 +274,7 @@ impl ShellSession {
     };
     let started = std::sync::atomic::AtomicBool::new(false);
     // `$?`, `$PWD`
-    let on_message = |m: &[u8]| {
-      let text = String::from_utf8_lossy(m).into_owned();
-      let mut parts = text.splitn(3, ' ');
-      match parts.next().unwrap_or("") {
-        "S" if parts.next().and_then(|s| s.parse::<u64>().ok()) == Some(id) => {
-          started.store(true, std::sync::atomic::Ordering::Relaxed);
-          self.engine.queue.started();
-        }
-        "D" if started.load(std::sync::atomic::Ordering::Relaxed) => {
-          let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
-          let cwd = parts.next().unwrap_or("").to_owned();
-          return Some((status, cwd));
-        }
-        _ => {}
-      }
-      None
-    };
+    let on_message = |m: &[u8]| report(m, id, &started, || self.engine.queue.started());
     let on_deadline = |w: &mut Worker| {
       let now = Instant::now();
       if probe_at.is_some_and(|t| now >= t) {
@@ -787,6 +771,32 @@ impl<E: OutputSink> OutputSink for TtyNoise<E> {
   async fn finish(&mut self) {
     self.inner.finish().await
   }
+}
+
+/// What bash's control message `m` says of request `id`: `S <id>` (it
+/// started: `started` is set and `on_start` runs) or, once started,
+/// `D <status> <cwd>` (it is done: `$?` and `$PWD`).
+fn report(
+  m: &[u8],
+  id: u64,
+  started: &std::sync::atomic::AtomicBool,
+  on_start: impl FnOnce(),
+) -> Option<(i32, String)> {
+  let text = String::from_utf8_lossy(m).into_owned();
+  let mut parts = text.splitn(3, ' ');
+  match parts.next().unwrap_or("") {
+    "S" if parts.next().and_then(|s| s.parse::<u64>().ok()) == Some(id) => {
+      started.store(true, std::sync::atomic::Ordering::Relaxed);
+      on_start();
+    }
+    "D" if started.load(std::sync::atomic::Ordering::Relaxed) => {
+      let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
+      let cwd = parts.next().unwrap_or("").to_owned();
+      return Some((status, cwd));
+    }
+    _ => {}
+  }
+  None
 }
 
 #[cfg(test)]

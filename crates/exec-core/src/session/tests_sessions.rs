@@ -378,13 +378,13 @@ fn quoting() {
   );
 }
 
-fn limited(f: impl FnOnce(&mut crate::limits::Limits)) -> crate::limits::Limits {
-  let mut l = crate::limits::Limits::default();
+fn limited(f: impl FnOnce(&mut crate::process::limits::Limits)) -> crate::process::limits::Limits {
+  let mut l = crate::process::limits::Limits::default();
   f(&mut l);
   l
 }
 
-async fn py_start_error(python: &str, limits: crate::limits::Limits) -> ExecError {
+async fn py_start_error(python: &str, limits: crate::process::limits::Limits) -> ExecError {
   PythonSession::start(PythonOptions {
     python: python.into(),
     limits,
@@ -395,7 +395,7 @@ async fn py_start_error(python: &str, limits: crate::limits::Limits) -> ExecErro
   .expect("the start fails")
 }
 
-async fn sh_start_error(limits: crate::limits::Limits) -> ExecError {
+async fn sh_start_error(limits: crate::process::limits::Limits) -> ExecError {
   ShellSession::start(ShellOptions {
     limits,
     ..Default::default()

@@ -26,8 +26,8 @@ use super::capture::rendered_text;
 use super::channel::{unknown_status, wait_exited, Channel, Event};
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::limits::LimitGuard;
 use crate::platform::group_members;
+use crate::process::limits::LimitGuard;
 use crate::process::marks::MARK_VAR;
 use crate::process::spec::{check_cwd, EnvSpec, ExecImage};
 use crate::process::supervise::{decode_status, OutputSink};
@@ -42,11 +42,11 @@ pub(crate) struct WorkerSpec {
   /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
   pub separator: u8,
   /// Opt-in resource limits of the worker's whole tree.
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// PR_SET_PDEATHSIG for the worker.
   pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the worker and every cell (see [`crate::sandbox`]).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  /// Opt-in OS sandbox of the worker and every cell (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 /// How an interrupt reaches a running request: SIGINT to the worker's group.
@@ -109,7 +109,7 @@ impl Worker {
     // under a sandbox, its helper in front of the program
     let inv = setup.invocation(
       &mut prepared,
-      crate::sandbox::Invocation {
+      crate::process::sandbox::Invocation {
         program: spec.program.clone(),
         argv0: None,
         args: spec.args.clone(),
@@ -400,7 +400,7 @@ impl Drop for Worker {
 /// piped output, and the pre-exec step of `prepared`'s plan if it has one.
 fn command(
   spec: &WorkerSpec,
-  inv: &crate::sandbox::Invocation,
+  inv: &crate::process::sandbox::Invocation,
   prepared: &mut Prepared,
   ctl: UnixStream,
 ) -> Result<std::process::Command, ExecError> {
@@ -416,6 +416,10 @@ fn command(
   // posix_spawn, only when asked for)
   if let Some(plan) = prepared.plan.take() {
     let image = exec_image(spec, inv, &prepared.mark)?;
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
+    // allocate and lock nothing: `plan.apply()` (signal dispositions, prctl, setrlimit, a write to
+    // a cgroup file) and `image.exec()` (execve of the argv/envp `exec_image` built before the
+    // fork, moved into the closure so they live in the child).
     unsafe {
       cmd.pre_exec(move || {
         plan.apply()?;
@@ -434,7 +438,7 @@ fn command(
 /// step of its pre-exec.
 fn exec_image(
   spec: &WorkerSpec,
-  inv: &crate::sandbox::Invocation,
+  inv: &crate::process::sandbox::Invocation,
   mark: &str,
 ) -> Result<ExecImage, ExecError> {
   let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {

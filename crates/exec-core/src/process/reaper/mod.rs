@@ -89,10 +89,16 @@ fn me() -> i32 {
   std::process::id() as i32
 }
 
-/// Read `EXEC_NATIVE_SUBREAPER` and whether the host is PID 1 (once; also done
-/// lazily by everything here). Call it when the host starts.
+/// Read `EXEC_NATIVE_SUBREAPER` and whether the host is PID 1, and have the
+/// registry tell [`watch`] and [`kick`] when a group comes and goes (once;
+/// also done lazily by everything here, and by every spawn before it
+/// registers its child). Call it when the host starts.
 pub fn init() {
   INIT.call_once(|| {
+    crate::process::registry::set_watcher(crate::process::registry::Watcher {
+      started: watch,
+      ended: kick,
+    });
     if me() == 1 {
       PID1.store(true, Ordering::SeqCst);
     }

@@ -12,7 +12,7 @@
 //! Needs a writable hierarchy with the controller (cgroup v1, or a v2
 //! subtree where it can be enabled), as root or under a delegated subtree.
 //! Elsewhere nothing is created and the callers fall back (RLIMIT_NPROC and
-//! the watchdog, see [`crate::limits`]).
+//! the watchdog, see [`crate::process::limits`]).
 //!
 //! Cleanup: a tree's cgroups are removed when its run ends (at once when
 //! already empty, else by a background thread); every live one is listed in

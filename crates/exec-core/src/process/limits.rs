@@ -8,7 +8,7 @@
 //!   notes who passed the limit, so that the SIGKILL of a process that
 //!   ignored SIGXCPU is reported as the limit); file size: SIGXFSZ.
 //! - `memory_bytes`: a memory cgroup where the host can make one (see
-//!   [`crate::cgroup`]): the kernel holds the limit for every process that
+//!   [`crate::process::cgroup`]): the kernel holds the limit for every process that
 //!   ever joined the tree. Everywhere, a watchdog also sums the resident
 //!   memory of the tree's processes every few milliseconds and kills the
 //!   tree when the limit is passed. The tree is what [`crate::process::marks::members`]
@@ -126,7 +126,7 @@ impl Limits {
   /// that the child only makes async-signal-safe syscalls.
   pub fn child_plan(
     &self,
-    cgroup: Option<&crate::cgroup::TreeCgroups>,
+    cgroup: Option<&crate::process::cgroup::TreeCgroups>,
   ) -> Result<ChildPlan, ExecError> {
     let mut rlimits = Vec::new();
     if let Some(s) = self.cpu_seconds {
@@ -155,7 +155,7 @@ impl Limits {
       // task (thread) of the user (not root): what the user runs now, the
       // limit, and some headroom (never above the hard limit, which only
       // root could raise: the watchdog still counts)
-      let n = crate::cgroup::user_task_count()
+      let n = crate::process::cgroup::user_task_count()
         .saturating_add(max)
         .saturating_add(NPROC_HEADROOM)
         .min(host_limit(libc::RLIMIT_NPROC).1);
@@ -333,7 +333,7 @@ impl ChildPlan {
 pub struct LimitGuard {
   limits: Limits,
   mark: String,
-  cgroups: crate::cgroup::TreeCgroups,
+  cgroups: crate::process::cgroup::TreeCgroups,
   /// The tree's first process (its pid is the group id), once spawned.
   leader: AtomicI32,
   /// The process limit counts tasks (threads), as the kernel does where it
@@ -364,9 +364,9 @@ impl LimitGuard {
   pub fn with_helpers(limits: &Limits, mark: &str, helpers: u64) -> LimitGuard {
     let cgroups = if limits.max_processes.is_some() || limits.memory_bytes.is_some() {
       let pids = limits.max_processes.map(|m| m.saturating_add(helpers));
-      crate::cgroup::TreeCgroups::create(mark, pids, limits.memory_bytes)
+      crate::process::cgroup::TreeCgroups::create(mark, pids, limits.memory_bytes)
     } else {
-      crate::cgroup::TreeCgroups::default()
+      crate::process::cgroup::TreeCgroups::default()
     };
     let count_tasks = cgroups.has_pids() || crate::platform::uid() != 0;
     LimitGuard {
@@ -566,7 +566,7 @@ impl Drop for LimitGuard {
 /// SIGKILL what is left in the cgroups when a limit was hit (members stay in
 /// them whatever they do to their environment or group), and remove them
 /// once empty.
-fn reap_cgroup(mut cg: crate::cgroup::TreeCgroups, kill: bool) {
+fn reap_cgroup(mut cg: crate::process::cgroup::TreeCgroups, kill: bool) {
   let job = move || {
     for _ in 0..500 {
       let procs = cg.procs();
