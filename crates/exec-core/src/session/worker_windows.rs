@@ -47,12 +47,12 @@ pub(crate) struct WorkerSpec {
   /// The byte that ends a control message (`\n` for JSON lines).
   pub separator: u8,
   /// Opt-in resource limits of the worker's whole tree (the job's).
-  pub limits: crate::limits::Limits,
+  pub limits: crate::process::limits::Limits,
   /// Nothing more to do on Windows: the job ends with the host.
   #[allow(dead_code)]
   pub die_with_parent: bool,
   /// Not available on Windows: `ESANDBOX` (fail closed).
-  pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 /// How an interrupt reaches a running request: the control message, on a
@@ -77,7 +77,7 @@ pub(crate) struct Worker {
   exited: watch::Receiver<Option<ExitStatus>>,
   exit: Option<ExitStatus>,
   job: Arc<Job>,
-  limits: crate::limits::Limits,
+  limits: crate::process::limits::Limits,
   interrupt: Interrupt,
 }
 
