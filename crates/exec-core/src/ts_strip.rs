@@ -112,119 +112,176 @@ pub fn strip(code: &str) -> Result<String, String> {
 /// An overestimate only costs the fast path (tsx runs instead).
 pub fn nesting_estimate(code: &str) -> usize {
   let b = code.as_bytes();
-  // per bracket level: its opener and the operators of its current expression
-  let mut levels: Vec<(u8, usize)> = vec![(0, 0)];
-  let mut ops = 0usize; // the sum of the levels' operator counts
+  let mut lv = Levels::new();
   let mut worst = 0usize;
   let mut prev = b';'; // the last significant byte
   let mut i = 0;
   while i < b.len() {
     let c = b[i];
     match c {
-      b'/' if b.get(i + 1) == Some(&b'/') => {
-        while i < b.len() && b[i] != b'\n' {
-          i += 1;
-        }
+      b'/' if matches!(b.get(i + 1), Some(b'/' | b'*')) => {
+        i = skip_comment(b, i);
         continue;
       }
-      b'/' if b.get(i + 1) == Some(&b'*') => {
-        i += 2;
-        while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-          i += 1;
-        }
-        i += 2;
-        continue;
-      }
-      b'\'' | b'"' => {
-        i += 1;
-        while i < b.len() && b[i] != c && b[i] != b'\n' {
-          i += if b[i] == b'\\' { 2 } else { 1 };
-        }
-      }
-      b'`' => {
-        // a template's text is skipped; `${` opens a level like a bracket,
-        // and the text goes on after the `}` that closes it
-        let (end, opened) = template_text(b, i + 1);
-        i = end;
-        if opened {
-          levels.push((b'$', 0));
-        }
-      }
-      b'\n' => {
-        // a line break ends a statement unless the expression goes on
-        let next = b[i + 1..].iter().find(|x| !x.is_ascii_whitespace());
-        let open_ended = |x: u8| {
-          !(x.is_ascii_alphanumeric()
-            || matches!(x, b')' | b']' | b'}' | b'\'' | b'"' | b'`' | b'_' | b'$'))
-        };
-        if !open_ended(prev)
-          && next.is_none_or(|&n| n.is_ascii_alphanumeric() || n == b'_' || n == b'$' || n == b'}')
-        {
-          while levels.len() > 1 && levels.last().unwrap().0 == b'<' {
-            ops -= levels.pop().unwrap().1;
-          }
-          let top = levels.last_mut().unwrap();
-          ops -= top.1;
-          top.1 = 0;
-        }
+      b'\'' | b'"' => i = skip_string(b, i),
+      // a template's text is skipped; `${` opens a level like a bracket,
+      // and the text goes on after the `}` that closes it
+      b'`' => i = lv.template(b, i + 1),
+      // a line break ends a statement unless the expression goes on
+      b'\n' if statement_ends(b, i, prev) => {
+        lv.pop_angles();
+        lv.reset_top();
       }
       b';' | b',' => {
-        while c == b';' && levels.len() > 1 && levels.last().unwrap().0 == b'<' {
-          ops -= levels.pop().unwrap().1;
+        if c == b';' {
+          lv.pop_angles();
         }
-        let top = levels.last_mut().unwrap();
-        ops -= top.1;
-        top.1 = 0;
+        lv.reset_top();
       }
       b'(' | b'[' | b'{' => {
-        levels.last_mut().unwrap().1 += 1;
-        ops += 1;
-        levels.push((c, 0));
+        lv.op();
+        lv.levels.push((c, 0));
       }
       b'<' if prev.is_ascii_alphanumeric() || prev == b'_' || prev == b'$' => {
-        levels.push((b'<', 0));
+        lv.levels.push((b'<', 0));
       }
-      b'}' if levels.len() > 1 && levels.last().unwrap().0 == b'$' => {
-        ops -= levels.pop().unwrap().1;
-        let (end, opened) = template_text(b, i + 1);
-        i = end;
-        if opened {
-          levels.push((b'$', 0));
-        }
+      b'}' if lv.top_is(b'$') => {
+        lv.pop();
+        i = lv.template(b, i + 1);
       }
-      b')' | b']' | b'}' | b'>' => {
-        let opener = match c {
-          b')' => b'(',
-          b']' => b'[',
-          b'}' => b'{',
-          _ => b'<',
-        };
-        if c != b'>' {
-          // a `<` still open was a comparison, not type arguments
-          while levels.len() > 1 && levels.last().unwrap().0 == b'<' {
-            ops -= levels.pop().unwrap().1;
-          }
-        }
-        if levels.len() > 1 && levels.last().unwrap().0 == opener {
-          ops -= levels.pop().unwrap().1;
-        } else if c == b'>' {
-          levels.last_mut().unwrap().1 += 1;
-          ops += 1;
-        }
-      }
-      c if c.is_ascii_punctuation() && !matches!(c, b'_' | b'$' | b'#' | b'@') => {
-        levels.last_mut().unwrap().1 += 1;
-        ops += 1;
-      }
+      b')' | b']' | b'}' | b'>' => lv.close(c),
+      c if c.is_ascii_punctuation() && !matches!(c, b'_' | b'$' | b'#' | b'@') => lv.op(),
       _ => {}
     }
     if !c.is_ascii_whitespace() {
       prev = c;
     }
-    worst = worst.max(levels.len() - 1 + ops);
+    worst = worst.max(lv.depth());
     i += 1;
   }
   worst
+}
+
+/// [`nesting_estimate`]'s bracket levels: each level's opener and the
+/// operators of its current expression, and the sum of those counts.
+struct Levels {
+  levels: Vec<(u8, usize)>,
+  ops: usize,
+}
+
+impl Levels {
+  fn new() -> Self {
+    Levels {
+      levels: vec![(0, 0)],
+      ops: 0,
+    }
+  }
+
+  fn depth(&self) -> usize {
+    self.levels.len() - 1 + self.ops
+  }
+
+  /// Whether the innermost level (not the outermost) was opened by `c`.
+  fn top_is(&self, c: u8) -> bool {
+    self.levels.len() > 1 && self.levels.last().is_some_and(|l| l.0 == c)
+  }
+
+  /// An operator or link in the current expression.
+  fn op(&mut self) {
+    if let Some(top) = self.levels.last_mut() {
+      top.1 += 1;
+    }
+    self.ops += 1;
+  }
+
+  fn pop(&mut self) {
+    if let Some((_, n)) = self.levels.pop() {
+      self.ops -= n;
+    }
+  }
+
+  /// Close the `<` levels still open: they were comparisons.
+  fn pop_angles(&mut self) {
+    while self.top_is(b'<') {
+      self.pop();
+    }
+  }
+
+  /// The current expression ends (`,`, `;` or the end of a statement).
+  fn reset_top(&mut self) {
+    if let Some(top) = self.levels.last_mut() {
+      self.ops -= top.1;
+      top.1 = 0;
+    }
+  }
+
+  /// A closing `)`, `]`, `}` or `>`.
+  fn close(&mut self, c: u8) {
+    let opener = match c {
+      b')' => b'(',
+      b']' => b'[',
+      b'}' => b'{',
+      _ => b'<',
+    };
+    if c != b'>' {
+      // a `<` still open was a comparison, not type arguments
+      self.pop_angles();
+    }
+    if self.top_is(opener) {
+      self.pop();
+    } else if c == b'>' {
+      self.op();
+    }
+  }
+
+  /// Skip template text from `i` (see [`template_text`]), opening a level
+  /// for a `${`; the index to go on from.
+  fn template(&mut self, b: &[u8], i: usize) -> usize {
+    let (end, opened) = template_text(b, i);
+    if opened {
+      self.levels.push((b'$', 0));
+    }
+    end
+  }
+}
+
+/// Skip the comment at `i` (`//` or `/*`): the index after it (a line
+/// comment's line break is not skipped).
+fn skip_comment(b: &[u8], mut i: usize) -> usize {
+  if b.get(i + 1) == Some(&b'/') {
+    while i < b.len() && b[i] != b'\n' {
+      i += 1;
+    }
+    return i;
+  }
+  i += 2;
+  while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+    i += 1;
+  }
+  i + 2
+}
+
+/// Skip the string literal opened at `i`: the index of its closing quote
+/// (or of the line break or end that cuts it).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+  let quote = b[i];
+  i += 1;
+  while i < b.len() && b[i] != quote && b[i] != b'\n' {
+    i += if b[i] == b'\\' { 2 } else { 1 };
+  }
+  i
+}
+
+/// Whether the line break at `i` ends a statement: the line does not end
+/// open (an operator, a comma...) and the next starts a new one.
+fn statement_ends(b: &[u8], i: usize, prev: u8) -> bool {
+  let next = b[i + 1..].iter().find(|x| !x.is_ascii_whitespace());
+  let open_ended = |x: u8| {
+    !(x.is_ascii_alphanumeric()
+      || matches!(x, b')' | b']' | b'}' | b'\'' | b'"' | b'`' | b'_' | b'$'))
+  };
+  !open_ended(prev)
+    && next.is_none_or(|&n| n.is_ascii_alphanumeric() || n == b'_' || n == b'$' || n == b'}')
 }
 
 /// Skip template text from `i`: the index of the closing backtick, or of the

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{ErrorCode, ExecError};
 use crate::manager::{
-  ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode, DEFAULT_MAX_PROCESSES,
+  ExitInfo, ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode,
+  DEFAULT_MAX_PROCESSES,
 };
 use crate::process::spec::EnvSpec;
 use crate::CancellationToken;
@@ -303,6 +304,91 @@ impl Interactive {
     self.pm.close().await;
   }
 
+  /// Read session `id`'s output after `after` until it ends, `yield_time`
+  /// passes, or it waits for input; `Err` is the answer when the read was
+  /// cancelled or failed.
+  async fn gather(
+    &self,
+    id: u32,
+    process_id: &str,
+    pid: u32,
+    mut after: u64,
+    yield_time: Duration,
+    cancel: &CancellationToken,
+  ) -> Result<Gathered, InteractiveResult> {
+    let deadline = Instant::now() + yield_time;
+    let mut last_output = Instant::now();
+    let mut bytes = Vec::new();
+    let mut dropped = false;
+    let mut awaiting = false;
+    let mut exit = None;
+    loop {
+      let now = Instant::now();
+      let step = deadline
+        .saturating_duration_since(now)
+        .min(Duration::from_millis(50));
+      let read = tokio::select! {
+        r = self.pm.read(process_id, after, usize::MAX, step) => r,
+        _ = cancel.cancelled() => return Err(self.cancelled(id, process_id).await),
+      };
+      let r = match read {
+        Ok(r) => r,
+        Err(e) => {
+          self.table().remove(&id);
+          return Err(InteractiveResult::failed(e));
+        }
+      };
+      dropped |= r.truncated;
+      if !r.chunks.is_empty() {
+        last_output = Instant::now();
+      }
+      for c in r.chunks {
+        bytes.extend_from_slice(&c.data);
+      }
+      after = r.last_seq;
+      if r.closed {
+        exit = r.exit;
+        break;
+      }
+      if Instant::now() >= deadline {
+        // a short yield (a write's 250 ms) still tells a prompt that came back
+        awaiting =
+          last_output.elapsed() >= QUIET_AT_DEADLINE && crate::platform::awaiting_input(pid as i32);
+        break;
+      }
+      if last_output.elapsed() >= QUIET && crate::platform::awaiting_input(pid as i32) {
+        // the program blocks on its terminal, but what it wrote before (the
+        // prompt) may still be on its way through the terminal's pump: one
+        // more short read, and go on if it brought anything
+        match self.pm.read(process_id, after, usize::MAX, IN_FLIGHT).await {
+          Ok(r) if !r.chunks.is_empty() || r.closed => {
+            dropped |= r.truncated;
+            for c in r.chunks {
+              bytes.extend_from_slice(&c.data);
+            }
+            after = r.last_seq;
+            last_output = Instant::now();
+            if r.closed {
+              exit = r.exit;
+              break;
+            }
+            continue;
+          }
+          _ => {}
+        }
+        awaiting = true;
+        break;
+      }
+    }
+    Ok(Gathered {
+      bytes,
+      after,
+      dropped,
+      awaiting,
+      exit,
+    })
+  }
+
   async fn collect(
     &self,
     id: u32,
@@ -331,74 +417,20 @@ impl Interactive {
     if let Some(s) = self.table().get(&id) {
       after = s.after_seq;
     }
-    let deadline = Instant::now() + yield_time;
-    let mut last_output = Instant::now();
-    let mut bytes = Vec::new();
-    let mut dropped = false;
-    let mut awaiting = false;
-    let mut exit = None;
-    loop {
-      let now = Instant::now();
-      let step = deadline
-        .saturating_duration_since(now)
-        .min(Duration::from_millis(50));
-      let read = tokio::select! {
-        r = self.pm.read(&process_id, after, usize::MAX, step) => r,
-        _ = cancel.cancelled() => return self.cancelled(id, &process_id).await,
-      };
-      let r = match read {
-        Ok(r) => r,
-        Err(e) => {
-          self.table().remove(&id);
-          return InteractiveResult::failed(e);
-        }
-      };
-      dropped |= r.truncated;
-      if !r.chunks.is_empty() {
-        last_output = Instant::now();
-      }
-      for c in r.chunks {
-        bytes.extend_from_slice(&c.data);
-      }
-      after = r.last_seq;
-      if r.closed {
-        exit = r.exit;
-        break;
-      }
-      if Instant::now() >= deadline {
-        // a short yield (a write's 250 ms) still tells a prompt that came back
-        awaiting =
-          last_output.elapsed() >= QUIET_AT_DEADLINE && crate::platform::awaiting_input(pid as i32);
-        break;
-      }
-      if last_output.elapsed() >= QUIET && crate::platform::awaiting_input(pid as i32) {
-        // the program blocks on its terminal, but what it wrote before (the
-        // prompt) may still be on its way through the terminal's pump: one
-        // more short read, and go on if it brought anything
-        match self
-          .pm
-          .read(&process_id, after, usize::MAX, IN_FLIGHT)
-          .await
-        {
-          Ok(r) if !r.chunks.is_empty() || r.closed => {
-            dropped |= r.truncated;
-            for c in r.chunks {
-              bytes.extend_from_slice(&c.data);
-            }
-            after = r.last_seq;
-            last_output = Instant::now();
-            if r.closed {
-              exit = r.exit;
-              break;
-            }
-            continue;
-          }
-          _ => {}
-        }
-        awaiting = true;
-        break;
-      }
-    }
+    let got = match self
+      .gather(id, &process_id, pid, after, yield_time, cancel)
+      .await
+    {
+      Ok(g) => g,
+      Err(done) => return done,
+    };
+    let Gathered {
+      bytes,
+      after,
+      dropped,
+      awaiting,
+      exit,
+    } = got;
     let running = exit.is_none();
     if running {
       if let Some(s) = self.table().get_mut(&id) {
@@ -440,6 +472,15 @@ impl Interactive {
     r.text = format_interactive(&r, raw, limits, yield_time, tty, vocabulary);
     r
   }
+}
+
+/// What [`Interactive::collect`]'s read loop brought.
+struct Gathered {
+  bytes: Vec<u8>,
+  after: u64,
+  dropped: bool,
+  awaiting: bool,
+  exit: Option<ExitInfo>,
 }
 
 fn no_session(id: u32) -> ExecError {

@@ -225,6 +225,50 @@ impl Channel {
     catch_up(&mut self.stderr, err, &mut buf, QUIET, until).await;
   }
 
+  /// Windows: wait for the worker's control connection (its output pumped
+  /// meanwhile); `Some` when the run ended first (exit, deadline, cancel).
+  #[cfg(windows)]
+  async fn await_connection<O: OutputSink, E: OutputSink>(
+    &mut self,
+    out: &mut O,
+    err: &mut E,
+    exited: &mut watch::Receiver<Option<ExitStatus>>,
+    deadline: Option<Instant>,
+    cancel: &CancellationToken,
+  ) -> Option<Event> {
+    // the worker's connection first (its output pumped meanwhile)
+    let mut ebuf = vec![0u8; READ_BUF];
+    let mut obuf = vec![0u8; READ_BUF];
+    loop {
+      let out_open = self.stdout.is_some();
+      let err_open = self.stderr.is_some();
+      tokio::select! {
+        r = connect(self.pending.as_ref().expect("checked")) => {
+          match r {
+            Ok(c) => self.ctl = Some(c),
+            Err(_) => self.ctl_open = false,
+          }
+          self.pending = None;
+          return None;
+        }
+        r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
+          Ok(0) | Err(_) => self.stdout = None,
+          Ok(n) => out.write(&obuf[..n]),
+        },
+        r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
+          Ok(0) | Err(_) => self.stderr = None,
+          Ok(n) => err.write(&ebuf[..n]),
+        },
+        st = wait_exited(exited) => {
+          self.drain_after_exit(out, err).await;
+          return Some(Event::Exited(st));
+        }
+        _ = sleep_until_opt(deadline) => return Some(Event::Deadline),
+        _ = cancel.cancelled() => return Some(Event::Canceled),
+      }
+    }
+  }
+
   /// Pump output into `out`/`err` until a control message arrives, the worker
   /// exits (`exited` sees its status), `deadline` passes or `cancel` fires.
   pub async fn next_event<O: OutputSink, E: OutputSink>(
@@ -241,36 +285,11 @@ impl Channel {
     }
     #[cfg(windows)]
     if self.ctl.is_none() && self.pending.is_some() {
-      // the worker's connection first (its output pumped meanwhile)
-      let mut ebuf = vec![0u8; READ_BUF];
-      let mut obuf = vec![0u8; READ_BUF];
-      loop {
-        let out_open = self.stdout.is_some();
-        let err_open = self.stderr.is_some();
-        tokio::select! {
-          r = connect(self.pending.as_ref().expect("checked")) => {
-            match r {
-              Ok(c) => self.ctl = Some(c),
-              Err(_) => self.ctl_open = false,
-            }
-            self.pending = None;
-            break;
-          }
-          r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
-            Ok(0) | Err(_) => self.stdout = None,
-            Ok(n) => out.write(&obuf[..n]),
-          },
-          r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
-            Ok(0) | Err(_) => self.stderr = None,
-            Ok(n) => err.write(&ebuf[..n]),
-          },
-          st = wait_exited(exited) => {
-            self.drain_after_exit(out, err).await;
-            return Event::Exited(st);
-          }
-          _ = sleep_until_opt(deadline) => return Event::Deadline,
-          _ = cancel.cancelled() => return Event::Canceled,
-        }
+      if let Some(ev) = self
+        .await_connection(out, err, exited, deadline, cancel)
+        .await
+      {
+        return ev;
       }
     }
     let mut obuf = vec![0u8; READ_BUF];

@@ -664,17 +664,51 @@ pub fn launch(
     };
     return Ok((inv, report, Some(InChild(prepared))));
   }
+  report.mechanism = if ns.is_ok() {
+    "namespaces+landlock+seccomp"
+  } else {
+    "landlock+seccomp"
+  };
+  let args = helper_args(
+    policy,
+    cwd,
+    &writable,
+    ns.is_ok(),
+    &mut report,
+    program,
+    plain,
+  );
+  let inv = Invocation {
+    program: helper,
+    argv0: None,
+    args,
+  };
+  Ok((inv, report, None))
+}
+
+/// The sandbox helper's arguments: the roots, and with namespaces
+/// (`ns_ok`) what is protected, hidden or kept and the namespaces to join,
+/// then the program (`program`, found already) and its argv.
+fn helper_args(
+  policy: &SandboxPolicy,
+  cwd: &Path,
+  writable: &[PathBuf],
+  ns_ok: bool,
+  report: &mut SandboxReport,
+  program: PathBuf,
+  plain: Invocation,
+) -> Vec<std::ffi::OsString> {
   let mut args: Vec<std::ffi::OsString> = Vec::new();
   let flag = |args: &mut Vec<std::ffi::OsString>, f: &str, v: &Path| {
     args.push(f.into());
     args.push(v.as_os_str().to_owned());
   };
-  for w in &writable {
+  for w in writable {
     flag(&mut args, "--write", w);
   }
-  if ns.is_ok() {
-    let protect = protected(policy, cwd, &writable);
-    let (hide, keep) = hidden(&writable, &protect);
+  if ns_ok {
+    let protect = protected(policy, cwd, writable);
+    let (hide, keep) = hidden(writable, &protect);
     for p in &protect {
       flag(&mut args, "--protect", p);
     }
@@ -710,20 +744,7 @@ pub fn launch(
   args.push("--".into());
   args.push(program.into_os_string());
   args.extend(plain.args);
-  report.mechanism = if ns.is_ok() {
-    "namespaces+landlock+seccomp"
-  } else {
-    "landlock+seccomp"
-  };
-  Ok((
-    Invocation {
-      program: helper,
-      argv0: None,
-      args,
-    },
-    report,
-    None,
-  ))
+  args
 }
 
 /// macOS: the program and arguments behind `/usr/bin/sandbox-exec`.
