@@ -570,6 +570,48 @@ fn start_child(
   Ok((exec, policy, stdin))
 }
 
+impl<'env> SubprocessOptions<'env> {
+  /// The options of the output's streaming, taken out of these.
+  fn stream_fields(&mut self) -> StreamFields<'env> {
+    StreamFields {
+      timeout: self.timeout.take(),
+      grace: self.force_kill_after_delay.take(),
+      input: self.input.take(),
+      signal: self.signal.take(),
+      interval: self.callback_interval_ms.take(),
+      encoding: self.encoding.take(),
+      on_stdout: (self.on_stdout.take(), OPTIONS.key("onStdout")),
+      on_stderr: (self.on_stderr.take(), OPTIONS.key("onStderr")),
+    }
+  }
+}
+
+/// What a `Subprocess` holds of JS: its `exited` promise, and its stdin
+/// writer with `stdin: 'pipe'` (closed by `closer`'s token too).
+fn held_objects<P: ToNapiValue>(
+  env: &Env,
+  promise: P,
+  stdin: Option<StdinPipe>,
+  closer: CancellationToken,
+) -> Result<(ObjectRef<false>, Option<ObjectRef<false>>)> {
+  // SAFETY: `env` is the live env of this call on the JS thread; `raw` is the promise value just
+  // made in it, an object, which is what ObjectRef::from_napi_value takes.
+  let exited = unsafe {
+    let raw = ToNapiValue::to_napi_value(env.raw(), promise)?;
+    ObjectRef::<false>::from_napi_value(env.raw(), raw)?
+  };
+  let stdin = match stdin {
+    Some(w) => {
+      let s = within_runtime_if_available(|| SubprocessStdin::new(w, closer)).into_instance(env)?;
+      // SAFETY: `s` is the class instance just made in this env, an object, which is what
+      // ObjectRef::from_napi_value takes.
+      Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
+    }
+    None => None,
+  };
+  Ok((exited, stdin))
+}
+
 /// Start `command` (looked up in PATH, no shell) with `args` and return its
 /// handle at once. Output goes to `options.onStdout` / `options.onStderr`
 /// (strings, or Buffers with `encoding: 'buffer'`), in order, every byte
@@ -601,17 +643,7 @@ pub fn spawn<'env>(
       .transpose()
       .map_err(|e| at.key("onError").error(e))?;
     let setup = ProcessSetup::try_from(o.process())?;
-    let fields = StreamFields {
-      timeout: o.timeout,
-      grace: o.force_kill_after_delay,
-      input: o.input,
-      signal: o.signal,
-      interval: o.callback_interval_ms,
-      encoding: o.encoding,
-      on_stdout: (o.on_stdout, OPTIONS.key("onStdout")),
-      on_stderr: (o.on_stderr, OPTIONS.key("onStderr")),
-    };
-    let st = streaming(env, setup, fields, None, &at)?;
+    let st = streaming(env, setup, o.stream_fields(), None, &at)?;
     Ok((command, argv.unwrap_or_default(), piped, on_error, st))
   })();
   let (command, argv, piped, on_error, (st, binding)) = call::sync_args(env, parsed)?;
@@ -667,22 +699,7 @@ pub fn spawn<'env>(
     }
   };
 
-  // SAFETY: `env` is the live env of this call on the JS thread; `raw` is the promise value just
-  // made in it, an object, which is what ObjectRef::from_napi_value takes.
-  let exited = unsafe {
-    let raw = ToNapiValue::to_napi_value(env.raw(), promise)?;
-    ObjectRef::<false>::from_napi_value(env.raw(), raw)?
-  };
-  let stdin = match stdin {
-    Some(w) => {
-      let s =
-        within_runtime_if_available(|| SubprocessStdin::new(w, stdin_closer)).into_instance(env)?;
-      // SAFETY: `s` is the class instance just made in this env, an object, which is what
-      // ObjectRef::from_napi_value takes.
-      Some(unsafe { ObjectRef::<false>::from_napi_value(env.raw(), s.raw())? })
-    }
-    None => None,
-  };
+  let (exited, stdin) = held_objects(env, promise, stdin, stdin_closer)?;
   Subprocess {
     pid,
     mark,

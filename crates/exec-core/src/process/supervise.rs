@@ -476,17 +476,83 @@ async fn joined<T>(r: Result<T, tokio::task::JoinError>) -> T {
   }
 }
 
+/// `spec` as it is spawned: under a sandbox, its helper in front of the
+/// program, or (no namespaces) the program itself with the restriction for
+/// the child to apply before exec (in `prepared`).
+#[cfg(unix)]
+fn sandboxed<'a>(
+  spec: &'a ProcessSpec,
+  setup: &crate::process::ChildSetup<'_>,
+  prepared: &mut crate::process::Prepared,
+) -> Result<std::borrow::Cow<'a, ProcessSpec>, ExecError> {
+  let path_var = spec
+    .sandbox
+    .is_some()
+    .then(|| spec.env.path_var())
+    .flatten();
+  let inv = setup.launch(
+    prepared,
+    crate::process::sandbox::Invocation {
+      program: spec.program.clone(),
+      argv0: spec.arg0.clone(),
+      args: spec.args.clone(),
+    },
+    path_var,
+  )?;
+  if spec.sandbox.is_none() {
+    return Ok(std::borrow::Cow::Borrowed(spec));
+  }
+  Ok(std::borrow::Cow::Owned(ProcessSpec {
+    program: inv.program,
+    args: inv.args,
+    arg0: inv.argv0,
+    sandbox: None,
+    ..spec.clone()
+  }))
+}
+
+/// The checks of a spec before anything is made for it.
+#[cfg(unix)]
+fn validate(spec: &ProcessSpec) -> Result<(), ExecError> {
+  spec.env.validate()?;
+  if spec.args.iter().any(|a| a.as_encoded_bytes().contains(&0)) {
+    return Err(ExecError::invalid("an argument contains a NUL byte"));
+  }
+  Ok(())
+}
+
+/// Kill a child whose run can't go on (its output can't be watched): its
+/// group, its marked tree, and the sweep for what left both.
+#[cfg(unix)]
+fn abandon(child: &mut Child, pid: u32, mark: &str, owner: u64) {
+  let tree = ProcessTree::new(pid as i32, mark);
+  tree.signal(Signal::SIGKILL, true);
+  let _ = child.start_kill();
+  tree.terminate_later(owner, Duration::ZERO);
+}
+
+/// With [`StdinMode::Bytes`], the task that writes them to the child's stdin
+/// (taken from `stdin`) and closes it.
+#[cfg(unix)]
+fn feed_input(mode: &StdinMode, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
+  let StdinMode::Bytes(bytes) = mode else {
+    return None;
+  };
+  let mut w = stdin.take()?;
+  let bytes = bytes.clone();
+  Some(tokio::spawn(async move {
+    // EPIPE (the child did not read it all) is not an error of the run
+    let _ = w.write_all(&bytes).await;
+    let _ = w.shutdown().await;
+  }))
+}
+
 #[cfg(unix)]
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
     crate::trace::at("rt.spawn");
-    spec.env.validate()?;
-    for a in &spec.args {
-      if a.as_encoded_bytes().contains(&0) {
-        return Err(ExecError::invalid("an argument contains a NUL byte"));
-      }
-    }
+    validate(spec)?;
     // the sandbox's writable cwd (the host's own is looked up only for it,
     // once)
     let cwd = match spec.sandbox {
@@ -502,35 +568,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     let mut prepared = setup.prepare()?;
     crate::trace::at("rt.mark");
-    // under a sandbox, its helper in front of the program
-    // under a sandbox: its helper in front of the program, or (no
-    // namespaces) the restriction for the child to apply before exec
-    let inv = setup.launch(
-      &mut prepared,
-      crate::process::sandbox::Invocation {
-        program: spec.program.clone(),
-        argv0: spec.arg0.clone(),
-        args: spec.args.clone(),
-      },
-      if spec.sandbox.is_some() {
-        spec.env.path_var()
-      } else {
-        None
-      },
-    )?;
-    let wrapped;
-    let spec = if spec.sandbox.is_some() {
-      wrapped = ProcessSpec {
-        program: inv.program,
-        args: inv.args,
-        arg0: inv.argv0,
-        sandbox: None,
-        ..spec.clone()
-      };
-      &wrapped
-    } else {
-      spec
-    };
+    let spec = &*sandboxed(spec, &setup, &mut prepared)?;
     let started = Instant::now();
     let shown = spec.program.display().to_string();
     let (plan, in_child) = (prepared.plan.take(), prepared.in_child.take());
@@ -556,10 +594,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       (Ok(out), Ok(err)) => (out, err),
       (Err(e), _) | (_, Err(e)) => {
         // nothing could read its output: the run does not go on without it
-        let tree = ProcessTree::new(pid as i32, &mark);
-        tree.signal(Signal::SIGKILL, true);
-        let _ = child.start_kill();
-        tree.terminate_later(owner, Duration::ZERO);
+        abandon(&mut child, pid, &mark, owner);
         return Err(ExecError::new(
           ErrorCode::EIO,
           format!(
@@ -574,17 +609,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
 
     let mut stdin = stdin;
-    let mut input_task = None;
-    if let StdinMode::Bytes(bytes) = &spec.stdin {
-      if let Some(mut w) = stdin.take() {
-        let bytes = bytes.clone();
-        input_task = Some(tokio::spawn(async move {
-          // EPIPE (the child did not read it all) is not an error of the run
-          let _ = w.write_all(&bytes).await;
-          let _ = w.shutdown().await;
-        }));
-      }
-    }
+    let input_task = feed_input(&spec.stdin, &mut stdin);
     crate::trace::at("rt.started");
     Ok(Execution {
       child,
@@ -982,6 +1007,17 @@ pub(crate) struct Catchup {
 
 #[cfg(unix)]
 impl Catchup {
+  /// The pump's side: `drain` what the pipe holds, then tell the askers.
+  /// (The generation is read before the drain: a request made during it is
+  /// answered only by the next round.)
+  fn answer(&self, drain: impl FnOnce() -> u64) -> u64 {
+    let g = self.asked_gen.load(Ordering::SeqCst);
+    let n = drain();
+    self.answered_gen.store(g, Ordering::SeqCst);
+    self.answered.notify_waiters();
+    n
+  }
+
   fn ask(&self) -> u64 {
     let g = self.asked_gen.fetch_add(1, Ordering::SeqCst) + 1;
     // a stored permit if the pump is busy: it sees the request next time round
@@ -1048,48 +1084,27 @@ where
   // skimming is decided once, when the head is full
   let mut may_skim = sink.keeps_head_tail() && platform::ZERO_COPY_DISCARD;
   let mut skim: Option<usize> = None;
-  // bytes were left in the pipe on purpose (`parked`); the recheck timer is
-  // armed once and re-armed only when it fires (not one timer per wake-up):
-  // it reads the pipe if no wake-up came during a whole period
-  let mut parked = false;
-  let mut stalls = 0u8;
-  let recheck = tokio::time::sleep(PARKED_RECHECK);
-  tokio::pin!(recheck);
-  let mut armed = false;
-  let mut wakes = 0u64;
-  let mut wakes_at_arm = 0u64;
+  let mut park = Parking::default();
+  let mut recheck = std::pin::pin!(tokio::time::sleep(PARKED_RECHECK));
   // the sink's tick timer, likewise armed once and moved only when the sink
   // wants it sooner: a timer made per loop (per read) cost a timer-wheel
   // insertion and removal per read, and with another timer pending (a
   // run's timeout) a string stream ran 1.57 GB/s instead of 1.90
   // (docs/PERFORMANCE.md, streaming item 7)
-  let ticker = tokio::time::sleep(Duration::ZERO);
-  tokio::pin!(ticker);
+  let mut ticker = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
   let mut tick_at: Option<Instant> = None;
   loop {
-    if may_skim {
-      if let Some(keep) = sink.tail_window() {
-        may_skim = false;
-        grown = true;
-        if grow_pipe_for_tail(fd, keep).is_some_and(|size| size >= keep + SKIM_ROOM) {
-          skim = Some(keep);
-        }
-      }
+    if let Some(keep) = may_skim.then(|| sink.tail_window()).flatten() {
+      may_skim = false;
+      grown = true;
+      skim = start_skim(fd, keep);
     }
-    match sink.next_tick() {
-      None => tick_at = None,
-      // armed sooner: it fires then, and the sink is asked again
-      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
-      Some(t) => {
-        ticker.as_mut().reset(t);
-        tick_at = Some(t);
-      }
-    }
+    rearm_tick(sink.next_tick(), ticker.as_mut(), &mut tick_at);
     tokio::select! {
       biased;
       r = io.readable() => {
         let Ok(mut g) = r else { break };
-        parked = false;
+        park.parked = false;
         if let Some(keep) = skim {
           match skim_pipe(fd, keep, &mut sink) {
             Ok(n) => total += n,
@@ -1099,13 +1114,7 @@ where
             // the pipe holds the tail so far: it waits there until more
             // comes, the writers close, or the run ends
             g.clear_ready();
-            parked = true;
-            wakes += 1;
-            if !armed {
-              armed = true;
-              wakes_at_arm = wakes;
-              recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
-            }
+            park.park(recheck.as_mut());
             continue;
           }
           // the writers are gone: the rest is read, to EOF
@@ -1120,38 +1129,20 @@ where
               grown = true;
               grow_pipe(fd);
             }
-            tokio::select! {
-              _ = sink.ready() => {}
-              _ = stop.cancelled() => {
-                total += final_drain(fd, &mut buf, &mut sink, skim);
-                break;
-              }
+            if !ready_or_stopped(&mut sink, &stop).await {
+              total += final_drain(fd, &mut buf, &mut sink, skim);
+              break;
             }
           }
           Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
           Ok(Err(_)) => break,
         }
       },
-      _ = &mut recheck, if armed => {
-        if parked && wakes != wakes_at_arm {
-          // the writer is moving: look again a period later
-          wakes_at_arm = wakes;
-          recheck.as_mut().reset(Instant::now() + PARKED_RECHECK);
+      _ = &mut recheck, if park.armed => {
+        let Recheck::Read { stop_skimming } = park.fired(recheck.as_mut()) else {
           continue;
-        }
-        armed = false;
-        if !parked {
-          continue;
-        }
-        // no wake-up while bytes wait in the pipe: a writer that paused (the
-        // bytes are read, as without skimming), or a writer blocked on a
-        // pipe whose slots are full of small buffers before it holds `keep`
-        // bytes (spliced writes), or a kernel that wakes an edge-triggered
-        // reader only on an empty pipe (5.5 to 5.13). The second time, this
-        // stream is read as any other.
-        parked = false;
-        stalls += 1;
-        if stalls >= 2 {
+        };
+        if stop_skimming {
           skim = None;
         }
         total += final_drain(fd, &mut buf, &mut sink, None);
@@ -1161,13 +1152,8 @@ where
         sink.tick();
       }
       _ = catchup.asked.notified() => {
-        // (the generation is read before the drain: a request made during it
-        // is answered only by the next round)
-        let g = catchup.asked_gen.load(Ordering::SeqCst);
-        total += final_drain(fd, &mut buf, &mut sink, skim);
-        parked = false;
-        catchup.answered_gen.store(g, Ordering::SeqCst);
-        catchup.answered.notify_waiters();
+        total += catchup.answer(|| final_drain(fd, &mut buf, &mut sink, skim));
+        park.parked = false;
       }
       _ = stop.cancelled() => {
         total += final_drain(fd, &mut buf, &mut sink, skim);
@@ -1177,6 +1163,104 @@ where
   }
   sink.finish().await;
   (sink, total)
+}
+
+#[cfg(unix)]
+/// Wait until `sink` can take more; false when `stop` fired first.
+async fn ready_or_stopped<S: OutputSink>(sink: &mut S, stop: &CancellationToken) -> bool {
+  tokio::select! {
+    _ = sink.ready() => true,
+    _ = stop.cancelled() => false,
+  }
+}
+
+#[cfg(unix)]
+/// Skim a stream past its kept head when its pipe can be enlarged to hold a
+/// tail of `keep` bytes with room to spare: `Some(keep)`, else `None`.
+fn start_skim(fd: i32, keep: usize) -> Option<usize> {
+  grow_pipe_for_tail(fd, keep)
+    .is_some_and(|size| size >= keep + SKIM_ROOM)
+    .then_some(keep)
+}
+
+#[cfg(unix)]
+/// Move the sink's tick timer to `next` only when the sink wants it sooner:
+/// armed sooner, it fires then, and the sink is asked again.
+fn rearm_tick(
+  next: Option<Instant>,
+  ticker: std::pin::Pin<&mut tokio::time::Sleep>,
+  tick_at: &mut Option<Instant>,
+) {
+  match next {
+    None => *tick_at = None,
+    Some(t) if tick_at.is_some_and(|a| a <= t) => {}
+    Some(t) => {
+      ticker.reset(t);
+      *tick_at = Some(t);
+    }
+  }
+}
+
+/// A skimming pump's bytes left in the pipe on purpose (`parked`). The
+/// recheck timer is armed once and re-armed only when it fires (not one
+/// timer per wake-up): the pipe is read if no wake-up came during a whole
+/// period.
+#[cfg(unix)]
+#[derive(Default)]
+struct Parking {
+  parked: bool,
+  stalls: u8,
+  armed: bool,
+  wakes: u64,
+  wakes_at_arm: u64,
+}
+
+/// What to do when the recheck timer fires.
+#[cfg(unix)]
+enum Recheck {
+  /// Nothing to read now.
+  Wait,
+  /// Read what the pipe holds; the second time, stop skimming this stream.
+  Read { stop_skimming: bool },
+}
+
+#[cfg(unix)]
+impl Parking {
+  /// Bytes stay in the pipe until more come: arm the timer if it is not.
+  fn park(&mut self, recheck: std::pin::Pin<&mut tokio::time::Sleep>) {
+    self.parked = true;
+    self.wakes += 1;
+    if !self.armed {
+      self.armed = true;
+      self.wakes_at_arm = self.wakes;
+      recheck.reset(Instant::now() + PARKED_RECHECK);
+    }
+  }
+
+  /// The timer fired.
+  fn fired(&mut self, recheck: std::pin::Pin<&mut tokio::time::Sleep>) -> Recheck {
+    if self.parked && self.wakes != self.wakes_at_arm {
+      // the writer is moving: look again a period later
+      self.wakes_at_arm = self.wakes;
+      recheck.reset(Instant::now() + PARKED_RECHECK);
+      return Recheck::Wait;
+    }
+    self.armed = false;
+    if !self.parked {
+      return Recheck::Wait;
+    }
+    // no wake-up while bytes wait in the pipe: a writer that paused (the
+    // bytes are read, as without skimming), or a writer blocked on a pipe
+    // whose slots are full of small buffers before it holds `keep` bytes
+    // (spliced writes), or a kernel that wakes an edge-triggered reader
+    // only on an empty pipe (5.5 to 5.13). The second time, this stream is
+    // read as any other.
+    self.parked = false;
+    self.stalls += 1;
+    Recheck::Read {
+      stop_skimming: self.stalls >= 2,
+    }
+  }
 }
 
 #[cfg(unix)]
