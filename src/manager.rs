@@ -12,7 +12,7 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use tokio::sync::{mpsc, oneshot};
 
-use exec_core::server::protocol::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
+use exec_core::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 
 use crate::call;
 use crate::error::throw_coded;

@@ -11,7 +11,6 @@ pub mod error;
 pub mod hostguard;
 pub mod language;
 pub mod limits;
-#[cfg(unix)]
 pub mod manager;
 #[cfg(unix)]
 pub mod mcp;
