@@ -139,6 +139,12 @@ export declare class NodeSession {
  * maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
  * `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
  *
+ * On Windows: pipes only, each process in a Job Object of its own;
+ * `terminate` sends `CTRL_BREAK_EVENT` to its process group, then ends the
+ * job after `timeoutMs` (`force`: at once), so its whole tree goes; `signal`
+ * is null. `io: { type: 'pty' }` is `ENOTSUP` (ConPTY not yet), `arg0` is
+ * `EINVAL`.
+ *
  * A process started with `onEvent` keeps Node alive until its `closed`
  * event; without it, await `wait()` or `read()` to stay alive. `close()` (or
  * garbage collection of the manager, or the end of a worker) kills what it
@@ -266,7 +272,9 @@ export declare class PythonSession {
  */
 export declare class ShellSession {
   /**
-   * Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
+   * Start bash (and run `initScript`). Not on Windows yet: there it rejects
+   * with `ENOENT` naming the fix when no Git for Windows' bash is found, else
+   * `ENOTSUP`. Rejects with `err.code`: ENOENT,
    * ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
    * `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
    * (`initScript` still running at `startupTimeout`).
@@ -917,6 +925,13 @@ export interface McpOptions {
    * over; see `CommandRunnerOptions.stateful`). @default false
    */
   stateful?: boolean
+  /**
+   * The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
+   * -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
+   * `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
+   * at once with `ENOENT` when neither is on PATH. @default 'bash'
+   */
+  shell?: 'bash' | 'powershell'
 }
 
 /** An error thrown by a JavaScript cell. */

@@ -3,7 +3,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -173,6 +173,38 @@ describe('the MCP server', () => {
       "exec-native mcp: exec: Working directory does not exist '/nonexistent/dir' (ENOENT)\n",
     )
   })
+
+  it('7b. --shell powershell: a clear error at start without PowerShell; else pwsh -NoProfile -NonInteractive -Command', async () => {
+    const env = { ...process.env, PATH: dirname(process.execPath) }
+    const none = spawnSync(process.execPath, [bin, 'mcp', '-C', work, '--shell', 'powershell'], { input: '', encoding: 'utf8', timeout: 10_000, env })
+    expect(none.status).toBe(2)
+    expect(none.stderr).toBe(
+      'exec-native mcp: exec: --shell powershell: PowerShell was not found (neither pwsh nor powershell is on PATH): install PowerShell 7 (https://aka.ms/powershell) or use --shell bash (ENOENT)\n',
+    )
+    const bad = spawnSync(process.execPath, [bin, 'mcp', '--shell', 'fish'], { input: '', encoding: 'utf8', timeout: 10_000 })
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toMatch(/--shell must be bash or powershell, got fish/)
+    // a stand-in pwsh on PATH: the server runs each command through it, with PowerShell's flags
+    const fake = mkdtempSync(join(tmpdir(), 'exec-native-pwsh-'))
+    writeFileSync(join(fake, 'pwsh'), '#!/bin/sh\nprintf "%s|" "$@"\n', { mode: 0o755 })
+    const stateful = spawnSync(process.execPath, [bin, 'mcp', '-C', work, '--shell', 'powershell', '--stateful'], { input: '', encoding: 'utf8', timeout: 10_000, env: { ...process.env, PATH: `${fake}:${process.env.PATH}` } })
+    expect(stateful.status).toBe(2)
+    expect(stateful.stderr).toMatch(/--stateful needs bash.*\(EINVAL\)/)
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [bin, 'mcp', '-C', work, '--shell', 'powershell'],
+      env: { ...(process.env as Record<string, string>), PATH: `${fake}:${process.env.PATH}` },
+      stderr: 'pipe',
+    })
+    const client = new Client({ name: 'exec-native-test', version: '1.0.0' })
+    await client.connect(transport)
+    expect(client.getInstructions()).toMatch(/run their commands in PowerShell/)
+    const r = (await client.callTool({ name: 'bash', arguments: { command: 'Write-Output 42' } })) as unknown as Result
+    expect(r.isError).toBeFalsy()
+    expect(text(r)).toContain('-NoLogo|-NoProfile|-NonInteractive|-Command|Write-Output 42|')
+    await client.close()
+    rmSync(fake, { recursive: true, force: true })
+  }, 30_000)
 
   it('9. the schema: one action, no extra properties, title, annotations, structured output', async () => {
     const { client, call } = await connect()

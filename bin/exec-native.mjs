@@ -12,12 +12,16 @@ const require = createRequire(import.meta.url)
 
 const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
        exec-native serve [--listen ws://127.0.0.1:PORT] [--allow-remote]
-       exec-native mcp [-C DIR] [--stateful] [--sandbox[=MODE]] [--writable DIR] [--network]
+       exec-native mcp [-C DIR] [--shell bash|powershell] [--stateful] [--sandbox[=MODE]]
+                       [--writable DIR] [--network]
                                   MCP server over stdio (tools bash, exec_command,
                                   write_stdin, execute_code); the sandbox flags hold
                                   for every call, which cannot widen them; with
                                   --stateful, cd/export/functions carry over between
-                                  bash calls (default: a fresh bash -c per call)
+                                  bash calls (default: a fresh bash -c per call);
+                                  --shell powershell runs the commands with pwsh (else
+                                  powershell) -NoProfile -NonInteractive -Command
+                                  (default bash; it fails at start when neither exists)
 
 Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
 exits with its exit code (124 on timeout).
@@ -84,7 +88,7 @@ async function main() {
     return
   }
   if (argv[0] === 'mcp') {
-    const m = { cwd: undefined, sandbox: undefined, writable: [], network: false, stateful: false }
+    const m = { cwd: undefined, sandbox: undefined, writable: [], network: false, stateful: false, shell: 'bash' }
     const rest = argv.slice(1)
     for (let i = 0; i < rest.length; i++) {
       const a = rest[i]
@@ -99,6 +103,7 @@ async function main() {
         case '--writable': m.writable.push(next()); break
         case '--network': m.network = true; break
         case '--stateful': m.stateful = true; break
+        case '--shell': m.shell = next(); if (m.shell !== 'bash' && m.shell !== 'powershell') fail(`--shell must be bash or powershell, got ${m.shell}`); break
         case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0)
         default: fail(`unknown option ${a} for mcp`)
       }
@@ -116,6 +121,7 @@ async function main() {
         sandbox: m.sandbox ? { mode: m.sandbox, writableRoots: m.writable, network: m.network } : undefined,
         dieWithParent: true,
         stateful: m.stateful,
+        shell: m.shell,
       })
       process.exit(0)
     } catch (e) {

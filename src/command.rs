@@ -547,6 +547,7 @@ fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaults, 
     retention: o.retention.map_or(d.retention, |t| t.0),
     kill_grace: o.force_kill_after_delay.map_or(d.kill_grace, |m| m.0),
     stateful: o.stateful.unwrap_or(false),
+    shell: d.shell,
   };
   let given = call_options(o.process());
   let defaults = CommandDefaults::new(CallOptions {
@@ -985,6 +986,12 @@ js_options! {
     /// `bash` calls share one shell state (`cd`, `export`, functions carry
     /// over; see `CommandRunnerOptions.stateful`). @default false
     pub stateful: Option<bool>,
+    /// The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
+    /// -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
+    /// `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
+    /// at once with `ENOENT` when neither is on PATH. @default 'bash'
+    #[napi(ts_type = "'bash' | 'powershell'")]
+    pub shell: Option<String>,
   }
 }
 
@@ -1003,6 +1010,14 @@ pub fn serve_mcp<'env>(
   let config = (|| -> ArgResult<_> {
     let mut o: McpOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
     let stateful = o.stateful.unwrap_or(false);
+    let shell = match o.shell.as_deref() {
+      None => core::Shell::Bash,
+      Some(name) => core::Shell::parse(name).map_err(|_| {
+        At::arg("options")
+          .key("shell")
+          .error(format_args!("must be 'bash' or 'powershell', got '{name}'"))
+      })?,
+    };
     let given = call_options(o.process());
     let cwd = match &given.cwd {
       Some(c) => c.clone(),
@@ -1022,6 +1037,7 @@ pub fn serve_mcp<'env>(
     config.runner = RunnerConfig {
       owner: host::owner(),
       stateful,
+      shell,
       ..Default::default()
     };
     config.settings.stateful = stateful;

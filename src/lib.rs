@@ -13,7 +13,6 @@ mod capture;
 mod command;
 mod error;
 mod host;
-#[cfg(unix)]
 mod manager;
 mod options;
 mod promise;

@@ -12,7 +12,7 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use tokio::sync::{mpsc, oneshot};
 
-use exec_core::server::protocol::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
+use exec_core::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 
 use crate::call;
 use crate::error::throw_coded;
@@ -462,6 +462,12 @@ fn process_id(v: Unknown) -> ArgResult<String> {
 /// later. Errors carry `err.code`: `ESRCH` unknown processId, `EBUSY`
 /// maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
 /// `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
+///
+/// On Windows: pipes only, each process in a Job Object of its own;
+/// `terminate` sends `CTRL_BREAK_EVENT` to its process group, then ends the
+/// job after `timeoutMs` (`force`: at once), so its whole tree goes; `signal`
+/// is null. `io: { type: 'pty' }` is `ENOTSUP` (ConPTY not yet), `arg0` is
+/// `EINVAL`.
 ///
 /// A process started with `onEvent` keeps Node alive until its `closed`
 /// event; without it, await `wait()` or `read()` to stay alive. `close()` (or

@@ -970,7 +970,9 @@ pub struct ShellSession {
 #[cfg(unix)]
 #[napi]
 impl ShellSession {
-  /// Start bash (and run `initScript`). Rejects with `err.code`: ENOENT,
+  /// Start bash (and run `initScript`). Not on Windows yet: there it rejects
+  /// with `ENOENT` naming the fix when no Git for Windows' bash is found, else
+  /// `ENOTSUP`. Rejects with `err.code`: ENOENT,
   /// ENOTDIR, EACCES, ESPAWN, ELIMIT (a `limits` entry stopped it or
   /// `initScript`), EINVAL (not bash, or `initScript` ended the shell), TIMEOUT
   /// (`initScript` still running at `startupTimeout`).

@@ -23,9 +23,7 @@ fn throw<T>(env: &Env, what: &str) -> Result<T> {
 
 /// A promise rejected with `what`'s ENOTSUP error.
 fn reject<'env>(env: &'env Env, what: &str) -> Result<PromiseRaw<'env, ()>> {
-  let e = not_yet(what);
-  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
-  PromiseRaw::reject(env, err.into_unknown(*env))
+  reject_with(env, not_yet(what))
 }
 
 macro_rules! unsupported_class {
@@ -45,15 +43,69 @@ macro_rules! unsupported_class {
 }
 
 unsupported_class! {
-  CommandRunner => "CommandRunner (the agent tool's shell sessions)",
   NodeSession => "NodeSession",
-  ProcessManager => "ProcessManager (pipes and ConPTY)",
-  ShellSession => "ShellSession",
+}
+
+/// What the bash-based entry points (`ShellSession`, `CommandRunner`,
+/// `runCommand`) fail with on Windows: with no Git bash (found as the `bash`
+/// language finds it), the ENOENT that names the fix; with one, ENOTSUP,
+/// since they do not run there yet.
+fn needs_bash(what: &str) -> ExecError {
+  let cwd = std::env::current_dir().unwrap_or_default();
+  match exec_core::language::find_bash(&exec_core::EnvSpec::inherit(), &cwd) {
+    Err(e) => e,
+    Ok(bash) => ExecError::new(
+      exec_core::ErrorCode::ENOTSUP,
+      format!(
+        "{what} is not supported on Windows yet (bash was found at {})",
+        bash.display()
+      ),
+    ),
+  }
+}
+
+fn reject_with(env: &Env, e: ExecError) -> Result<PromiseRaw<'_, ()>> {
+  let err = JsError::from(Error::new(e.code.as_str(), e.message()));
+  PromiseRaw::reject(env, err.into_unknown(*env))
+}
+
+/// Not on Windows yet: the constructor throws bash's `ENOENT` (no Git bash
+/// found) or `ENOTSUP`.
+#[napi]
+pub struct CommandRunner {}
+
+#[napi]
+impl CommandRunner {
+  #[napi(constructor)]
+  pub fn new(env: Env) -> Result<Self> {
+    Err(throw_coded(
+      &env,
+      &needs_bash("CommandRunner (the agent tool)"),
+    ))
+  }
+}
+
+/// Not on Windows yet: `start` rejects with bash's `ENOENT` (no Git bash
+/// found) or `ENOTSUP`.
+#[napi]
+pub struct ShellSession {}
+
+#[napi]
+impl ShellSession {
+  #[napi(constructor)]
+  pub fn new(env: Env) -> Result<Self> {
+    throw(&env, "ShellSession")
+  }
+
+  #[napi]
+  pub fn start(env: &Env) -> Result<PromiseRaw<'_, ()>> {
+    reject_with(env, needs_bash("ShellSession"))
+  }
 }
 
 #[napi]
 pub fn run_command(env: &Env) -> Result<PromiseRaw<'_, ()>> {
-  reject(env, "runCommand (the agent tool)")
+  reject_with(env, needs_bash("runCommand (the agent tool)"))
 }
 
 #[napi]

@@ -214,10 +214,15 @@ pub fn prepare_with(
   })
 }
 
+/// What [`find_bash`] says on Windows when there is no bash to run.
+pub const BASH_NOT_FOUND: &str =
+  "bash was not found: install Git for Windows (https://git-scm.com) or put bash.exe on PATH";
+
 /// bash: on Windows, Git for Windows' (its usual places, then PATH, but
 /// never `System32\\bash.exe`, which is WSL's launcher and runs Linux, not
-/// this host); elsewhere the PATH's.
-fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
+/// this host); elsewhere the PATH's. The `bash` language, and on Windows
+/// the agent tool and `ShellSession`, find it here.
+pub fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
   if !crate::platform::WINDOWS {
     return resolve_program("bash", env.path_var().as_ref(), cwd);
   }
@@ -243,12 +248,11 @@ fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
         .to_ascii_lowercase()
         .contains("\\system32\\")
     });
-  installed.filter(|p| p.is_file()).chain(in_path).next().ok_or_else(|| {
-    ExecError::new(
-      ErrorCode::ENOENT,
-      "bash not found: on Windows the bash language needs Git for Windows' bash (install Git for Windows, or put its bin folder in PATH)",
-    )
-  })
+  installed
+    .filter(|p| p.is_file())
+    .chain(in_path)
+    .next()
+    .ok_or_else(|| ExecError::new(ErrorCode::ENOENT, BASH_NOT_FOUND))
 }
 
 /// Python: `python3` (POSIX); on Windows `python`, else the launcher `py -3`
@@ -274,18 +278,25 @@ fn python_spec(env: &EnvSpec, cwd: &Path) -> Result<ProcessSpec, ExecError> {
   }
 }
 
-/// PowerShell runs `code` with `-Command` (a file with `-File` when large):
-/// no profile, no prompts, the execution policy bypassed for the file.
-fn powershell_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
+/// PowerShell: `pwsh` (PowerShell 7), else `powershell` (Windows PowerShell).
+/// The `powershell` language and the MCP server's `--shell powershell` find
+/// it here.
+pub fn find_powershell(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
   let path = env.path_var();
-  let program = resolve_program("pwsh", path.as_ref(), cwd)
+  resolve_program("pwsh", path.as_ref(), cwd)
     .or_else(|_| resolve_program("powershell", path.as_ref(), cwd))
     .map_err(|_| {
       ExecError::new(
         ErrorCode::ENOENT,
         "PowerShell not found in PATH (neither pwsh nor powershell)",
       )
-    })?;
+    })
+}
+
+/// PowerShell runs `code` with `-Command` (a file with `-File` when large):
+/// no profile, no prompts, the execution policy bypassed for the file.
+fn powershell_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
+  let program = find_powershell(env, cwd)?;
   let mut spec = ProcessSpec::new(program)
     .arg("-NoLogo")
     .arg("-NoProfile")

@@ -8,7 +8,6 @@ pub mod error;
 #[cfg(unix)]
 pub mod hostguard;
 pub mod language;
-#[cfg(unix)]
 pub mod manager;
 #[cfg(unix)]
 pub mod mcp;

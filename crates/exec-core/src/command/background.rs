@@ -50,6 +50,8 @@ pub struct RunnerConfig {
   /// The commands share one shell state: `cd`, `export`, variables,
   /// functions, aliases and options carry over (see [`super::stateful`]).
   pub stateful: bool,
+  /// The shell that runs the commands (bash unless the host chose PowerShell).
+  pub shell: super::Shell,
 }
 
 impl Default for RunnerConfig {
@@ -60,6 +62,7 @@ impl Default for RunnerConfig {
       retention: Some(DEFAULT_RETENTION),
       kill_grace: Duration::from_millis(500),
       stateful: false,
+      shell: super::Shell::Bash,
     }
   }
 }
@@ -260,11 +263,13 @@ struct Started {
   wall: SystemTime,
 }
 
-/// `bash -c <command>` with the options' cwd, environment (over the
-/// non-interactive defaults), limits and sandbox; stdin at EOF.
+/// `bash -c <command>` (or PowerShell's `-Command <command>`) with the
+/// options' cwd, environment (over the non-interactive defaults), limits and
+/// sandbox; stdin at EOF.
 fn bash_spec(
   command: &str,
   opts: &CommandOptions,
+  shell: super::Shell,
 ) -> Result<(ProcessSpec, Option<tempfile::TempPath>), ExecError> {
   if command.trim().is_empty() {
     return Err(ExecError::invalid("command is empty"));
@@ -272,9 +277,18 @@ fn bash_spec(
   check_cwd(&opts.cwd)?;
   let env = command_env(opts.env.clone());
   env.validate()?;
-  let bash = find_bash(&env, &opts.cwd)?;
-  let (args, script) = super::bash_args(command)?;
-  let mut spec = ProcessSpec::new(bash);
+  let (program, args, script) = match shell {
+    super::Shell::Bash => {
+      let (args, script) = super::bash_args(command)?;
+      (find_bash(&env, &opts.cwd)?, args, script)
+    }
+    super::Shell::PowerShell => (
+      crate::language::find_powershell(&env, &opts.cwd)?,
+      super::powershell_args(command),
+      None,
+    ),
+  };
+  let mut spec = ProcessSpec::new(program);
   for a in args {
     spec = spec.arg(a);
   }
@@ -295,7 +309,7 @@ impl CommandRunner {
       std::thread::spawn(move || sweep_logs(&dir, age, &HashSet::new()));
     }
     let dirs = BTreeSet::from([config.output_dir.clone()]);
-    let config_owner = config.owner;
+    let (config_owner, shell) = (config.owner, config.shell);
     CommandRunner {
       inner: Arc::new(Inner {
         config,
@@ -303,7 +317,7 @@ impl CommandRunner {
         procs: Mutex::new(BTreeMap::new()),
         foreground: Mutex::new(HashMap::new()),
         dirs: Mutex::new(dirs),
-        interactive: super::interactive::Interactive::new(config_owner),
+        interactive: super::interactive::Interactive::new(config_owner, shell),
         state: Mutex::new(None),
       }),
     }
@@ -339,7 +353,7 @@ impl CommandRunner {
     let script_text = stateful
       .as_ref()
       .map_or(command, |(_, r)| r.script.as_str());
-    let (spec, script) = match bash_spec(script_text, &opts) {
+    let (spec, script) = match bash_spec(script_text, &opts, self.inner.config.shell) {
       Ok(s) => s,
       Err(e) => return CommandResult::failed(e),
     };

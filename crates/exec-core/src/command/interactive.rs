@@ -141,10 +141,11 @@ pub struct Interactive {
   pm: ProcessManager,
   sessions: Mutex<HashMap<u32, Session>>,
   next: AtomicU32,
+  shell: super::Shell,
 }
 
 impl Interactive {
-  pub fn new(owner: u64) -> Self {
+  pub fn new(owner: u64, shell: super::Shell) -> Self {
     Interactive {
       pm: ProcessManager::new(ManagerConfig {
         retained_output_bytes: RETAINED,
@@ -155,6 +156,7 @@ impl Interactive {
       }),
       sessions: Mutex::new(HashMap::new()),
       next: AtomicU32::new(1),
+      shell,
     }
   }
 
@@ -173,13 +175,28 @@ impl Interactive {
         return Err(ExecError::invalid("rows and cols must be at least 1"));
       }
       let env = command_env(opts.env.clone());
-      let (args, script) = super::bash_args(command)?;
+      let (argv, script) = match self.shell {
+        super::Shell::Bash => {
+          let (args, script) = super::bash_args(command)?;
+          (
+            std::iter::once("bash".to_owned()).chain(args).collect(),
+            script,
+          )
+        }
+        super::Shell::PowerShell => {
+          let ps = crate::language::find_powershell(&env, &opts.cwd)?;
+          let argv = std::iter::once(ps.to_string_lossy().into_owned())
+            .chain(super::powershell_args(command))
+            .collect();
+          (argv, None)
+        }
+      };
       let id = self.next.fetch_add(1, Ordering::Relaxed);
       let process_id = format!("session-{id}");
       let s = self.pm.start(
         StartSpec {
           process_id: Some(process_id.clone()),
-          argv: std::iter::once("bash".to_owned()).chain(args).collect(),
+          argv,
           cwd: Some(opts.cwd.clone()),
           env,
           arg0: None,

@@ -66,6 +66,51 @@ pub fn bash_args(command: &str) -> Result<(Vec<String>, Option<tempfile::TempPat
   Ok((vec!["-c".into(), ". \"$0\"".into(), path], Some(file)))
 }
 
+/// The shell that runs the agent tool's commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shell {
+  /// `bash -c <command>`.
+  #[default]
+  Bash,
+  /// `pwsh` (else Windows PowerShell) `-NoProfile -NonInteractive -Command
+  /// <command>`: one process per command, no shared state.
+  PowerShell,
+}
+
+impl Shell {
+  /// `bash` or `powershell` (the MCP server's `--shell`).
+  pub fn parse(name: &str) -> Result<Shell, ExecError> {
+    match name {
+      "bash" => Ok(Shell::Bash),
+      "powershell" | "pwsh" => Ok(Shell::PowerShell),
+      other => Err(ExecError::invalid(format!(
+        "shell must be 'bash' or 'powershell', got '{other}'"
+      ))),
+    }
+  }
+
+  pub fn name(self) -> &'static str {
+    match self {
+      Shell::Bash => "bash",
+      Shell::PowerShell => "powershell",
+    }
+  }
+}
+
+/// The arguments after `pwsh`/`powershell` for `command`. PowerShell reads
+/// the command from its command line (32 767 UTF-16 units on Windows).
+pub fn powershell_args(command: &str) -> Vec<String> {
+  [
+    "-NoLogo",
+    "-NoProfile",
+    "-NonInteractive",
+    "-Command",
+    command,
+  ]
+  .map(str::to_owned)
+  .to_vec()
+}
+
 /// The caller's environment over the non-interactive defaults.
 pub fn command_env(user: EnvSpec) -> EnvSpec {
   let mut vars: Vec<(String, String)> = NON_INTERACTIVE_ENV

@@ -7,20 +7,25 @@
 //! processes get a terminal opened by `portable-pty` (session leader with it as
 //! controlling terminal; limits applied before exec, as for pipes).
 
+#[cfg(unix)]
 mod pty;
 mod state;
+mod tree;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+#[cfg(unix)]
 use crate::process::child::StdinPipe;
-use nix::sys::signal::Signal;
+#[cfg(unix)]
 use portable_pty::MasterPty;
+#[cfg(unix)]
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
@@ -29,7 +34,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
-use crate::process::supervise::{pump, Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
+#[cfg(unix)]
+use crate::process::supervise::pump;
+use crate::process::supervise::{Execution, OutputSink, ProcessSpec, RunPolicy, StdinMode};
+use tree::Tree;
+
+/// The stdin pipe of a pipe child.
+#[cfg(windows)]
+type StdinPipe = tokio::process::ChildStdin;
 
 pub use state::{EventKind, EventSender, ExitInfo, LogChunk, ProcessEvent, ReadResult, Stream};
 
@@ -52,6 +64,11 @@ pub struct ManagerConfig {
 }
 
 pub const DEFAULT_RETAINED_OUTPUT_BYTES: usize = 1024 * 1024;
+/// `terminate`'s wait between the graceful step and the kill, when the call
+/// gives none (the server's protocol and `ProcessManager` alike).
+pub const DEFAULT_TERMINATE_TIMEOUT_MS: u64 = 2000;
+/// `read`'s byte budget when the call gives none.
+pub const DEFAULT_READ_MAX_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_PROCESSES: usize = 64;
 pub const DEFAULT_EXITED_RETENTION: Duration = Duration::from_secs(30);
 
@@ -174,6 +191,7 @@ pub struct Started {
 enum Input {
   Closed,
   Pipe(StdinPipe),
+  #[cfg(unix)]
   Pty(Arc<AsyncFd<OwnedFd>>),
 }
 
@@ -187,10 +205,11 @@ struct Proc {
   input: tokio::sync::Mutex<Input>,
   /// The terminal's master while the process runs (dropped at its end, so a
   /// finished PTY holds no `/dev/ptmx` descriptor while it is retained).
+  #[cfg(unix)]
   master: Mutex<Option<Box<dyn MasterPty + Send>>>,
   exited: AtomicBool,
-  /// The `EXEC_NATIVE_RUN_ID` of its tree.
-  mark: std::sync::OnceLock<String>,
+  /// Its tree (set once it is spawned).
+  tree: std::sync::OnceLock<Tree>,
 }
 
 impl Proc {
@@ -251,14 +270,27 @@ impl Proc {
     }
   }
 
-  /// Signal the tree (the marked, the group, the leader itself) unless the
-  /// leader already exited.
-  fn signal(&self, sig: Signal) {
-    if self.exited.load(Ordering::Acquire) {
-      return;
+  /// Ask the tree to end (SIGTERM; `CTRL_BREAK_EVENT` on Windows) unless
+  /// the leader already exited.
+  fn ask_to_end(&self) {
+    if let Some(t) = self.running_tree() {
+      t.ask();
     }
-    let mark = self.mark.get().map(String::as_str).unwrap_or("");
-    crate::process::ProcessTree::new(self.pid() as i32, mark).signal(sig, true);
+  }
+
+  /// Kill the tree (SIGKILL; `TerminateJobObject` on Windows) unless the
+  /// leader already exited.
+  fn kill(&self) {
+    if let Some(t) = self.running_tree() {
+      t.kill();
+    }
+  }
+
+  fn running_tree(&self) -> Option<&Tree> {
+    if self.exited.load(Ordering::Acquire) {
+      return None;
+    }
+    self.tree.get()
   }
 
   async fn wait_exit(&self, timeout: Option<Duration>) -> WaitResult {
@@ -329,9 +361,9 @@ impl Drop for Inner {
     let procs: Vec<Arc<Proc>> = self.table().procs.values().cloned().collect();
     for p in procs {
       // the leader too while it runs; what it left behind in any case
-      p.signal(Signal::SIGKILL);
-      if let Some(mark) = p.mark.get() {
-        crate::process::ProcessTree::new(0, mark).kill(false);
+      p.kill();
+      if let Some(t) = p.tree.get() {
+        t.kill_leftovers();
       }
     }
   }
@@ -504,13 +536,19 @@ impl ProcessManager {
       )),
       changed: watch::channel(0).0,
       input: tokio::sync::Mutex::new(Input::Closed),
+      #[cfg(unix)]
       master: Mutex::new(None),
       exited: AtomicBool::new(false),
-      mark: std::sync::OnceLock::new(),
+      tree: std::sync::OnceLock::new(),
     });
     match spec.io {
       ProcessIo::Pipe { stdin_open } => self.start_pipe(p, spec, resolved, cwd, stdin_open),
+      #[cfg(unix)]
       ProcessIo::Pty { rows, cols } => self.start_pty(p, spec, resolved, cwd, rows, cols),
+      // portable-pty speaks ConPTY, but the terminal's reader and the child
+      // in a Job Object are not written yet (issue 25)
+      #[cfg(windows)]
+      ProcessIo::Pty { .. } => Err(ExecError::not_on_windows("a PTY (io.type 'pty', ConPTY)")),
     }
   }
 
@@ -526,6 +564,11 @@ impl ProcessManager {
     let cfg = &self.inner.config;
     let weak = Arc::downgrade(&self.inner);
     let program = &spec.argv[0];
+    if crate::platform::WINDOWS && spec.arg0.is_some() {
+      return Err(ExecError::invalid(
+        "arg0 is not supported on Windows (a program's command line starts with its own name there)",
+      ));
+    }
     let mut ps = ProcessSpec::new(resolved);
     ps.args = spec.argv[1..].iter().map(OsString::from).collect();
     ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
@@ -549,7 +592,10 @@ impl ProcessManager {
     };
     let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
     p.pid.store(exec.pid(), Ordering::Release);
-    let _ = p.mark.set(exec.mark().to_owned());
+    #[cfg(unix)]
+    let _ = p.tree.set(Tree::new(exec.pid(), exec.mark().to_owned()));
+    #[cfg(windows)]
+    let _ = p.tree.set(Tree::new(exec.pid(), exec.job()));
     if let Some(stdin) = exec.take_stdin() {
       *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
     }
@@ -582,6 +628,7 @@ impl ProcessManager {
   }
 
   /// Start a child on a new terminal of `rows` x `cols` for `p`.
+  #[cfg(unix)]
   fn start_pty(
     &self,
     p: Arc<Proc>,
@@ -621,7 +668,7 @@ impl ProcessManager {
     let spawned = spawned.child;
     *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(spawned.master);
     p.pid.store(pid, Ordering::Release);
-    let _ = p.mark.set(mark.clone());
+    let _ = p.tree.set(Tree::new(pid, mark.clone()));
     let io = Arc::new(spawned.io);
     *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
     p.lock().release_started(pid);
@@ -710,6 +757,7 @@ impl ProcessManager {
           )),
         }
       }
+      #[cfg(unix)]
       Input::Pty(fd) => {
         let fd = fd.clone();
         match pty::write_all(&fd, data).await {
@@ -753,6 +801,16 @@ impl ProcessManager {
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("rows and cols must be at least 1"));
     }
+    self.resize_pty(&p, id, rows, cols)
+  }
+
+  #[cfg(windows)]
+  fn resize_pty(&self, _: &Proc, _: &str, _: u16, _: u16) -> Result<(), ExecError> {
+    unreachable!("no PTY process starts on Windows")
+  }
+
+  #[cfg(unix)]
+  fn resize_pty(&self, p: &Proc, id: &str, rows: u16, cols: u16) -> Result<(), ExecError> {
     let master = p.master.lock().unwrap_or_else(|e| e.into_inner());
     let Some(master) = master.as_ref() else {
       return Err(ExecError::invalid(format!(
@@ -867,14 +925,14 @@ async fn terminate_proc(p: &Proc, mode: TerminateMode) -> WaitResult {
     return r;
   }
   match mode {
-    TerminateMode::Force => p.signal(Signal::SIGKILL),
+    TerminateMode::Force => p.kill(),
     TerminateMode::Graceful { timeout } => {
-      p.signal(Signal::SIGTERM);
+      p.ask_to_end();
       let r = p.wait_exit(Some(timeout)).await;
       if !r.running {
         return r;
       }
-      p.signal(Signal::SIGKILL);
+      p.kill();
     }
   }
   // SIGKILL cannot be ignored; the bound only guards against a stuck kernel
@@ -884,6 +942,7 @@ async fn terminate_proc(p: &Proc, mode: TerminateMode) -> WaitResult {
 /// The environment of a PTY child: a terminal of ours, so TERM is
 /// xterm-256color unless the caller set it (not whatever the host's own
 /// terminal was).
+#[cfg(unix)]
 fn pty_env(spec: &crate::process::spec::EnvSpec) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
   let mut env = spec.build();
   if !spec.vars.iter().any(|(k, _)| k == "TERM") {

@@ -77,6 +77,19 @@ impl McpConfig {
   /// Refuse to start rather than fail every call: the directory must exist.
   pub fn check(&self) -> Result<(), ExecError> {
     crate::process::spec::check_cwd(&self.cwd)?;
+    if self.runner.shell == crate::command::Shell::PowerShell {
+      if self.runner.stateful {
+        return Err(ExecError::invalid(
+          "--stateful needs bash: PowerShell runs each command in its own process",
+        ));
+      }
+      crate::language::find_powershell(&self.defaults.env, &self.cwd).map_err(|_| {
+        ExecError::new(
+          crate::ErrorCode::ENOENT,
+          "--shell powershell: PowerShell was not found (neither pwsh nor powershell is on PATH): install PowerShell 7 (https://aka.ms/powershell) or use --shell bash",
+        )
+      })?;
+    }
     if self.runner.stateful {
       crate::command::stateful::check_writable(
         &self.runner.output_dir,
@@ -308,7 +321,13 @@ impl ServerHandler for ExecMcp {
         "exec-native",
         env!("CARGO_PKG_VERSION"),
       ))
-      .with_instructions(instructions(&self.config.settings))
+      .with_instructions(match self.config.runner.shell {
+        crate::command::Shell::Bash => instructions(&self.config.settings),
+        crate::command::Shell::PowerShell => format!(
+          "{} The bash and exec_command tools run their commands in PowerShell (-NoProfile -NonInteractive -Command), not bash: write PowerShell.",
+          instructions(&self.config.settings)
+        ),
+      })
   }
 
   async fn list_tools(

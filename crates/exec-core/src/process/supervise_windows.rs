@@ -256,6 +256,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     &self.mark
   }
 
+  /// The Job Object its tree is in (the process manager ends it).
+  pub(crate) fn job(&self) -> Arc<Job> {
+    self.job.clone()
+  }
+
   /// The stdin pipe, with [`StdinMode::Piped`].
   pub fn take_stdin(&mut self) -> Option<ChildStdin> {
     self.stdin.take()

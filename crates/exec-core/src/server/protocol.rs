@@ -352,8 +352,7 @@ struct ReadParams {
   wait_ms: Option<u64>,
 }
 
-pub const DEFAULT_TERMINATE_TIMEOUT_MS: u64 = 2000;
-pub const DEFAULT_READ_MAX_BYTES: usize = 1024 * 1024;
+pub use crate::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 /// Upper bound of one long poll, so a request cannot be parked for ever.
 pub const MAX_WAIT_MS: u64 = 24 * 3600 * 1000;
 

@@ -1,0 +1,82 @@
+//! The tree of a managed process, and the two ways of asking it to end: the
+//! graceful one (`terminate`'s first step) and the kill. Written once per OS,
+//! so that the manager's code says only "ask" and "kill".
+//!
+//! - POSIX: the marked processes, the group, the leader ([`ProcessTree`]):
+//!   SIGTERM, then SIGKILL.
+//! - Windows: the process's Job Object (every descendant is in it from its
+//!   first instruction): `CTRL_BREAK_EVENT` to its process group, then
+//!   `TerminateJobObject`, as the run path ends a timed-out run.
+
+#[cfg(unix)]
+use crate::process::ProcessTree;
+#[cfg(unix)]
+use nix::sys::signal::Signal;
+
+#[cfg(windows)]
+use std::sync::Arc;
+
+#[cfg(windows)]
+use crate::platform::{self, Job};
+#[cfg(windows)]
+use crate::process::registry::TERMINATED_EXIT;
+
+/// What a managed process's tree is reached by.
+pub(super) struct Tree {
+  pid: u32,
+  #[cfg(unix)]
+  mark: String,
+  #[cfg(windows)]
+  job: Arc<Job>,
+}
+
+#[cfg(unix)]
+impl Tree {
+  /// The tree led by `pid` whose processes carry `mark` (`EXEC_NATIVE_RUN_ID`).
+  pub fn new(pid: u32, mark: String) -> Tree {
+    Tree { pid, mark }
+  }
+
+  /// SIGTERM to the tree, the leader included.
+  pub fn ask(&self) {
+    ProcessTree::new(self.pid as i32, &self.mark).signal(Signal::SIGTERM, true);
+  }
+
+  /// SIGKILL to the tree, the leader included.
+  pub fn kill(&self) {
+    ProcessTree::new(self.pid as i32, &self.mark).signal(Signal::SIGKILL, true);
+  }
+
+  /// SIGKILL to what the leader left behind (the leader itself may be gone,
+  /// and its pid reused).
+  pub fn kill_leftovers(&self) {
+    ProcessTree::new(0, &self.mark).kill(false);
+  }
+}
+
+#[cfg(windows)]
+impl Tree {
+  /// The tree led by `pid`, all of it in `job`.
+  pub fn new(pid: u32, job: Arc<Job>) -> Tree {
+    Tree { pid, job }
+  }
+
+  /// `CTRL_BREAK_EVENT` to the leader's process group; when it cannot be
+  /// sent (the host has no console, or not the child's: Wine's case), there
+  /// is no graceful step and the job is ended at once.
+  pub fn ask(&self) {
+    if !platform::ctrl_break(self.pid) {
+      self.kill();
+    }
+  }
+
+  /// `TerminateJobObject`: every process of the tree, at once.
+  pub fn kill(&self) {
+    self.job.terminate(TERMINATED_EXIT);
+  }
+
+  /// What is left in the job (the leader may be gone).
+  pub fn kill_leftovers(&self) {
+    self.kill();
+  }
+}
