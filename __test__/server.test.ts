@@ -441,19 +441,33 @@ describe('exec-native serve: limits, env lists, dieWithParent', () => {
     )
   })
 
-  it('dieWithParent: the process dies with a SIGKILLed server, without it it stays', { timeout: 30000 }, async () => {
+  it('a SIGKILLed server leaves nothing: dieWithParent at once, the rest by the guard\'s sweep', { timeout: 30000 }, async () => {
     const { client, child, exited } = stdioClient()
     const on = (await client.call('process/start', { argv: ['sleep', '60'], dieWithParent: true })).result.pid
     const off = (await client.call('process/start', { argv: ['sleep', '60'] })).result.pid
-    expect(alive(on) && alive(off)).toBe(true)
+    // a grandchild in a group of its own (setsid), which no group kill reaches
+    const daemon = 'daemon'
+    await client.call('process/start', { processId: daemon, argv: ['bash', '-c', 'setsid sleep 61 & echo $!; wait'] })
+    let escaped = 0
+    for (let i = 0; i < 100 && !escaped; i++) {
+      const snap = (await client.call('process/snapshot', { processId: daemon })).result
+      escaped = Number(/(\d+)/.exec(unb64(snap.stdout ?? ''))?.[1] ?? 0)
+      if (!escaped) await new Promise((r) => setTimeout(r, 50))
+    }
+    expect(escaped).toBeGreaterThan(0)
+    expect(alive(on) && alive(off) && alive(escaped)).toBe(true)
     child.kill('SIGKILL')
     await exited
     try {
       expect(await gone(on)).toBe(true)
-      await new Promise((r) => setTimeout(r, 300))
-      expect(alive(off)).toBe(true)
+      expect(await gone(off)).toBe(true)
+      expect(await gone(escaped)).toBe(true)
     } finally {
-      process.kill(-off, 'SIGKILL')
+      for (const p of [on, off, escaped]) {
+        try {
+          process.kill(p, 'SIGKILL')
+        } catch {}
+      }
     }
   })
 })

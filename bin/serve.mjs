@@ -84,7 +84,10 @@ export async function serveCommand(args) {
   }
   delete opts.help
   const { serve, killAllProcessGroups } = require('../index.js')
-  // however Node ends (stdin closed, a signal, an error), nothing is left behind
+  // however Node ends (stdin closed, a signal, an error, a SIGKILL: see
+  // guard.mjs), nothing it started is left behind
+  const { guardAgainstSigkill } = await import('./guard.mjs')
+  guardAgainstSigkill()
   process.on('exit', () => killAllProcessGroups())
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
   try {
