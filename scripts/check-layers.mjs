@@ -32,7 +32,7 @@ export const LAYERS = [
   // the process layer, top to bottom
   ['process: runs', ['process', 'process::supervise']],
   ['process: spawn', ['process::spawn', 'process::child']],
-  ['process: what a spawn applies', ['process::limits', 'process::cgroup', 'process::sandbox']],
+  ['process: what a spawn applies', ['process::options', 'process::limits', 'process::cgroup', 'process::sandbox']],
   ['process: kill order', ['process::tree']],
   ['process: reaper', ['process::reaper']],
   ['process: registry', ['process::registry']],

@@ -14,7 +14,7 @@ use napi_derive::napi;
 use crate::abort::{self, AbortBinding};
 use crate::call;
 use crate::host;
-use crate::options::{CapturedExecutionResult, ExecuteOptions, ProcessSetup};
+use crate::options::{CapturedExecutionResult, ExecuteOptions, ProcessOptions};
 use crate::read::{self, ArgResult, At, Input, Ms, Timeout};
 use crate::text::JsText;
 
@@ -33,7 +33,7 @@ impl CommonOptions {
   /// `timeout` absent: `default_timeout` (`RunPolicy`'s for the calls that
   /// capture, none for `spawn`, as with Node's).
   pub fn new(
-    setup: ProcessSetup,
+    setup: ProcessOptions,
     timeout: Option<Timeout>,
     default_timeout: Option<Duration>,
     grace: Option<Ms>,
@@ -90,7 +90,7 @@ fn capture_args(
 ) -> ArgResult<(CaptureArgs, Option<AbortBinding>)> {
   let at = At::arg("options");
   let mut o: ExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
-  let setup = ProcessSetup::try_from(o.process())?;
+  let setup = ProcessOptions::try_from(o.process())?;
   let common = CommonOptions::new(
     setup,
     o.timeout,

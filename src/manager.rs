@@ -17,7 +17,7 @@ use exec_core::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 use crate::call;
 use crate::error::throw_coded;
 use crate::host;
-use crate::options::{nullable, ProcessSetup};
+use crate::options::{nullable, ProcessOptions};
 use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Required, Size};
 
 const DEFAULT_TERMINATE_TIMEOUT: Duration = Duration::from_millis(DEFAULT_TERMINATE_TIMEOUT_MS);
@@ -436,7 +436,7 @@ fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   if argv.is_empty() {
     return Err(at.key("argv").error("must not be empty"));
   }
-  let p = ProcessSetup::try_from(o.process())?;
+  let p = ProcessOptions::try_from(o.process())?;
   Ok(StartSpec {
     process_id: o.process_id,
     argv,

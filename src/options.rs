@@ -378,18 +378,11 @@ pub struct ProcessFields {
   pub sandbox: Option<SandboxArg>,
 }
 
-/// [`ProcessFields`] checked and in the core's types, with the core's defaults.
-#[derive(Clone)]
-pub struct ProcessSetup {
-  /// `None`: the caller's default (the host's cwd, a runner's).
-  pub cwd: Option<PathBuf>,
-  pub env: EnvSpec,
-  pub limits: Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<SandboxPolicy>,
-}
+/// [`ProcessFields`] checked, as the core's one options type of a process
+/// (`None` cwd: the caller's default, the host's cwd or a runner's).
+pub use exec_core::ProcessOptions;
 
-impl TryFrom<ProcessFields> for ProcessSetup {
+impl TryFrom<ProcessFields> for ProcessOptions {
   type Error = exec_core::ExecError;
 
   /// A sandboxed process drops the host's secrets unless the caller gave
@@ -400,7 +393,7 @@ impl TryFrom<ProcessFields> for ProcessSetup {
     let mut env = EnvSpec::from_options(f.extend_env, vars, f.env_allowlist, f.env_denylist)?;
     let sandbox = f.sandbox.and_then(|s| s.0);
     exec_core::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
-    Ok(ProcessSetup {
+    Ok(ProcessOptions {
       cwd: f.cwd.map(PathBuf::from),
       env,
       limits: f.limits.map(Into::into).unwrap_or_default(),

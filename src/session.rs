@@ -2,7 +2,6 @@
 //! as JavaScript classes. Conversion only; the work is in `exec_core::session`.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use napi_derive::napi;
 
 use crate::call;
 use crate::host;
-use crate::options::{nullable, ProcessSetup};
+use crate::options::{nullable, ProcessOptions};
 use crate::read::{self, ArgResult, At, FromJs, JsFn, Ms, Size, Timeout};
 use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
@@ -357,36 +356,26 @@ pub struct ShellExecuteResult {
   pub error_code: Option<String>,
 }
 
-/// What both kinds of session take, checked, with the core's defaults.
+/// What every kind of session takes, checked, with the core's defaults.
 struct Common {
-  cwd: PathBuf,
-  env: exec_core::EnvSpec,
+  process: ProcessOptions,
   grace: Duration,
   startup: Duration,
-  limits: exec_core::process::limits::Limits,
-  die_with_parent: bool,
-  sandbox: Option<exec_core::process::sandbox::SandboxPolicy>,
 }
 
 impl Common {
-  /// `grace` / `startup` absent: the core's defaults (`d`).
+  /// `grace` / `startup` absent: the core's defaults (`d`). The cwd absent:
+  /// the host's, resolved when the session starts.
   fn new(
-    setup: ProcessSetup,
+    process: ProcessOptions,
     grace: Option<Ms>,
     startup: Option<Ms>,
     d: (Duration, Duration),
   ) -> ArgResult<Self> {
     Ok(Common {
-      cwd: match setup.cwd {
-        Some(c) => c,
-        None => read::host_cwd()?,
-      },
-      env: setup.env,
+      process,
       grace: grace.map_or(d.0, |m| m.0),
       startup: startup.map_or(d.1, |m| m.0),
-      limits: setup.limits,
-      die_with_parent: setup.die_with_parent,
-      sandbox: setup.sandbox,
     })
   }
 }
@@ -528,15 +517,11 @@ impl PythonSession {
       )?;
       Ok(core::PythonOptions {
         python: o.python.unwrap_or(d.python),
-        cwd: c.cwd,
-        env: c.env,
+        process: c.process,
         init_code: o.init_code,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
-        limits: c.limits,
-        die_with_parent: c.die_with_parent,
-        sandbox: c.sandbox,
         max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
     };
@@ -850,15 +835,11 @@ impl NodeSession {
       Ok(core::NodeOptions {
         node: o.node_path.unwrap_or(d.node),
         exec_argv: o.exec_argv.unwrap_or_default(),
-        cwd: c.cwd,
-        env: c.env,
+        process: c.process,
         init_code: o.init_code,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
-        limits: c.limits,
-        die_with_parent: c.die_with_parent,
-        sandbox: c.sandbox,
         max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
     };
@@ -996,15 +977,11 @@ impl ShellSession {
       )?;
       Ok(core::ShellOptions {
         shell: o.shell.unwrap_or(d.shell),
-        cwd: c.cwd,
-        env: c.env,
+        process: c.process,
         init_script: o.init_script,
         owner: host::owner(),
         kill_grace: c.grace,
         startup_timeout: c.startup,
-        limits: c.limits,
-        die_with_parent: c.die_with_parent,
-        sandbox: c.sandbox,
       })
     };
     start_session(env, make(), core::ShellSession::start, |inner| {

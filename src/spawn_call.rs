@@ -12,7 +12,7 @@ use napi_derive::napi;
 use crate::abort::AbortBinding;
 use crate::call;
 use crate::host;
-use crate::options::{ProcessSetup, SpawnOptions, SpawnResult};
+use crate::options::{ProcessOptions, SpawnOptions, SpawnResult};
 use crate::read::{self, ArgResult, At};
 use crate::subprocess::{failed, settle, start, streaming, StreamFields, Streaming};
 
@@ -25,7 +25,7 @@ fn read_streaming<'env>(
 ) -> ArgResult<(Streaming, Option<AbortBinding>, TsPath)> {
   let at = At::arg("options");
   let mut o: SpawnOptions = read::optional(options, &at)?.unwrap_or_default();
-  let setup = ProcessSetup::try_from(o.process())?;
+  let setup = ProcessOptions::try_from(o.process())?;
   let ts = o.typescript.map_or(TsPath::Auto, |t| t.0);
   let fields = StreamFields {
     timeout: o.timeout,

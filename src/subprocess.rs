@@ -31,7 +31,7 @@ use crate::abort::{self, AbortBinding};
 use crate::call;
 use crate::capture::CommonOptions;
 use crate::error::{coded_error, reject_type_error, throw_type, type_error};
-use crate::options::{ProcessSetup, SpawnResult};
+use crate::options::{ProcessOptions, SpawnResult};
 use crate::read::{self, ArgResult, At, Encoding, FromJs, Input, JsFn, JsSignal, Ms, Timeout};
 use crate::stream::{Callback, CallbackSink};
 use std::time::Duration;
@@ -145,7 +145,7 @@ pub struct StreamFields<'env> {
 /// where they were found, for errors).
 pub fn streaming(
   env: &Env,
-  setup: ProcessSetup,
+  setup: ProcessOptions,
   f: StreamFields,
   default_timeout: Option<Duration>,
   options: &At,
@@ -642,7 +642,7 @@ pub fn spawn<'env>(
       .map(|f| unsafe { f.0.cast::<Function<Unknown, Unknown>>() }?.create_ref())
       .transpose()
       .map_err(|e| at.key("onError").error(e))?;
-    let setup = ProcessSetup::try_from(o.process())?;
+    let setup = ProcessOptions::try_from(o.process())?;
     let st = streaming(env, setup, o.stream_fields(), None, &at)?;
     Ok((command, argv.unwrap_or_default(), piped, on_error, st))
   })();

@@ -27,6 +27,7 @@ pub use process::spec::EnvSpec;
 pub use process::supervise::{
   run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode,
 };
+pub use process::ProcessOptions;
 pub use tokio_util::sync::CancellationToken;
 pub use ts_strip::TsPath;
 

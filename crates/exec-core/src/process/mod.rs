@@ -11,6 +11,8 @@
 //! - what a spawn applies: [`limits`] (resource limits, the limit guard and
 //!   its watchdog), [`cgroup`] (the cgroups the guard makes), [`sandbox`]
 //!   (the policy, the helper's command line or the child's restriction);
+//! - [`options`]: `ProcessOptions`, what every process takes (cwd, env,
+//!   limits, parent death, sandbox), embedded in the features' specs;
 //! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
 //! - [`reaper`]: orphans of our runs reaped when the host is PID 1 or a
 //!   subreaper (its decisions a pure part, `reaper::pass`);
@@ -29,6 +31,7 @@ pub mod child;
 pub mod limits;
 #[cfg(unix)]
 pub mod marks;
+pub mod options;
 #[cfg(unix)]
 pub mod reaper;
 #[cfg(unix)]
@@ -45,6 +48,7 @@ pub mod supervise;
 #[cfg(unix)]
 mod tree;
 
+pub use options::ProcessOptions;
 #[cfg(unix)]
 pub use spawn::{ChildSetup, Prepared, Spawned};
 #[cfg(unix)]

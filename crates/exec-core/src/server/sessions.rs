@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
 use crate::process::spec::EnvSpec;
 use crate::process::supervise::OutputSink;
+use crate::process::ProcessOptions;
 use crate::session::{
   Bundle, CellLanguage, CellResult, DriverSession, ExecuteOptions, NodeOptions, PythonOptions,
   ShellOptions, ShellSession,
@@ -231,8 +232,13 @@ impl Session {
 async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Value, RpcError> {
   let (env, sandbox) = env_and_sandbox(&mut p)?;
   let limits = protocol::limits_param(p.limits)?;
-  let cwd = cwd_param(p.cwd)?;
-  let die_with_parent = p.die_with_parent.unwrap_or(false);
+  let process = ProcessOptions {
+    cwd: Some(cwd_param(p.cwd)?),
+    env,
+    limits,
+    die_with_parent: p.die_with_parent.unwrap_or(false),
+    sandbox,
+  };
   let ms = Duration::from_millis;
   let id = new_id(sessions, p.session_id)?;
   let session = match p.kind.as_str() {
@@ -240,15 +246,11 @@ async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Va
       let d = PythonOptions::default();
       let o = PythonOptions {
         python: p.program.unwrap_or(d.python),
-        cwd,
-        env,
+        process,
         init_code: p.init_code,
         owner,
         kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
         startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-        limits,
-        die_with_parent,
-        sandbox,
         max_history: d.max_history,
       };
       Session::Driver(Arc::new(DriverSession::start(o).await?))
@@ -258,15 +260,11 @@ async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Va
       let o = NodeOptions {
         node: p.program.unwrap_or(d.node),
         exec_argv: p.exec_argv.unwrap_or_default(),
-        cwd,
-        env,
+        process,
         init_code: p.init_code,
         owner,
         kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
         startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-        limits,
-        die_with_parent,
-        sandbox,
         max_history: d.max_history,
       };
       Session::Driver(Arc::new(DriverSession::start(o).await?))
@@ -275,15 +273,11 @@ async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Va
       let d = ShellOptions::default();
       let o = ShellOptions {
         shell: p.program.unwrap_or(d.shell),
-        cwd,
-        env,
+        process,
         init_script: p.init_code,
         owner,
         kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
         startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-        limits,
-        die_with_parent,
-        sandbox,
       };
       Session::Shell(Arc::new(ShellSession::start(o).await?))
     }

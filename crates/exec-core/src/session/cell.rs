@@ -4,7 +4,6 @@
 //! [`super::notebook`], which all speak of cells and none of each other's.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -13,7 +12,6 @@ use super::capture::OutputPiece;
 use super::display::Bundle;
 use super::SessionStatus;
 use crate::error::ExecError;
-use crate::process::spec::EnvSpec;
 
 /// Which interpreter a driver session runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +29,8 @@ pub struct DriverSpec {
   pub program: String,
   /// Its arguments, the driver among them.
   pub args: Vec<OsString>,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// cwd, environment, limits, parent death, sandbox of the interpreter.
+  pub process: crate::process::ProcessOptions,
   /// Run after every start of an interpreter (first start, restarts, reset).
   pub init_code: Option<String>,
   /// The host environment that owns the processes.
@@ -42,9 +40,6 @@ pub struct DriverSpec {
   pub kill_grace: Duration,
   /// Bound on starting the interpreter and running `init_code`.
   pub startup_timeout: Duration,
-  pub limits: crate::process::limits::Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps; the oldest are dropped past it.
   pub max_history: usize,
 }

@@ -210,16 +210,13 @@ impl DriverSession {
   /// Start the interpreter and run `init_code`. Must be called within a tokio
   /// runtime.
   pub async fn start(opts: impl Into<DriverSpec>) -> Result<DriverSession, ExecError> {
-    let opts: DriverSpec = opts.into();
+    let mut opts: DriverSpec = opts.into();
+    opts.process.resolve_cwd()?;
     let spec = WorkerSpec {
       program: PathBuf::from(&opts.program),
       args: opts.args.clone(),
-      cwd: opts.cwd.clone(),
-      env: opts.env.clone(),
       separator: b'\n',
-      limits: opts.limits.clone(),
-      die_with_parent: opts.die_with_parent,
-      sandbox: opts.sandbox.clone(),
+      process: opts.process.clone(),
     };
     let engine = Engine::new(spec, opts.owner, opts.startup_timeout, ())?;
     let session = DriverSession {

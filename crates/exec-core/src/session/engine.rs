@@ -115,17 +115,21 @@ pub(crate) struct Entry {
 
 impl<S: Send> Engine<S> {
   /// Check the options; `spec.program` is the program as named, looked up
-  /// here in the PATH of `spec.env`.
+  /// here in the PATH of `spec.process.env`.
   pub fn new(
     mut spec: WorkerSpec,
     owner: u64,
     startup_timeout: Duration,
     state: S,
   ) -> Result<Engine<S>, ExecError> {
-    check_cwd(&spec.cwd)?;
-    spec.env.validate()?;
+    check_cwd(spec.process.cwd())?;
+    spec.process.env.validate()?;
     let shown = spec.program.to_string_lossy().into_owned();
-    spec.program = resolve_program(&shown, spec.env.path_var().as_ref(), &spec.cwd)?;
+    spec.program = resolve_program(
+      &shown,
+      spec.process.env.path_var().as_ref(),
+      spec.process.cwd(),
+    )?;
     Ok(Engine {
       shown,
       spec,

@@ -19,7 +19,6 @@
 //! is the line the user wrote. Code that does not parse as a module is sent
 //! as it is: V8 reports its syntax error (or runs it, for sloppy-mode code).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use swc_common::sync::Lrc;
@@ -33,7 +32,7 @@ use swc_ecma_visit::{Visit, VisitWith};
 use super::cell::{CellException, DriverKind, DriverSpec};
 use super::CellLanguage;
 use crate::error::{ErrorCode, ExecError};
-use crate::process::spec::EnvSpec;
+use crate::process::ProcessOptions;
 
 /// The driver that runs inside `node` (also shipped as `node/driver.mjs`).
 pub const DRIVER: &str = include_str!("../../../../node/driver.mjs");
@@ -48,8 +47,8 @@ pub struct NodeOptions {
   pub node: String,
   /// Node options before the driver (`--max-old-space-size=512`).
   pub exec_argv: Vec<String>,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// cwd (`None`: the host's), environment, limits, parent death, sandbox.
+  pub process: ProcessOptions,
   /// JavaScript run after every start (first start, restarts, reset).
   pub init_code: Option<String>,
   pub owner: u64,
@@ -57,9 +56,6 @@ pub struct NodeOptions {
   /// take to stop before `node` is killed (and its state lost).
   pub kill_grace: Duration,
   pub startup_timeout: Duration,
-  pub limits: crate::process::limits::Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
 }
@@ -69,15 +65,11 @@ impl Default for NodeOptions {
     NodeOptions {
       node: "node".into(),
       exec_argv: Vec::new(),
-      cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::default(),
       init_code: None,
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::process::limits::Limits::default(),
-      die_with_parent: false,
-      sandbox: None,
       max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
   }
@@ -99,15 +91,11 @@ impl From<NodeOptions> for DriverSpec {
       kind: DriverKind::Node,
       program: o.node,
       args,
-      cwd: o.cwd,
-      env: o.env,
+      process: o.process,
       init_code: o.init_code,
       owner: o.owner,
       kill_grace: o.kill_grace,
       startup_timeout: o.startup_timeout,
-      limits: o.limits,
-      die_with_parent: o.die_with_parent,
-      sandbox: o.sandbox,
       max_history: o.max_history,
     }
   }

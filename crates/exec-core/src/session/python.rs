@@ -1,11 +1,10 @@
 //! The Python session: a real `python3` running `python/driver.py` (see
 //! [`super::driver`] for the protocol both drivers speak).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::cell::{DriverKind, DriverSpec};
-use crate::process::spec::EnvSpec;
+use crate::process::ProcessOptions;
 
 /// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
 pub const DRIVER: &str = include_str!("../../../../python/driver.py");
@@ -16,8 +15,11 @@ pub struct PythonOptions {
   /// The interpreter: a name looked up in PATH or a path. Default `python3`
   /// (`python` on Windows, where `python3` is often the Store's stub).
   pub python: String,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// cwd (`None`: the host's), environment, opt-in resource limits of the
+  /// interpreter's whole tree (memory and processes watched; CPU time
+  /// counts across cells, per process), `PR_SET_PDEATHSIG`, opt-in OS
+  /// sandbox of the interpreter and every cell.
+  pub process: ProcessOptions,
   /// Run after every start of an interpreter (first start, restarts, reset).
   pub init_code: Option<String>,
   /// The host environment that owns the processes.
@@ -27,13 +29,6 @@ pub struct PythonOptions {
   pub kill_grace: Duration,
   /// Bound on starting the interpreter and running `init_code`.
   pub startup_timeout: Duration,
-  /// Opt-in resource limits of the interpreter's whole tree (memory and
-  /// processes watched; CPU time counts across cells, per process).
-  pub limits: crate::process::limits::Limits,
-  /// PR_SET_PDEATHSIG for the interpreter.
-  pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the interpreter and every cell.
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
 }
@@ -47,15 +42,11 @@ impl Default for PythonOptions {
         "python3"
       }
       .into(),
-      cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::default(),
       init_code: None,
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::process::limits::Limits::default(),
-      die_with_parent: false,
-      sandbox: None,
       max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
   }
@@ -67,15 +58,11 @@ impl From<PythonOptions> for DriverSpec {
       kind: DriverKind::Python,
       program: o.python,
       args: vec!["-u".into(), "-c".into(), DRIVER.into()],
-      cwd: o.cwd,
-      env: o.env,
+      process: o.process,
       init_code: o.init_code,
       owner: o.owner,
       kill_grace: o.kill_grace,
       startup_timeout: o.startup_timeout,
-      limits: o.limits,
-      die_with_parent: o.die_with_parent,
-      sandbox: o.sandbox,
       max_history: o.max_history,
     }
   }

@@ -31,8 +31,8 @@ use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
 use super::{ExecuteOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
-use crate::process::spec::EnvSpec;
 use crate::process::supervise::{format_duration, Discard, OutputSink};
+use crate::process::ProcessOptions;
 
 /// Sent once after bash starts. The completion report uses no variable (the
 /// status comes as an argument, expanded from the read-only `PROMPT_COMMAND`)
@@ -61,8 +61,11 @@ const KILL_OTHERS_EVERY: Duration = Duration::from_millis(50);
 pub struct ShellOptions {
   /// bash: a name looked up in PATH or a path. Default `bash`.
   pub shell: String,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// cwd (`None`: the host's), environment, opt-in resource limits of the
+  /// shell's whole tree (memory and processes watched; CPU time counts
+  /// across commands, per process), `PR_SET_PDEATHSIG`, opt-in OS sandbox
+  /// of the shell and every command.
+  pub process: ProcessOptions,
   /// Run after every start of a shell (first start, restarts).
   pub init_script: Option<String>,
   pub owner: u64,
@@ -71,28 +74,17 @@ pub struct ShellOptions {
   pub kill_grace: Duration,
   /// Bound on starting the shell and running `init_script`.
   pub startup_timeout: Duration,
-  /// Opt-in resource limits of the shell's whole tree (memory and processes
-  /// watched; CPU time counts across commands, per process).
-  pub limits: crate::process::limits::Limits,
-  /// PR_SET_PDEATHSIG for the shell.
-  pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the shell and every command.
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl Default for ShellOptions {
   fn default() -> Self {
     ShellOptions {
       shell: "bash".into(),
-      cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::default(),
       init_script: None,
       owner: 0,
       kill_grace: Duration::from_millis(2000),
       startup_timeout: Duration::from_secs(30),
-      limits: crate::process::limits::Limits::default(),
-      die_with_parent: false,
-      sandbox: None,
     }
   }
 }
@@ -192,7 +184,8 @@ pub fn ansi_c_quote(s: &str) -> String {
 
 impl ShellSession {
   /// Start bash and run `init_script`. Must be called within a tokio runtime.
-  pub async fn start(opts: ShellOptions) -> Result<ShellSession, ExecError> {
+  pub async fn start(mut opts: ShellOptions) -> Result<ShellSession, ExecError> {
+    opts.process.resolve_cwd()?;
     let spec = WorkerSpec {
       program: PathBuf::from(&opts.shell),
       args: vec![
@@ -201,18 +194,14 @@ impl ShellSession {
         "--noediting".into(),
         "-i".into(),
       ],
-      cwd: opts.cwd.clone(),
-      env: opts.env.clone(),
       separator: 0,
-      limits: opts.limits.clone(),
-      die_with_parent: opts.die_with_parent,
-      sandbox: opts.sandbox.clone(),
+      process: opts.process.clone(),
     };
-    let cwd = opts.cwd.display().to_string();
+    let cwd = opts.process.cwd().display().to_string();
     let mut spec = spec;
     // bash logs itself out after TMOUT seconds at the prompt, which is where
     // a session's shell waits between commands
-    spec.env.remove.push("TMOUT".into());
+    spec.process.env.remove.push("TMOUT".into());
     let engine = Engine::new(spec, opts.owner, opts.startup_timeout, cwd)?;
     let session = ShellSession { opts, engine };
     {
@@ -415,7 +404,7 @@ impl ShellSession {
       // the death was not seen yet): the command runs in a new one
       if let (Outcome::Died(st), false, false) = (&run.outcome, run.started, retried) {
         let st = *st;
-        let cwd = self.opts.cwd.display().to_string();
+        let cwd = self.opts.process.cwd().display().to_string();
         (slot, entry) = self
           .engine
           .replace_dead(slot, w, st, self, |s| *s = cwd, entry)
@@ -537,7 +526,7 @@ impl ShellSession {
         "the command switched off the shell session's completion report (it redefined or disabled a builtin the session needs, such as `builtin` or `printf`), so the shell was killed and its state lost; the next command starts a new shell",
       ));
     }
-    slot.state = self.opts.cwd.display().to_string();
+    slot.state = self.opts.process.cwd().display().to_string();
   }
 
   /// Interrupt the running command (SIGINT to the session's group, as Ctrl+C
@@ -551,7 +540,7 @@ impl ShellSession {
     let turn = self.engine.queue.join();
     let this = self.clone();
     async move {
-      let cwd = this.opts.cwd.display().to_string();
+      let cwd = this.opts.process.cwd().display().to_string();
       this.engine.reset(turn, &*this, |s| *s = cwd).await
     }
   }

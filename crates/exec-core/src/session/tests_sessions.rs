@@ -387,7 +387,10 @@ fn limited(f: impl FnOnce(&mut crate::process::limits::Limits)) -> crate::proces
 async fn py_start_error(python: &str, limits: crate::process::limits::Limits) -> ExecError {
   PythonSession::start(PythonOptions {
     python: python.into(),
-    limits,
+    process: crate::process::ProcessOptions {
+      limits,
+      ..Default::default()
+    },
     ..Default::default()
   })
   .await
@@ -397,7 +400,10 @@ async fn py_start_error(python: &str, limits: crate::process::limits::Limits) ->
 
 async fn sh_start_error(limits: crate::process::limits::Limits) -> ExecError {
   ShellSession::start(ShellOptions {
-    limits,
+    process: crate::process::ProcessOptions {
+      limits,
+      ..Default::default()
+    },
     ..Default::default()
   })
   .await
@@ -456,7 +462,10 @@ async fn real_startup_failures_stay_espawn_under_limits() {
 #[tokio::test]
 async fn init_code_over_a_limit_is_elimit() {
   let e = PythonSession::start(PythonOptions {
-    limits: limited(|l| l.memory_bytes = Some(128 << 20)),
+    process: crate::process::ProcessOptions {
+      limits: limited(|l| l.memory_bytes = Some(128 << 20)),
+      ..Default::default()
+    },
     init_code: Some("x = bytearray(400 * 1024 * 1024)\nimport time\ntime.sleep(10)".into()),
     ..Default::default()
   })

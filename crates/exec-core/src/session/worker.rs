@@ -29,24 +29,20 @@ use crate::error::{ErrorCode, ExecError};
 use crate::platform::group_members;
 use crate::process::limits::LimitGuard;
 use crate::process::marks::MARK_VAR;
-use crate::process::spec::{check_cwd, EnvSpec, ExecImage};
+use crate::process::spec::{check_cwd, ExecImage};
 use crate::process::supervise::{decode_status, OutputSink};
-use crate::process::{registry, ChildSetup, Prepared, ProcessTree};
+use crate::process::{registry, ChildSetup, Prepared, ProcessOptions, ProcessTree};
 
 /// What the worker runs.
 pub(crate) struct WorkerSpec {
   pub program: PathBuf,
   pub args: Vec<OsString>,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
   /// The byte that ends a control message (`\n` for JSON lines, NUL for bash).
   pub separator: u8,
-  /// Opt-in resource limits of the worker's whole tree.
-  pub limits: crate::process::limits::Limits,
-  /// PR_SET_PDEATHSIG for the worker.
-  pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the worker and every cell (see [`crate::process::sandbox`]).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
+  /// Its cwd (resolved when the session started), environment, limits of
+  /// its whole tree, parent-death signal and OS sandbox (of the worker and
+  /// every cell: see [`crate::process::sandbox`]).
+  pub process: ProcessOptions,
 }
 
 /// How an interrupt reaches a running request: SIGINT to the worker's group.
@@ -86,12 +82,12 @@ impl Worker {
   /// Start the worker in its own process group, with the control socket as
   /// its stdin. Must be called within a tokio runtime.
   pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
-    spec.env.validate()?;
+    spec.process.env.validate()?;
     // checked again at each (re)start: the cwd may have been removed since
     // the session started, and the spawn's ENOENT would blame the program
-    check_cwd(&spec.cwd)?;
+    check_cwd(spec.process.cwd())?;
     let shown = spec.program.display().to_string();
-    let cwd = spec.cwd.clone();
+    let cwd = spec.process.cwd().to_path_buf();
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
       ExecError::new(
         ErrorCode::ESPAWN,
@@ -100,10 +96,10 @@ impl Worker {
     })?;
     let setup = ChildSetup {
       owner,
-      limits: &spec.limits,
-      die_with_parent: spec.die_with_parent,
-      sandbox: spec.sandbox.as_ref(),
-      cwd: &spec.cwd,
+      limits: &spec.process.limits,
+      die_with_parent: spec.process.die_with_parent,
+      sandbox: spec.process.sandbox.as_ref(),
+      cwd: spec.process.cwd(),
     };
     let mut prepared = setup.prepare()?;
     // under a sandbox, its helper in front of the program
@@ -114,7 +110,7 @@ impl Worker {
         argv0: None,
         args: spec.args.clone(),
       },
-      spec.sandbox.as_ref().and_then(|_| spec.env.path_var()),
+      (spec.process.sandbox.as_ref()).and_then(|_| spec.process.env.path_var()),
     )?;
     let mut cmd = tokio::process::Command::from(command(spec, &inv, &mut prepared, theirs)?);
     let spawned = setup.spawn(prepared, move || {
@@ -406,10 +402,10 @@ fn command(
 ) -> Result<std::process::Command, ExecError> {
   let mut cmd = std::process::Command::new(&inv.program);
   cmd.args(&inv.args);
-  cmd.current_dir(&spec.cwd);
-  if !spec.env.is_plain_inherit() {
+  cmd.current_dir(spec.process.cwd());
+  if !spec.process.env.is_plain_inherit() {
     cmd.env_clear();
-    cmd.envs(spec.env.build());
+    cmd.envs(spec.process.env.build());
   }
   cmd.env(MARK_VAR, &prepared.mark);
   // limits are set in the child before exec (a real fork instead of
@@ -441,16 +437,16 @@ fn exec_image(
   inv: &crate::process::sandbox::Invocation,
   mark: &str,
 ) -> Result<ExecImage, ExecError> {
-  let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+  let mut env: Vec<(OsString, OsString)> = if spec.process.env.is_plain_inherit() {
     std::env::vars_os().collect()
   } else {
-    spec.env.build()
+    spec.process.env.build()
   };
   env.retain(|(k, _)| k != MARK_VAR);
   env.push((MARK_VAR.into(), mark.into()));
   let mut argv = vec![inv.program.clone().into_os_string()];
   argv.extend(inv.args.iter().cloned());
-  ExecImage::new(&inv.program, &argv, &env, Some(&spec.cwd))
+  ExecImage::new(&inv.program, &argv, &env, Some(spec.process.cwd()))
 }
 
 /// The watchdog of the worker's tree, when its limits need one: it runs for

@@ -30,10 +30,11 @@ use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::{self, Job};
 use crate::process::registry::{self, TERMINATED_EXIT};
-use crate::process::spec::{check_cwd, EnvSpec};
+use crate::process::spec::check_cwd;
 use crate::process::supervise::{
   decode_status, enter_job, job_limit_error, job_limits, OutputSink, MARK_VAR,
 };
+use crate::process::ProcessOptions;
 
 /// The variable that tells the driver where the control channel is.
 pub(crate) const CTL_VAR: &str = "EXEC_NATIVE_SESSION_CTL";
@@ -42,17 +43,13 @@ pub(crate) const CTL_VAR: &str = "EXEC_NATIVE_SESSION_CTL";
 pub(crate) struct WorkerSpec {
   pub program: PathBuf,
   pub args: Vec<OsString>,
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
   /// The byte that ends a control message (`\n` for JSON lines).
   pub separator: u8,
-  /// Opt-in resource limits of the worker's whole tree (the job's).
-  pub limits: crate::process::limits::Limits,
-  /// Nothing more to do on Windows: the job ends with the host.
-  #[allow(dead_code)]
-  pub die_with_parent: bool,
-  /// Not available on Windows: `ESANDBOX` (fail closed).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
+  /// Its cwd (resolved when the session started), environment and the
+  /// limits of its whole tree (the job's). `die_with_parent` needs nothing
+  /// more on Windows (the job ends with the host); a sandbox is not
+  /// available there: `ESANDBOX` (fail closed).
+  pub process: ProcessOptions,
 }
 
 /// How an interrupt reaches a running request: the control message, on a
@@ -85,15 +82,15 @@ impl Worker {
   /// Start the worker in its job, listening for its control connection.
   /// Must be called within a tokio runtime.
   pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
-    spec.env.validate()?;
-    check_cwd(&spec.cwd)?;
-    if spec.sandbox.is_some() {
+    spec.process.env.validate()?;
+    check_cwd(spec.process.cwd())?;
+    if spec.process.sandbox.is_some() {
       return Err(ExecError::new(
         ErrorCode::ESANDBOX,
         "the sandbox is not available on Windows yet: nothing ran",
       ));
     }
-    let limits = job_limits(&spec.limits)?;
+    let limits = job_limits(&spec.process.limits)?;
     registry::begin_spawn(owner)?;
     let channel_error = |e: std::io::Error| {
       ExecError::new(
@@ -110,10 +107,10 @@ impl Worker {
 
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args);
-    cmd.current_dir(&spec.cwd);
-    if !spec.env.is_plain_inherit() {
+    cmd.current_dir(spec.process.cwd());
+    if !spec.process.env.is_plain_inherit() {
       cmd.env_clear();
-      cmd.envs(spec.env.build());
+      cmd.envs(spec.process.env.build());
     }
     cmd.env(MARK_VAR, registry::new_mark(owner));
     cmd.env(CTL_VAR, format!("{port} {token}"));
@@ -129,7 +126,7 @@ impl Worker {
     })?);
     let shown = spec.program.display().to_string();
     let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-      check_cwd(&spec.cwd)
+      check_cwd(spec.process.cwd())
         .err()
         .unwrap_or_else(|| ExecError::from_spawn(&shown, &e))
     })?;
@@ -159,7 +156,7 @@ impl Worker {
       exited,
       exit: None,
       job,
-      limits: spec.limits.clone(),
+      limits: spec.process.limits.clone(),
       interrupt,
     })
   }
