@@ -220,24 +220,6 @@ export declare class PythonSession {
    */
   execute(code: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult>
   /**
-   * The cells run so far (not `initCode`), with their outputs, in order:
-   * the last `maxHistory` of them.
-   */
-  history(): Array<HistoryEntry>
-  /** How many of the oldest cells `history()` has dropped (`maxHistory`). */
-  get historyDropped(): number
-  /**
-   * Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
-   * Rejects with EIO when it cannot be written.
-   */
-  exportNotebook(path: string): Promise<void>
-  /**
-   * Run the code cells of the notebook at `path` in this session, in order;
-   * resolves with their results. Rejects with ENOENT / EINVAL for a missing
-   * or malformed notebook.
-   */
-  importNotebook(path: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult[]>
-  /**
    * Interrupt the running cell (SIGINT to the interpreter's process group; on
    * Windows the control message `{"op":"interrupt"}`, on which the driver
    * calls `_thread.interrupt_main()`: Python code stops, a blocking call
@@ -264,6 +246,24 @@ export declare class PythonSession {
   get pid(): number
   /** Whether `close()` was called. */
   get closed(): boolean
+  /**
+   * The cells run so far (not `initCode`), with their outputs, in order:
+   * the last `maxHistory` of them.
+   */
+  history(): Array<HistoryEntry>
+  /** How many of the oldest cells `history()` has dropped (`maxHistory`). */
+  get historyDropped(): number
+  /**
+   * Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
+   * Rejects with EIO when it cannot be written.
+   */
+  exportNotebook(path: string): Promise<void>
+  /**
+   * Run the code cells of the notebook at `path` in this session, in order;
+   * resolves with their results. Rejects with ENOENT / EINVAL for a missing
+   * or malformed notebook.
+   */
+  importNotebook(path: string, options?: SessionExecuteOptions): Promise<PythonExecuteResult[]>
 }
 
 /**
@@ -302,6 +302,7 @@ export declare class ShellSession {
    * next command starts a new one; after `close`).
    */
   get pid(): number
+  /** Whether `close()` was called. */
   get closed(): boolean
 }
 

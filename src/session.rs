@@ -481,6 +481,109 @@ where
   })
 }
 
+/// The lifecycle every session class has (`interrupt`, `reset`, `close`,
+/// `pid`, `closed`), written once; each class gives its own docs.
+macro_rules! session_lifecycle {
+  (
+    $(#[$cfg:meta])*
+    $class:ident,
+    interrupt: [$($interrupt:literal),*],
+    reset: [$($reset:literal),*],
+    close: [$($close:literal),*],
+    pid: [$($pid:literal),*] $(,)?
+  ) => {
+    $(#[$cfg])*
+    #[napi]
+    impl $class {
+      $(#[doc = $interrupt])*
+      #[napi]
+      pub fn interrupt(&self) -> bool {
+        self.inner.interrupt()
+      }
+
+      $(#[doc = $reset])*
+      #[napi(ts_return_type = "Promise<void>")]
+      pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
+      }
+
+      $(#[doc = $close])*
+      #[napi(ts_return_type = "Promise<void>")]
+      pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let inner = self.inner.clone();
+        call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
+      }
+
+      $(#[doc = $pid])*
+      #[napi(getter)]
+      pub fn pid(&self) -> i32 {
+        self.inner.pid()
+      }
+
+      /// Whether `close()` was called.
+      #[napi(getter)]
+      pub fn closed(&self) -> bool {
+        self.inner.is_closed()
+      }
+    }
+  };
+}
+
+/// What the interpreter sessions (Python, Node) have beside it: the history
+/// and the notebook's export and import, written once.
+macro_rules! notebook_methods {
+  (
+    $(#[$cfg:meta])*
+    $class:ident,
+    result: $result:ty,
+    ts_results: $ts_results:literal,
+    convert: $convert:path,
+    export: [$($export:literal),*],
+    import: [$($import:literal),*] $(,)?
+  ) => {
+    $(#[$cfg])*
+    #[napi]
+    impl $class {
+      /// The cells run so far (not `initCode`), with their outputs, in order:
+      /// the last `maxHistory` of them.
+      #[napi]
+      pub fn history(&self) -> Vec<HistoryEntry> {
+        history_of(&self.inner)
+      }
+
+      /// How many of the oldest cells `history()` has dropped (`maxHistory`).
+      #[napi(getter)]
+      pub fn history_dropped(&self) -> f64 {
+        self.inner.history_dropped() as f64
+      }
+
+      $(#[doc = $export])*
+      #[napi(ts_return_type = "Promise<void>")]
+      pub fn export_notebook<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+      ) -> Result<PromiseRaw<'env, ()>> {
+        export_in(env, &self.inner, path)
+      }
+
+      $(#[doc = $import])*
+      #[napi(
+        ts_args_type = "path: string, options?: SessionExecuteOptions",
+        ts_return_type = $ts_results
+      )]
+      pub fn import_notebook<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        options: Option<Unknown<'env>>,
+      ) -> Result<PromiseRaw<'env, Vec<$result>>> {
+        import_in(env, &self.inner, path, options, $convert)
+      }
+    }
+  };
+}
+
 /// A persistent Python interpreter (a real `python3` process, never Python
 /// inside Node). Variables, imports, functions and classes survive from one
 /// `execute` to the next. Calls are queued and run in order.
@@ -546,46 +649,23 @@ impl PythonSession {
     let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err, a.display);
     execute_in(env, code, options, "code", run, python_result)
   }
+}
 
-  /// The cells run so far (not `initCode`), with their outputs, in order:
-  /// the last `maxHistory` of them.
-  #[napi]
-  pub fn history(&self) -> Vec<HistoryEntry> {
-    history_of(&self.inner)
-  }
+session_lifecycle! {
+  PythonSession,
+  interrupt: [" Interrupt the running cell (SIGINT to the interpreter's process group; on", " Windows the control message `{\"op\":\"interrupt\"}`, on which the driver", " calls `_thread.interrupt_main()`: Python code stops, a blocking call", " such as `time.sleep` only when it returns, a subprocess is not reached).", " A KeyboardInterrupt in the cell; the namespace survives: the oldest cell whose promise has not settled, held", " until it starts if it is queued; never the cell after it. Returns false", " when there is none, or it has just finished."],
+  reset: [" Replace the interpreter by a fresh one (an empty namespace; `initCode`", " runs again). Waits for queued cells first."],
+  close: [" End the interpreter and every process it started. A running cell", " resolves with `died`; queued and later calls reject with ECANCELED."],
+  pid: [" The interpreter's pid; 0 while none runs (from the moment it died, also", " between cells, until the next cell starts a new one; after `close`)."],
+}
 
-  /// How many of the oldest cells `history()` has dropped (`maxHistory`).
-  #[napi(getter)]
-  pub fn history_dropped(&self) -> f64 {
-    self.inner.history_dropped() as f64
-  }
-
-  /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
-  /// Rejects with EIO when it cannot be written.
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn export_notebook<'env>(
-    &self,
-    env: &'env Env,
-    path: String,
-  ) -> Result<PromiseRaw<'env, ()>> {
-    export_in(env, &self.inner, path)
-  }
-
-  /// Run the code cells of the notebook at `path` in this session, in order;
-  /// resolves with their results. Rejects with ENOENT / EINVAL for a missing
-  /// or malformed notebook.
-  #[napi(
-    ts_args_type = "path: string, options?: SessionExecuteOptions",
-    ts_return_type = "Promise<PythonExecuteResult[]>"
-  )]
-  pub fn import_notebook<'env>(
-    &self,
-    env: &'env Env,
-    path: String,
-    options: Option<Unknown<'env>>,
-  ) -> Result<PromiseRaw<'env, Vec<PythonExecuteResult>>> {
-    import_in(env, &self.inner, path, options, python_result)
-  }
+notebook_methods! {
+  PythonSession,
+  result: PythonExecuteResult,
+  ts_results: "Promise<PythonExecuteResult[]>",
+  convert: python_result,
+  export: [" Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).", " Rejects with EIO when it cannot be written."],
+  import: [" Run the code cells of the notebook at `path` in this session, in order;", " resolves with their results. Rejects with ENOENT / EINVAL for a missing", " or malformed notebook."],
 }
 
 fn bundle(b: Option<Bundle>) -> Either<serde_json::Value, Null> {
@@ -755,49 +835,6 @@ fn node_result(r: core::CellResult) -> NodeExecuteResult {
   }
 }
 
-#[napi]
-impl PythonSession {
-  /// Interrupt the running cell (SIGINT to the interpreter's process group; on
-  /// Windows the control message `{"op":"interrupt"}`, on which the driver
-  /// calls `_thread.interrupt_main()`: Python code stops, a blocking call
-  /// such as `time.sleep` only when it returns, a subprocess is not reached).
-  /// A KeyboardInterrupt in the cell; the namespace survives: the oldest cell whose promise has not settled, held
-  /// until it starts if it is queued; never the cell after it. Returns false
-  /// when there is none, or it has just finished.
-  #[napi]
-  pub fn interrupt(&self) -> bool {
-    self.inner.interrupt()
-  }
-
-  /// Replace the interpreter by a fresh one (an empty namespace; `initCode`
-  /// runs again). Waits for queued cells first.
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
-  }
-
-  /// End the interpreter and every process it started. A running cell
-  /// resolves with `died`; queued and later calls reject with ECANCELED.
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let inner = self.inner.clone();
-    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
-  }
-
-  /// The interpreter's pid; 0 while none runs (from the moment it died, also
-  /// between cells, until the next cell starts a new one; after `close`).
-  #[napi(getter)]
-  pub fn pid(&self) -> i32 {
-    self.inner.pid()
-  }
-
-  /// Whether `close()` was called.
-  #[napi(getter)]
-  pub fn closed(&self) -> bool {
-    self.inner.is_closed()
-  }
-}
-
 /// A persistent Node.js interpreter (a real `node` process). `let`, `const`,
 /// `class` and `function` declarations survive from one `execute` to the
 /// next and can be declared again; top-level `await`; `import` from the
@@ -865,79 +902,25 @@ impl NodeSession {
     let run = |a: ExecArgs| inner.execute_ticketed(a.code, a.opts, a.out, a.err, a.display);
     execute_in(env, code, options, "code", run, node_result)
   }
+}
 
-  /// Interrupt the running cell (SIGINT): synchronous code stops with the
-  /// state kept; a pending `await` is abandoned (`interrupted`, state kept);
-  /// code that keeps running after an `await` cannot be stopped in-process
-  /// and `node` is killed after `forceKillAfterDelay` (`interrupted`,
-  /// `stateLost`). Targets the oldest cell whose promise has not settled.
-  #[napi]
-  pub fn interrupt(&self) -> bool {
-    self.inner.interrupt()
-  }
+session_lifecycle! {
+  #[cfg(unix)]
+  NodeSession,
+  interrupt: [" Interrupt the running cell (SIGINT): synchronous code stops with the", " state kept; a pending `await` is abandoned (`interrupted`, state kept);", " code that keeps running after an `await` cannot be stopped in-process", " and `node` is killed after `forceKillAfterDelay` (`interrupted`,", " `stateLost`). Targets the oldest cell whose promise has not settled."],
+  reset: [" Replace `node` by a fresh one (`initCode` runs again)."],
+  close: [" End `node` and every process it started."],
+  pid: [" `node`'s pid; 0 while none runs."],
+}
 
-  /// Replace `node` by a fresh one (`initCode` runs again).
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
-  }
-
-  /// End `node` and every process it started.
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let inner = self.inner.clone();
-    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
-  }
-
-  /// `node`'s pid; 0 while none runs.
-  #[napi(getter)]
-  pub fn pid(&self) -> i32 {
-    self.inner.pid()
-  }
-
-  /// Whether `close()` was called.
-  #[napi(getter)]
-  pub fn closed(&self) -> bool {
-    self.inner.is_closed()
-  }
-
-  /// The cells run so far (not `initCode`), with their outputs, in order:
-  /// the last `maxHistory` of them.
-  #[napi]
-  pub fn history(&self) -> Vec<HistoryEntry> {
-    history_of(&self.inner)
-  }
-
-  /// How many of the oldest cells `history()` has dropped (`maxHistory`).
-  #[napi(getter)]
-  pub fn history_dropped(&self) -> f64 {
-    self.inner.history_dropped() as f64
-  }
-
-  /// Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`).
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn export_notebook<'env>(
-    &self,
-    env: &'env Env,
-    path: String,
-  ) -> Result<PromiseRaw<'env, ()>> {
-    export_in(env, &self.inner, path)
-  }
-
-  /// Run the code cells of the notebook at `path` in this session, in order
-  /// (each in the language it was recorded with, else `options.language`).
-  #[napi(
-    ts_args_type = "path: string, options?: SessionExecuteOptions",
-    ts_return_type = "Promise<NodeExecuteResult[]>"
-  )]
-  pub fn import_notebook<'env>(
-    &self,
-    env: &'env Env,
-    path: String,
-    options: Option<Unknown<'env>>,
-  ) -> Result<PromiseRaw<'env, Vec<NodeExecuteResult>>> {
-    import_in(env, &self.inner, path, options, node_result)
-  }
+notebook_methods! {
+  #[cfg(unix)]
+  NodeSession,
+  result: NodeExecuteResult,
+  ts_results: "Promise<NodeExecuteResult[]>",
+  convert: node_result,
+  export: [" Write `history()` to `path` as an nbformat 4.5 notebook (`.ipynb`)."],
+  import: [" Run the code cells of the notebook at `path` in this session, in order", " (each in the language it was recorded with, else `options.language`)."],
 }
 
 /// A persistent bash: `cd`, `export`, aliases, functions and shell variables
@@ -1022,38 +1005,13 @@ impl ShellSession {
       }
     })
   }
+}
 
-  /// Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its
-  /// cwd and variables stay. Targets the oldest command whose promise has not
-  /// settled (held until it starts if queued), never the one after it.
-  /// Returns false when there is none, or it has just finished.
-  #[napi]
-  pub fn interrupt(&self) -> bool {
-    self.inner.interrupt()
-  }
-
-  /// Replace the shell by a fresh one (initial cwd; `initScript` runs again).
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn reset<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    call::fallible(env, Ok(self.inner.reset()), |_, ()| Ok(()))
-  }
-
-  /// End the shell and every process of its group (background jobs included).
-  #[napi(ts_return_type = "Promise<void>")]
-  pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-    let inner = self.inner.clone();
-    call::promise(env, Ok(async move { inner.close().await }), |_, ()| Ok(()))
-  }
-
-  /// The shell's pid; 0 while none runs (from the moment it died until the
-  /// next command starts a new one; after `close`).
-  #[napi(getter)]
-  pub fn pid(&self) -> i32 {
-    self.inner.pid()
-  }
-
-  #[napi(getter)]
-  pub fn closed(&self) -> bool {
-    self.inner.is_closed()
-  }
+session_lifecycle! {
+  #[cfg(unix)]
+  ShellSession,
+  interrupt: [" Stop the running command (SIGINT, as Ctrl+C at a prompt); the shell, its", " cwd and variables stay. Targets the oldest command whose promise has not", " settled (held until it starts if queued), never the one after it.", " Returns false when there is none, or it has just finished."],
+  reset: [" Replace the shell by a fresh one (initial cwd; `initScript` runs again)."],
+  close: [" End the shell and every process of its group (background jobs included)."],
+  pid: [" The shell's pid; 0 while none runs (from the moment it died until the", " next command starts a new one; after `close`)."],
 }
