@@ -1,5 +1,7 @@
 use super::*;
+use crate::error::ErrorCode;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 fn spec(argv: &[&str], io: ProcessIo) -> StartSpec {
   StartSpec {

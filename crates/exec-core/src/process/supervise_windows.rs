@@ -30,9 +30,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::drain::joined;
+use super::exit::sleep_until_opt;
 use super::{
-  canceled_before_start, format_duration, joined, sleep_until_opt, Finished, OutputSink,
-  ProcessSpec, RunOutcome, RunPolicy, StdinMode,
+  canceled_before_start, format_duration, Finished, OutputSink, ProcessSpec, RunOutcome, RunPolicy,
+  StdinMode,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::{self, Job, JobLimitHit, JobLimits};

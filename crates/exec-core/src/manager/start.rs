@@ -1,0 +1,315 @@
+//! A start: a handle reserved, the spec checked, the program resolved, then
+//! a pipe child ([`Execution`]) or a child on a new terminal, each with the
+//! task that waits for its end, records it and lets it expire.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::proc::{Input, Proc, ProcSink};
+#[cfg(unix)]
+use super::pty;
+use super::state;
+use super::table::expire_later;
+use super::tree::Tree;
+use super::{
+  EventKind, EventSender, ExitInfo, ProcessEvent, ProcessIo, ProcessManager, StartSpec, Started,
+  Stream,
+};
+use crate::error::{ErrorCode, ExecError};
+use crate::process::spec::{check_cwd, resolve_program};
+#[cfg(unix)]
+use crate::process::supervise::pump;
+use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+
+impl ProcessManager {
+  /// Start a process. Must be called within a tokio runtime. On a spawn
+  /// failure a `failed` event is sent (when `events` is given) and the error
+  /// returned; nothing is kept.
+  pub fn start(&self, spec: StartSpec, events: Option<EventSender>) -> Result<Started, ExecError> {
+    let id = self.reserve(spec.process_id.as_deref())?;
+    let r = self.start_reserved(&id, spec, events.clone());
+    let mut t = self.inner.table();
+    t.starting.remove(&id);
+    match r {
+      Ok(p) => {
+        let pid = p.pid();
+        t.procs.insert(id.clone(), p);
+        Ok(Started {
+          process_id: id,
+          pid,
+        })
+      }
+      Err(e) => {
+        drop(t);
+        if let Some(tx) = events {
+          let ev = ProcessEvent {
+            process_id: id.into(),
+            seq: 1,
+            kind: EventKind::Failed { error: e.clone() },
+          };
+          if let Err(tokio::sync::mpsc::error::TrySendError::Full(ev)) = tx.try_send(ev) {
+            tokio::spawn(async move {
+              let _ = tx.send(ev).await;
+            });
+          }
+        }
+        Err(e)
+      }
+    }
+  }
+
+  fn start_reserved(
+    &self,
+    id: &str,
+    spec: StartSpec,
+    events: Option<EventSender>,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let program = spec
+      .argv
+      .first()
+      .ok_or_else(|| ExecError::invalid("argv must not be empty"))?;
+    for a in &spec.argv {
+      if a.contains('\0') {
+        return Err(ExecError::invalid("argv contains a NUL byte"));
+      }
+    }
+    spec.env.validate()?;
+    let cwd = match spec.cwd.clone() {
+      Some(c) => c,
+      None => std::env::current_dir().map_err(|e| {
+        ExecError::new(
+          ErrorCode::ENOENT,
+          format!("the host's working directory is gone: {e}"),
+        )
+      })?,
+    };
+    check_cwd(&cwd)?;
+    let resolved = resolve_program(program, spec.env.path_var().as_ref(), &cwd)?;
+    let pty = matches!(spec.io, ProcessIo::Pty { .. });
+    if pty && spec.arg0.is_some() {
+      return Err(ExecError::invalid(
+        "arg0 is only supported with io.type 'pipe'",
+      ));
+    }
+    let id: Arc<str> = id.into();
+    let p = Arc::new(Proc {
+      id: id.clone(),
+      pid: AtomicU32::new(0),
+      pty,
+      argv: spec.argv.clone(),
+      state: Mutex::new(state::State::new(
+        id,
+        pty,
+        self.inner.config.retained_output_bytes,
+        events,
+      )),
+      changed: watch::channel(0).0,
+      input: tokio::sync::Mutex::new(Input::Closed),
+      #[cfg(unix)]
+      master: Mutex::new(None),
+      exited: AtomicBool::new(false),
+      tree: std::sync::OnceLock::new(),
+    });
+    match spec.io {
+      ProcessIo::Pipe { stdin_open } => self.start_pipe(p, spec, resolved, cwd, stdin_open),
+      #[cfg(unix)]
+      ProcessIo::Pty { rows, cols } => self.start_pty(p, spec, resolved, cwd, rows, cols),
+      // portable-pty speaks ConPTY, but the terminal's reader and the child
+      // in a Job Object are not written yet (issue 25)
+      #[cfg(windows)]
+      ProcessIo::Pty { .. } => Err(ExecError::not_on_windows("a PTY (io.type 'pty', ConPTY)")),
+    }
+  }
+
+  /// Start a pipe child ([`Execution`]) for `p`.
+  fn start_pipe(
+    &self,
+    p: Arc<Proc>,
+    spec: StartSpec,
+    resolved: PathBuf,
+    cwd: PathBuf,
+    stdin_open: bool,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let cfg = &self.inner.config;
+    let weak = Arc::downgrade(&self.inner);
+    let program = &spec.argv[0];
+    if crate::platform::WINDOWS && spec.arg0.is_some() {
+      return Err(ExecError::invalid(
+        "arg0 is not supported on Windows (a program's command line starts with its own name there)",
+      ));
+    }
+    let mut ps = ProcessSpec::new(resolved);
+    ps.args = spec.argv[1..].iter().map(OsString::from).collect();
+    ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
+    ps.cwd = Some(cwd);
+    ps.env = spec.env;
+    ps.stdin = if stdin_open {
+      StdinMode::Piped
+    } else {
+      StdinMode::Null
+    };
+    ps.limits = spec.limits;
+    ps.die_with_parent = spec.die_with_parent;
+    ps.sandbox = spec.sandbox.clone();
+    let out = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Stdout,
+    };
+    let err = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Stderr,
+    };
+    let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
+    p.pid.store(exec.pid(), Ordering::Release);
+    #[cfg(unix)]
+    let _ = p.tree.set(Tree::new(exec.pid(), exec.mark().to_owned()));
+    #[cfg(windows)]
+    let _ = p.tree.set(Tree::new(exec.pid(), exec.job()));
+    if let Some(stdin) = exec.take_stdin() {
+      *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
+    }
+    p.lock().release_started(exec.pid());
+    p.bump();
+    let policy = RunPolicy {
+      timeout: None,
+      timeout_label: None,
+      kill_grace: cfg.close_grace,
+      drain: cfg.drain,
+      cleanup_group_on_exit: true,
+      owner: cfg.owner,
+    };
+    let proc = p.clone();
+    let retention = cfg.exited_retention;
+    tokio::spawn(async move {
+      let f = exec.wait(&policy, &CancellationToken::new()).await;
+      proc
+        .finish(ExitInfo {
+          exit_code: f.outcome.exit_code,
+          signal: f.outcome.signal,
+          // no timeout and no cancel here: only a limit gives an error
+          error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
+          sandbox: f.outcome.sandbox,
+        })
+        .await;
+      expire_later(weak, proc, retention);
+    });
+    Ok(p)
+  }
+
+  /// Start a child on a new terminal of `rows` x `cols` for `p`.
+  #[cfg(unix)]
+  fn start_pty(
+    &self,
+    p: Arc<Proc>,
+    spec: StartSpec,
+    resolved: PathBuf,
+    cwd: PathBuf,
+    rows: u16,
+    cols: u16,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let cfg = &self.inner.config;
+    let weak = Arc::downgrade(&self.inner);
+    if rows == 0 || cols == 0 {
+      return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
+    }
+    let env = pty_env(&spec.env);
+    let setup = crate::process::ChildSetup {
+      owner: cfg.owner,
+      limits: &spec.limits,
+      // the limits are set in the child before exec, as for pipes (a PTY
+      // child is forked anyway); dieWithParent does not apply (see StartSpec)
+      die_with_parent: false,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &cwd,
+    };
+    let prepared = setup.prepare()?;
+    let spawned = pty::spawn(
+      &resolved,
+      &spec.argv,
+      env,
+      pty::size(rows, cols),
+      &setup,
+      prepared,
+    )?;
+    let pid = spawned.pid as u32;
+    let sandbox = spawned.sandbox;
+    let (mark, mut guard) = (spawned.mark, spawned.guard);
+    let spawned = spawned.child;
+    *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(spawned.master);
+    p.pid.store(pid, Ordering::Release);
+    let _ = p.tree.set(Tree::new(pid, mark.clone()));
+    let io = Arc::new(spawned.io);
+    *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
+    p.lock().release_started(pid);
+    p.bump();
+    let stop = CancellationToken::new();
+    // the terminal is pumped as a pipe is (EIO is its end of stream)
+    let sink = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Pty,
+    };
+    let reader = tokio::spawn(pump(io, sink, stop.clone(), Default::default()));
+    let proc = p.clone();
+    let owner = cfg.owner;
+    let grace = cfg.close_grace;
+    let drain = cfg.drain;
+    let retention = cfg.exited_retention;
+    let mut child = spawned.child;
+    tokio::spawn(async move {
+      // reaped as a pipe child is (tokio's child wait), its status decoded the same way
+      let mut limit_hit = None;
+      let status = tokio::select! {
+        st = child.wait() => st,
+        e = guard.watch() => {
+          limit_hit = Some(e);
+          guard.kill_tree(pid as i32);
+          child.wait().await
+        }
+      };
+      let (exit_code, signal) = match status {
+        Ok(st) => crate::process::supervise::decode_status(st),
+        Err(_) => (-1, None),
+      };
+      let mut exit = ExitInfo {
+        exit_code,
+        signal,
+        error: None,
+        sandbox: None,
+      };
+      exit.sandbox = sandbox;
+      exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
+      guard.release();
+      // the output is read to EIO, but no longer than `drain` after the exit
+      let stopper = tokio::spawn(async move {
+        tokio::time::sleep(drain).await;
+        stop.cancel();
+      });
+      let _ = reader.await;
+      stopper.abort();
+      // the terminal is done: its master goes now, not after the retention
+      drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
+      // what is left of the tree (the group, and marked escapees)
+      crate::process::ProcessTree::new(pid as i32, &mark).terminate_later(owner, grace);
+      proc.finish(exit).await;
+      expire_later(weak, proc, retention);
+    });
+    Ok(p)
+  }
+}
+
+/// The environment of a PTY child: a terminal of ours, so TERM is
+/// xterm-256color unless the caller set it (not whatever the host's own
+/// terminal was).
+#[cfg(unix)]
+fn pty_env(spec: &crate::process::spec::EnvSpec) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+  let mut env = spec.build();
+  if !spec.vars.iter().any(|(k, _)| k == "TERM") {
+    env.retain(|(k, _)| k != "TERM");
+  }
+  env
+}

@@ -1,0 +1,222 @@
+//! The [`Execution`]: a spawned child whose output is being pumped, and its
+//! spawn (checks, the sandbox's invocation, [`crate::process::ChildSetup`],
+//! the pumps and the stdin feed).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::launch::{launch_child, LaunchedChild};
+use super::pump::{pump, watch_pipe, Catchup};
+use super::{OutputSink, ProcessSpec, StdinMode};
+use crate::error::{ErrorCode, ExecError};
+use crate::process::child::{Child, StdinPipe};
+use crate::process::limits::LimitGuard;
+use crate::process::ProcessTree;
+
+#[cfg(unix)]
+/// The two pump tasks of a run.
+type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+
+#[cfg(unix)]
+/// A spawned child whose output is being pumped.
+pub struct Execution<O: OutputSink, E: OutputSink> {
+  pub(super) child: Child,
+  pub(super) pid: u32,
+  pub(super) started: Instant,
+  pub(super) stdin: Option<StdinPipe>,
+  pub(super) input_task: Option<JoinHandle<()>>,
+  /// `None` once handed out (by the drain, or to the caller).
+  pub(super) pumps: Option<Pumps<O, E>>,
+  pub(super) stop: CancellationToken,
+  /// Asks each pump to read what its pipe holds now (see [`Catchup`]).
+  pub(super) catchup: [Arc<Catchup>; 2],
+  pub(super) mark: String,
+  pub(super) guard: LimitGuard,
+  pub(super) sandbox: Option<crate::process::sandbox::SandboxReport>,
+}
+
+#[cfg(unix)]
+/// The directory a spec runs in.
+fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
+  match &spec.cwd {
+    Some(c) => Ok(c.clone()),
+    None => std::env::current_dir().map_err(|e| {
+      ExecError::new(
+        ErrorCode::ENOENT,
+        format!("the host's working directory is gone: {e}"),
+      )
+    }),
+  }
+}
+
+/// `spec` as it is spawned: under a sandbox, its helper in front of the
+/// program, or (no namespaces) the program itself with the restriction for
+/// the child to apply before exec (in `prepared`).
+#[cfg(unix)]
+fn sandboxed<'a>(
+  spec: &'a ProcessSpec,
+  setup: &crate::process::ChildSetup<'_>,
+  prepared: &mut crate::process::Prepared,
+) -> Result<std::borrow::Cow<'a, ProcessSpec>, ExecError> {
+  let path_var = spec
+    .sandbox
+    .is_some()
+    .then(|| spec.env.path_var())
+    .flatten();
+  let inv = setup.launch(
+    prepared,
+    crate::process::sandbox::Invocation {
+      program: spec.program.clone(),
+      argv0: spec.arg0.clone(),
+      args: spec.args.clone(),
+    },
+    path_var,
+  )?;
+  if spec.sandbox.is_none() {
+    return Ok(std::borrow::Cow::Borrowed(spec));
+  }
+  Ok(std::borrow::Cow::Owned(ProcessSpec {
+    program: inv.program,
+    args: inv.args,
+    arg0: inv.argv0,
+    sandbox: None,
+    ..spec.clone()
+  }))
+}
+
+/// The checks of a spec before anything is made for it.
+#[cfg(unix)]
+fn validate(spec: &ProcessSpec) -> Result<(), ExecError> {
+  spec.env.validate()?;
+  if spec.args.iter().any(|a| a.as_encoded_bytes().contains(&0)) {
+    return Err(ExecError::invalid("an argument contains a NUL byte"));
+  }
+  Ok(())
+}
+
+/// Kill a child whose run can't go on (its output can't be watched): its
+/// group, its marked tree, and the sweep for what left both.
+#[cfg(unix)]
+fn abandon(child: &mut Child, pid: u32, mark: &str, owner: u64) {
+  let tree = ProcessTree::new(pid as i32, mark);
+  tree.signal(Signal::SIGKILL, true);
+  let _ = child.start_kill();
+  tree.terminate_later(owner, Duration::ZERO);
+}
+
+/// With [`StdinMode::Bytes`], the task that writes them to the child's stdin
+/// (taken from `stdin`) and closes it.
+#[cfg(unix)]
+fn feed_input(mode: &StdinMode, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
+  let StdinMode::Bytes(bytes) = mode else {
+    return None;
+  };
+  let mut w = stdin.take()?;
+  let bytes = bytes.clone();
+  Some(tokio::spawn(async move {
+    // EPIPE (the child did not read it all) is not an error of the run
+    let _ = w.write_all(&bytes).await;
+    let _ = w.shutdown().await;
+  }))
+}
+
+#[cfg(unix)]
+impl<O: OutputSink, E: OutputSink> Execution<O, E> {
+  /// Start `spec`. Must be called within a tokio runtime.
+  pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    crate::trace::at("rt.spawn");
+    validate(spec)?;
+    // the sandbox's writable cwd (the host's own is looked up only for it,
+    // once)
+    let cwd = match spec.sandbox {
+      Some(_) => spec_cwd(spec)?,
+      None => spec.cwd.clone().unwrap_or_default(),
+    };
+    let setup = crate::process::ChildSetup {
+      owner,
+      limits: &spec.limits,
+      die_with_parent: spec.die_with_parent,
+      sandbox: spec.sandbox.as_ref(),
+      cwd: &cwd,
+    };
+    let mut prepared = setup.prepare()?;
+    crate::trace::at("rt.mark");
+    let spec = &*sandboxed(spec, &setup, &mut prepared)?;
+    let started = Instant::now();
+    let shown = spec.program.display().to_string();
+    let (plan, in_child) = (prepared.plan.take(), prepared.in_child.take());
+    let launch = launch_child(spec, &prepared.mark, plan, in_child)?;
+    let spawned = setup.spawn(prepared, move || {
+      let spawned = launch().map_err(|e| ExecError::from_spawn(&shown, &e))?;
+      let pid = spawned.pid;
+      Ok((spawned, pid))
+    })?;
+    let pid = spawned.pid as u32;
+    let (mark, guard) = (spawned.mark, spawned.guard);
+    let sandbox = spawned.sandbox;
+    let LaunchedChild {
+      mut child,
+      stdin,
+      stdout: out,
+      stderr: err,
+      ..
+    } = spawned.child;
+
+    let stop = CancellationToken::new();
+    let (out, err) = match (watch_pipe(Ok(out)), watch_pipe(Ok(err))) {
+      (Ok(out), Ok(err)) => (out, err),
+      (Err(e), _) | (_, Err(e)) => {
+        // nothing could read its output: the run does not go on without it
+        abandon(&mut child, pid, &mark, owner);
+        return Err(ExecError::new(
+          ErrorCode::EIO,
+          format!(
+            "cannot watch the output pipes of {}: {e}",
+            spec.program.display()
+          ),
+        ));
+      }
+    };
+    let catchup = [Arc::new(Catchup::default()), Arc::new(Catchup::default())];
+    let out_task = tokio::spawn(pump(out, stdout, stop.clone(), catchup[0].clone()));
+    let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
+
+    let mut stdin = stdin;
+    let input_task = feed_input(&spec.stdin, &mut stdin);
+    crate::trace::at("rt.started");
+    Ok(Execution {
+      child,
+      pid,
+      started,
+      stdin,
+      input_task,
+      pumps: Some((out_task, err_task)),
+      stop,
+      catchup,
+      mark,
+      guard,
+      sandbox,
+    })
+  }
+
+  pub fn pid(&self) -> u32 {
+    self.pid
+  }
+
+  /// The value of `EXEC_NATIVE_RUN_ID` this run's processes carry.
+  pub fn mark(&self) -> &str {
+    &self.mark
+  }
+
+  /// The stdin pipe, with [`StdinMode::Piped`].
+  pub fn take_stdin(&mut self) -> Option<StdinPipe> {
+    self.stdin.take()
+  }
+}

@@ -1,0 +1,93 @@
+//! What a run is: the process to start ([`ProcessSpec`], its [`StdinMode`])
+//! and how it is supervised ([`RunPolicy`]: the timeout, the kill grace, the
+//! drain, the cleanup, the owner).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::process::limits::Limits;
+use crate::process::spec::EnvSpec;
+
+/// What the child's stdin is.
+#[derive(Debug, Clone, Default)]
+pub enum StdinMode {
+  /// `/dev/null`: a program that reads gets EOF at once.
+  #[default]
+  Null,
+  /// These bytes, then EOF.
+  Bytes(Vec<u8>),
+  /// A pipe the caller writes to ([`Execution::take_stdin`]).
+  Piped,
+}
+
+/// A resolved process to start.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+  pub program: PathBuf,
+  pub args: Vec<OsString>,
+  pub arg0: Option<OsString>,
+  pub cwd: Option<PathBuf>,
+  pub env: EnvSpec,
+  pub stdin: StdinMode,
+  /// Opt-in resource limits (see [`crate::process::limits`]).
+  pub limits: Limits,
+  /// SIGKILL the child if the host dies, even by SIGKILL (Linux
+  /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
+  pub die_with_parent: bool,
+  /// Opt-in OS sandbox (see [`crate::process::sandbox`]).
+  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
+}
+
+impl ProcessSpec {
+  pub fn new(program: impl Into<PathBuf>) -> Self {
+    ProcessSpec {
+      program: program.into(),
+      args: Vec::new(),
+      arg0: None,
+      cwd: None,
+      env: EnvSpec::inherit(),
+      stdin: StdinMode::Null,
+      limits: Limits::default(),
+      die_with_parent: false,
+      sandbox: None,
+    }
+  }
+
+  pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+    self.args.push(a.into());
+    self
+  }
+}
+
+/// How a run is supervised.
+#[derive(Debug, Clone)]
+pub struct RunPolicy {
+  /// Kill the group after this long (`None`: never).
+  pub timeout: Option<Duration>,
+  /// The timeout as the caller gave it, for the message (`after 1s`).
+  pub timeout_label: Option<String>,
+  /// Between SIGTERM and SIGKILL.
+  pub kill_grace: Duration,
+  /// How long to keep reading after the child exited, for output still in the
+  /// pipes or held open by a grandchild.
+  pub drain: Duration,
+  /// Terminate what is left of the tree (its process group and every marked
+  /// descendant, even one that left the group) when the child exits.
+  pub cleanup_group_on_exit: bool,
+  /// Id of the host environment that owns the run (see [`registry::kill_all`]).
+  pub owner: u64,
+}
+
+impl Default for RunPolicy {
+  fn default() -> Self {
+    RunPolicy {
+      timeout: Some(Duration::from_secs(30)),
+      timeout_label: None,
+      kill_grace: Duration::from_millis(500),
+      drain: Duration::from_millis(100),
+      cleanup_group_on_exit: true,
+      owner: 0,
+    }
+  }
+}
