@@ -1,7 +1,6 @@
 //! `executeAndCapture`: run code in a language, capture both streams into
 //! head+tail buffers, resolve with a structured result.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use exec_core::buffer::HeadTailBuffer;
@@ -20,20 +19,17 @@ use crate::text::JsText;
 
 /// What every run of a program takes, checked, with the core's defaults.
 pub struct CommonOptions {
-  pub cwd: PathBuf,
-  pub env: exec_core::EnvSpec,
+  /// The process's own options, its cwd resolved (the host's when absent).
+  pub process: ProcessOptions,
   pub policy: RunPolicy,
   pub input: Option<Vec<u8>>,
-  pub limits: exec_core::process::limits::Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<exec_core::process::sandbox::SandboxPolicy>,
 }
 
 impl CommonOptions {
   /// `timeout` absent: `default_timeout` (`RunPolicy`'s for the calls that
   /// capture, none for `spawn`, as with Node's).
   pub fn new(
-    setup: ProcessOptions,
+    mut process: ProcessOptions,
     timeout: Option<Timeout>,
     default_timeout: Option<Duration>,
     grace: Option<Ms>,
@@ -49,28 +45,18 @@ impl CommonOptions {
     if let Some(g) = grace {
       policy.kill_grace = g.0;
     }
+    process.resolve_cwd()?;
     Ok(CommonOptions {
-      cwd: match setup.cwd {
-        Some(c) => c,
-        None => read::host_cwd()?,
-      },
-      env: setup.env,
+      process,
       policy,
       input: input.map(|i| i.0),
-      limits: setup.limits,
-      die_with_parent: setup.die_with_parent,
-      sandbox: setup.sandbox,
     })
   }
 
   /// Put what the options say about the process itself into `spec`.
   pub fn apply_to(self, spec: &mut ProcessSpec) -> RunPolicy {
-    spec.cwd = Some(self.cwd);
-    spec.env = self.env;
+    spec.process = self.process;
     spec.stdin = self.input.map_or(StdinMode::Null, StdinMode::Bytes);
-    spec.limits = self.limits;
-    spec.die_with_parent = self.die_with_parent;
-    spec.sandbox = self.sandbox;
     self.policy
   }
 }
@@ -278,15 +264,15 @@ pub fn execute_and_capture<'env>(
       let common = a.common;
       let prepared = (|| -> std::result::Result<_, ExecError> {
         let lang: Language = language.parse()?;
-        exec_core::process::spec::check_cwd(&common.cwd)?;
+        exec_core::process::spec::check_cwd(common.process.cwd())?;
         language::prepare_with(
           lang,
           &code,
-          &common.cwd,
-          &common.env,
+          common.process.cwd(),
+          &common.process.env,
           host::toolchain(),
           a.ts,
-          common.sandbox.as_ref().is_some_and(|s| !s.network),
+          common.process.sandbox.as_ref().is_some_and(|s| !s.network),
         )
       })();
       let launch = match prepared {
@@ -332,10 +318,10 @@ pub fn capture_call<'env>(
     |(command, argv, a)| async move {
       let common = a.common;
       let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-        exec_core::process::spec::check_cwd(&common.cwd)?;
-        let path = common.env.path_var();
+        exec_core::process::spec::check_cwd(common.process.cwd())?;
+        let path = common.process.env.path_var();
         let program =
-          exec_core::process::spec::resolve_program(&command, path.as_ref(), &common.cwd)?;
+          exec_core::process::spec::resolve_program(&command, path.as_ref(), common.process.cwd())?;
         let mut spec = ProcessSpec::new(program);
         spec.args = argv.into_iter().map(Into::into).collect();
         Ok(spec)

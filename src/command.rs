@@ -533,7 +533,7 @@ fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgRes
     cleanup: o.cleanup,
     ..given
   };
-  d.merge(call, read::host_cwd)
+  d.merge(call, exec_core::process::options::host_cwd)
 }
 
 /// The options of `new CommandRunner()`.
@@ -673,9 +673,10 @@ impl CommandRunner {
       let at = At::arg("args");
       let obj: Object = read::required(args, &at)?;
       let json: serde_json::Value = env.from_js_value(obj).map_err(|e| at.error(e))?;
-      let base = self
-        .defaults
-        .merge(CallOptions::default(), read::host_cwd)?;
+      let base = self.defaults.merge(
+        CallOptions::default(),
+        exec_core::process::options::host_cwd,
+      )?;
       Ok((json, base))
     })();
     let runner = self.runner.clone();
@@ -710,9 +711,10 @@ impl CommandRunner {
       let at = At::arg("args");
       let obj: Object = read::required(args, &at)?;
       let json: serde_json::Value = env.from_js_value(obj).map_err(|e| at.error(e))?;
-      let base = self
-        .defaults
-        .merge(CallOptions::default(), read::host_cwd)?;
+      let base = self.defaults.merge(
+        CallOptions::default(),
+        exec_core::process::options::host_cwd,
+      )?;
       Ok((name, json, base))
     })();
     let runner = self.runner.clone();
@@ -764,7 +766,9 @@ impl CommandRunner {
         truncation: read_truncation(o.truncation.as_deref())?,
         ..given
       };
-      let base = self.defaults.merge(call, read::host_cwd)?;
+      let base = self
+        .defaults
+        .merge(call, exec_core::process::options::host_cwd)?;
       let mut s = core::StartOptions::new(base.cwd);
       s.cwd_given = base.cwd_given;
       s.sandbox = base.sandbox;
@@ -1021,7 +1025,7 @@ pub fn serve_mcp<'env>(
     let given = call_options(o.process());
     let cwd = match &given.cwd {
       Some(c) => c.clone(),
-      None => read::host_cwd()?,
+      None => exec_core::process::options::host_cwd()?,
     };
     let defaults = CommandDefaults::new(CallOptions {
       cwd: Some(cwd.clone()),

@@ -436,19 +436,15 @@ fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
   if argv.is_empty() {
     return Err(at.key("argv").error("must not be empty"));
   }
-  let p = ProcessOptions::try_from(o.process())?;
+  let process = ProcessOptions::try_from(o.process())?;
   Ok(StartSpec {
     process_id: o.process_id,
     argv,
-    cwd: p.cwd,
-    env: p.env,
     arg0: o.arg0,
     io: o
       .io
       .map_or(ProcessIo::Pipe { stdin_open: false }, |io| io.0),
-    limits: p.limits,
-    die_with_parent: p.die_with_parent,
-    sandbox: p.sandbox,
+    process,
   })
 }
 

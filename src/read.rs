@@ -8,10 +8,9 @@
 //! napi-rs's generic conversion, whose errors name Rust types.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use exec_core::{ErrorCode, ExecError};
+use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi::ValueType;
 
@@ -593,16 +592,6 @@ pub fn parsed<'env, T>(
 ) -> ArgResult<T> {
   let s = String::from_js(v, at)?;
   parse(&s).map_err(|e| at.error(e))
-}
-
-/// The host's working directory (ENOENT when it was removed).
-pub fn host_cwd() -> ArgResult<PathBuf> {
-  std::env::current_dir().map_err(|e| {
-    ExecError::new(
-      ErrorCode::ENOENT,
-      format!("the host's working directory is gone: {e}"),
-    )
-  })
 }
 
 /// Declares an options object once. napi-rs makes its TypeScript interface

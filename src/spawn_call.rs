@@ -108,8 +108,8 @@ pub fn spawn_call<'env>(
     env,
     args,
     |(command, argv, st)| {
-      let cwd = st.common.cwd.clone();
-      let path = st.common.env.path_var();
+      let cwd = st.common.process.cwd().to_path_buf();
+      let path = st.common.process.env.path_var();
       stream_run(st, move || {
         check_cwd(&cwd)?;
         let program = resolve_program(&command, path.as_ref(), &cwd)?;
@@ -146,9 +146,14 @@ pub fn execute_streaming<'env>(
     env,
     args,
     |(code, language, ts, st)| {
-      let cwd = st.common.cwd.clone();
-      let child_env = st.common.env.clone();
-      let no_unix = st.common.sandbox.as_ref().is_some_and(|s| !s.network);
+      let cwd = st.common.process.cwd().to_path_buf();
+      let child_env = st.common.process.env.clone();
+      let no_unix = st
+        .common
+        .process
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| !s.network);
       stream_run(st, move || {
         let lang: Language = language.parse()?;
         check_cwd(&cwd)?;

@@ -560,8 +560,12 @@ fn start_child(
   if cancel.is_cancelled() {
     return Err(canceled_before_start());
   }
-  check_cwd(&common.cwd)?;
-  let program = resolve_program(command, common.env.path_var().as_ref(), &common.cwd)?;
+  check_cwd(common.process.cwd())?;
+  let program = resolve_program(
+    command,
+    common.process.env.path_var().as_ref(),
+    common.process.cwd(),
+  )?;
   let mut spec = ProcessSpec::new(program);
   spec.args = argv.into_iter().map(Into::into).collect();
   let piped = piped && common.input.is_none();

@@ -18,6 +18,7 @@ use crate::manager::{
   DEFAULT_MAX_PROCESSES,
 };
 use crate::process::spec::EnvSpec;
+use crate::process::ProcessOptions;
 use crate::CancellationToken;
 
 use super::format::{binary_notice, truncation_sentence, Vocabulary};
@@ -197,8 +198,6 @@ impl Interactive {
         StartSpec {
           process_id: Some(process_id.clone()),
           argv,
-          cwd: Some(opts.cwd.clone()),
-          env,
           arg0: None,
           io: if opts.tty {
             ProcessIo::Pty {
@@ -208,9 +207,13 @@ impl Interactive {
           } else {
             ProcessIo::Pipe { stdin_open: true }
           },
-          limits: opts.resource_limits.clone(),
-          die_with_parent: false,
-          sandbox: opts.sandbox.clone(),
+          process: ProcessOptions {
+            cwd: Some(opts.cwd.clone()),
+            env,
+            limits: opts.resource_limits.clone(),
+            die_with_parent: false,
+            sandbox: opts.sandbox.clone(),
+          },
         },
         None,
       )?;

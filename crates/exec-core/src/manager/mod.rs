@@ -27,11 +27,9 @@ mod state;
 mod table;
 mod tree;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::process::spec::EnvSpec;
 use table::Inner;
 
 pub use state::{EventKind, EventSender, ExitInfo, LogChunk, ProcessEvent, ReadResult, Stream};
@@ -118,19 +116,16 @@ pub struct StartSpec {
   pub process_id: Option<String>,
   /// Program (looked up in the child's PATH) and arguments.
   pub argv: Vec<String>,
-  pub cwd: Option<PathBuf>,
-  pub env: EnvSpec,
   /// `argv[0]` as the program sees it (pipes only).
   pub arg0: Option<String>,
   pub io: ProcessIo,
-  /// Opt-in resource limits of the process tree (see [`crate::process::limits`]).
-  pub limits: crate::process::limits::Limits,
-  /// Pipes: PR_SET_PDEATHSIG (SIGKILL when the host dies). A PTY child is a
+  /// cwd (`None`: the host's), environment, opt-in resource limits of the
+  /// process tree (see [`crate::process::limits`]), the parent-death signal
+  /// (pipes: PR_SET_PDEATHSIG, SIGKILL when the host dies; a PTY child is a
   /// session leader and gets SIGHUP from the kernel when the host's master
-  /// side closes, so it is ignored there.
-  pub die_with_parent: bool,
-  /// Opt-in OS sandbox of the process tree (see [`crate::process::sandbox`]).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
+  /// side closes, so it is ignored there) and the opt-in OS sandbox of the
+  /// process tree (see [`crate::process::sandbox`]).
+  pub process: crate::process::ProcessOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

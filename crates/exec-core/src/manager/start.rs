@@ -78,8 +78,8 @@ impl ProcessManager {
         return Err(ExecError::invalid("argv contains a NUL byte"));
       }
     }
-    spec.env.validate()?;
-    let cwd = match spec.cwd.clone() {
+    spec.process.env.validate()?;
+    let cwd = match spec.process.cwd.clone() {
       Some(c) => c,
       None => std::env::current_dir().map_err(|e| {
         ExecError::new(
@@ -89,7 +89,7 @@ impl ProcessManager {
       })?,
     };
     check_cwd(&cwd)?;
-    let resolved = resolve_program(program, spec.env.path_var().as_ref(), &cwd)?;
+    let resolved = resolve_program(program, spec.process.env.path_var().as_ref(), &cwd)?;
     let pty = matches!(spec.io, ProcessIo::Pty { .. });
     if pty && spec.arg0.is_some() {
       return Err(ExecError::invalid(
@@ -146,16 +146,16 @@ impl ProcessManager {
     let mut ps = ProcessSpec::new(resolved);
     ps.args = spec.argv[1..].iter().map(OsString::from).collect();
     ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
-    ps.cwd = Some(cwd);
-    ps.env = spec.env;
+    ps.process.cwd = Some(cwd);
+    ps.process.env = spec.process.env;
     ps.stdin = if stdin_open {
       StdinMode::Piped
     } else {
       StdinMode::Null
     };
-    ps.limits = spec.limits;
-    ps.die_with_parent = spec.die_with_parent;
-    ps.sandbox = spec.sandbox.clone();
+    ps.process.limits = spec.process.limits;
+    ps.process.die_with_parent = spec.process.die_with_parent;
+    ps.process.sandbox = spec.process.sandbox.clone();
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -217,14 +217,14 @@ impl ProcessManager {
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
     }
-    let env = pty_env(&spec.env);
+    let env = pty_env(&spec.process.env);
     let setup = crate::process::ChildSetup {
       owner: cfg.owner,
-      limits: &spec.limits,
+      limits: &spec.process.limits,
       // the limits are set in the child before exec, as for pipes (a PTY
       // child is forked anyway); dieWithParent does not apply (see StartSpec)
       die_with_parent: false,
-      sandbox: spec.sandbox.as_ref(),
+      sandbox: spec.process.sandbox.as_ref(),
       cwd: &cwd,
     };
     let prepared = setup.prepare()?;

@@ -7,13 +7,9 @@ fn spec(argv: &[&str], io: ProcessIo) -> StartSpec {
   StartSpec {
     process_id: None,
     argv: argv.iter().map(|s| s.to_string()).collect(),
-    cwd: None,
-    env: EnvSpec::inherit(),
     arg0: None,
     io,
-    limits: Default::default(),
-    die_with_parent: false,
-    sandbox: None,
+    process: Default::default(),
   }
 }
 
@@ -495,7 +491,7 @@ async fn pty_limits_hold_before_exec() {
       dir.path().display()
     ),
   ]);
-  s.limits.file_size_bytes = Some(1 << 20);
+  s.process.limits.file_size_bytes = Some(1 << 20);
   let s = m.start(s, None).unwrap();
   let x = m.wait(&s.process_id, LONG).await.unwrap().exit.unwrap();
   assert_eq!(x.signal.as_deref(), Some("SIGXFSZ"));
@@ -509,8 +505,8 @@ async fn pty_limits_hold_before_exec() {
   );
   // the program's very first view of its limits
   let mut s = pty(&["sh", "-c", "ulimit -n; ulimit -t"]);
-  s.limits.open_files = Some(33);
-  s.limits.cpu_seconds = Some(7);
+  s.process.limits.open_files = Some(33);
+  s.process.limits.cpu_seconds = Some(7);
   let s = m.start(s, None).unwrap();
   m.wait(&s.process_id, LONG).await.unwrap();
   let t = String::from_utf8(m.snapshot(&s.process_id).unwrap().terminal).unwrap();

@@ -220,9 +220,9 @@ pub async fn execute_code(
     Err(e) => return (e.message(), true),
   };
   let mut spec = launch.spec;
-  spec.cwd = Some(config.cwd.clone());
-  spec.sandbox = config.defaults.sandbox.clone();
-  spec.limits = config.defaults.resource_limits.clone();
+  spec.process.cwd = Some(config.cwd.clone());
+  spec.process.sandbox = config.defaults.sandbox.clone();
+  spec.process.limits = config.defaults.resource_limits.clone();
   let policy = RunPolicy {
     timeout: (!timeout.is_zero()).then_some(timeout),
     owner: config.runner.owner,

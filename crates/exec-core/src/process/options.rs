@@ -54,13 +54,7 @@ impl ProcessOptions {
   /// caller's default: ENOENT when the host's own directory is gone.
   pub fn resolve_cwd(&mut self) -> Result<&Path, ExecError> {
     if self.cwd.is_none() {
-      let here = std::env::current_dir().map_err(|e| {
-        ExecError::new(
-          ErrorCode::ENOENT,
-          format!("the host's working directory is gone: {e}"),
-        )
-      })?;
-      self.cwd = Some(here);
+      self.cwd = Some(host_cwd()?);
     }
     Ok(self.cwd())
   }
@@ -70,4 +64,15 @@ impl ProcessOptions {
   pub fn cwd(&self) -> &Path {
     self.cwd.as_deref().unwrap_or(Path::new("."))
   }
+}
+
+/// The host's working directory: ENOENT when it is gone (removed under the
+/// host), which every caller's default cwd reports the same way.
+pub fn host_cwd() -> Result<PathBuf, ExecError> {
+  std::env::current_dir().map_err(|e| {
+    ExecError::new(
+      ErrorCode::ENOENT,
+      format!("the host's working directory is gone: {e}"),
+    )
+  })
 }

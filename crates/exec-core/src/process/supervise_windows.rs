@@ -151,12 +151,12 @@ fn base_command(spec: &ProcessSpec) -> Result<std::process::Command, ExecError> 
 
 fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Command, ExecError> {
   let mut cmd = base_command(spec)?;
-  if let Some(cwd) = &spec.cwd {
+  if let Some(cwd) = &spec.process.cwd {
     cmd.current_dir(cwd);
   }
-  if !spec.env.is_plain_inherit() {
+  if !spec.process.env.is_plain_inherit() {
     cmd.env_clear();
-    cmd.envs(spec.env.build());
+    cmd.envs(spec.process.env.build());
   }
   cmd.env(MARK_VAR, mark);
   cmd.creation_flags(platform::CREATE_NEW_PROCESS_GROUP | platform::CREATE_SUSPENDED);
@@ -186,13 +186,13 @@ pub(crate) fn enter_job(child: &mut Child, job: &Job, pid: u32) -> Result<(), Ex
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
-    spec.env.validate()?;
+    spec.process.env.validate()?;
     for a in &spec.args {
       if a.as_encoded_bytes().contains(&0) {
         return Err(ExecError::invalid("an argument contains a NUL byte"));
       }
     }
-    if spec.sandbox.is_some() {
+    if spec.process.sandbox.is_some() {
       // fail closed: nothing runs unconfined when confinement was asked for
       return Err(ExecError::new(
         ErrorCode::ESANDBOX,
@@ -200,7 +200,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       ));
     }
     // `die_with_parent` needs nothing more: every job ends with the host
-    let limits = job_limits(&spec.limits)?;
+    let limits = job_limits(&spec.process.limits)?;
     registry::begin_spawn(owner)?;
     let mark = registry::new_mark(owner);
     let mut cmd = build_command(spec, &mark)?;
@@ -245,7 +245,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       pumps: Some((out_task, err_task)),
       stop,
       mark,
-      limits: spec.limits.clone(),
+      limits: spec.process.limits.clone(),
     })
   }
 

@@ -520,13 +520,15 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
     StartSpec {
       process_id: p.process_id,
       argv: p.argv,
-      cwd: p.cwd.map(PathBuf::from),
-      env,
       arg0: p.arg0,
       io,
-      limits,
-      die_with_parent: p.die_with_parent.unwrap_or(false),
-      sandbox,
+      process: crate::process::ProcessOptions {
+        cwd: p.cwd.map(PathBuf::from),
+        env,
+        limits,
+        die_with_parent: p.die_with_parent.unwrap_or(false),
+        sandbox,
+      },
     },
     p.events.unwrap_or(true),
   ))

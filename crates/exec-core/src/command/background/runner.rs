@@ -134,12 +134,12 @@ fn bash_spec(
   for a in args {
     spec = spec.arg(a);
   }
-  spec.cwd = Some(opts.cwd.clone());
-  spec.env = env;
+  spec.process.cwd = Some(opts.cwd.clone());
+  spec.process.env = env;
   spec.stdin = StdinMode::Null;
-  spec.limits = opts.resource_limits.clone();
-  spec.die_with_parent = opts.die_with_parent;
-  spec.sandbox = opts.sandbox.clone();
+  spec.process.limits = opts.resource_limits.clone();
+  spec.process.die_with_parent = opts.die_with_parent;
+  spec.process.sandbox = opts.sandbox.clone();
   Ok((spec, script))
 }
 

@@ -45,7 +45,7 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
 #[cfg(unix)]
 /// The directory a spec runs in.
 fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
-  match &spec.cwd {
+  match &spec.process.cwd {
     Some(c) => Ok(c.clone()),
     None => std::env::current_dir().map_err(|e| {
       ExecError::new(
@@ -66,9 +66,10 @@ fn sandboxed<'a>(
   prepared: &mut crate::process::Prepared,
 ) -> Result<std::borrow::Cow<'a, ProcessSpec>, ExecError> {
   let path_var = spec
+    .process
     .sandbox
     .is_some()
-    .then(|| spec.env.path_var())
+    .then(|| spec.process.env.path_var())
     .flatten();
   let inv = setup.launch(
     prepared,
@@ -79,22 +80,25 @@ fn sandboxed<'a>(
     },
     path_var,
   )?;
-  if spec.sandbox.is_none() {
+  if spec.process.sandbox.is_none() {
     return Ok(std::borrow::Cow::Borrowed(spec));
   }
   Ok(std::borrow::Cow::Owned(ProcessSpec {
     program: inv.program,
     args: inv.args,
     arg0: inv.argv0,
-    sandbox: None,
-    ..spec.clone()
+    stdin: spec.stdin.clone(),
+    process: crate::process::ProcessOptions {
+      sandbox: None,
+      ..spec.process.clone()
+    },
   }))
 }
 
 /// The checks of a spec before anything is made for it.
 #[cfg(unix)]
 fn validate(spec: &ProcessSpec) -> Result<(), ExecError> {
-  spec.env.validate()?;
+  spec.process.env.validate()?;
   if spec.args.iter().any(|a| a.as_encoded_bytes().contains(&0)) {
     return Err(ExecError::invalid("an argument contains a NUL byte"));
   }
@@ -135,15 +139,15 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     validate(spec)?;
     // the sandbox's writable cwd (the host's own is looked up only for it,
     // once)
-    let cwd = match spec.sandbox {
+    let cwd = match spec.process.sandbox {
       Some(_) => spec_cwd(spec)?,
-      None => spec.cwd.clone().unwrap_or_default(),
+      None => spec.process.cwd.clone().unwrap_or_default(),
     };
     let setup = crate::process::ChildSetup {
       owner,
-      limits: &spec.limits,
-      die_with_parent: spec.die_with_parent,
-      sandbox: spec.sandbox.as_ref(),
+      limits: &spec.process.limits,
+      die_with_parent: spec.process.die_with_parent,
+      sandbox: spec.process.sandbox.as_ref(),
       cwd: &cwd,
     };
     let mut prepared = setup.prepare()?;

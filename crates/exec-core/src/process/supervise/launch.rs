@@ -27,12 +27,12 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   if let Some(a0) = &spec.arg0 {
     cmd.arg0(a0);
   }
-  if let Some(cwd) = &spec.cwd {
+  if let Some(cwd) = &spec.process.cwd {
     cmd.current_dir(cwd);
   }
-  if !spec.env.is_plain_inherit() {
+  if !spec.process.env.is_plain_inherit() {
     cmd.env_clear();
-    cmd.envs(spec.env.build());
+    cmd.envs(spec.process.env.build());
   }
   // every descendant inherits the mark, so it can be found if it leaves the group
   cmd.env(marks::MARK_VAR, mark);
@@ -53,10 +53,10 @@ fn exec_image(
   spec: &ProcessSpec,
   mark: &str,
 ) -> Result<crate::process::spec::ExecImage, ExecError> {
-  let mut env: Vec<(OsString, OsString)> = if spec.env.is_plain_inherit() {
+  let mut env: Vec<(OsString, OsString)> = if spec.process.env.is_plain_inherit() {
     std::env::vars_os().collect()
   } else {
-    spec.env.build()
+    spec.process.env.build()
   };
   env.retain(|(k, _)| k != marks::MARK_VAR);
   env.push((marks::MARK_VAR.into(), mark.into()));
@@ -65,7 +65,7 @@ fn exec_image(
     .clone()
     .unwrap_or_else(|| spec.program.clone().into_os_string())];
   argv.extend(spec.args.iter().cloned());
-  crate::process::spec::ExecImage::new(&spec.program, &argv, &env, spec.cwd.as_deref())
+  crate::process::spec::ExecImage::new(&spec.program, &argv, &env, spec.process.cwd.as_deref())
 }
 
 /// A spawned pipe child and the host's ends of its pipes.
@@ -100,7 +100,7 @@ pub(super) fn launch_child(
   use std::os::unix::ffi::OsStrExt;
   let image = exec_image(spec, mark)?;
   crate::trace::at("rt.image");
-  let cwd = match &spec.cwd {
+  let cwd = match &spec.process.cwd {
     Some(c) => Some(
       std::ffi::CString::new(c.as_os_str().as_bytes())
         .map_err(|_| ExecError::invalid("cwd contains a NUL byte"))?,

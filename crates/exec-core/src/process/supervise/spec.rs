@@ -6,8 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::process::limits::Limits;
-use crate::process::spec::EnvSpec;
+use crate::process::ProcessOptions;
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Default)]
@@ -27,16 +26,12 @@ pub struct ProcessSpec {
   pub program: PathBuf,
   pub args: Vec<OsString>,
   pub arg0: Option<OsString>,
-  pub cwd: Option<PathBuf>,
-  pub env: EnvSpec,
   pub stdin: StdinMode,
-  /// Opt-in resource limits (see [`crate::process::limits`]).
-  pub limits: Limits,
-  /// SIGKILL the child if the host dies, even by SIGKILL (Linux
-  /// PR_SET_PDEATHSIG; costs the posix_spawn fast path).
-  pub die_with_parent: bool,
-  /// Opt-in OS sandbox (see [`crate::process::sandbox`]).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
+  /// cwd (`None`: the host's), environment, opt-in resource limits (see
+  /// [`crate::process::limits`]), the parent-death SIGKILL (Linux
+  /// PR_SET_PDEATHSIG, even when the host dies by SIGKILL) and the opt-in
+  /// OS sandbox (see [`crate::process::sandbox`]).
+  pub process: ProcessOptions,
 }
 
 impl ProcessSpec {
@@ -45,12 +40,8 @@ impl ProcessSpec {
       program: program.into(),
       args: Vec::new(),
       arg0: None,
-      cwd: None,
-      env: EnvSpec::inherit(),
       stdin: StdinMode::Null,
-      limits: Limits::default(),
-      die_with_parent: false,
-      sandbox: None,
+      process: ProcessOptions::default(),
     }
   }
 

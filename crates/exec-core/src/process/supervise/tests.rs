@@ -167,7 +167,7 @@ mod limit_tests {
 
   async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
     let mut spec = ProcessSpec::new("/bin/bash").arg("-c").arg(script);
-    spec.limits = limits;
+    spec.process.limits = limits;
     let policy = RunPolicy {
       timeout: Some(Duration::from_secs(20)),
       kill_grace: Duration::from_millis(200),
@@ -285,8 +285,8 @@ mod limit_tests {
       (Limits::default(), true),
     ] {
       let mut spec = ProcessSpec::new(&script);
-      spec.limits = limits;
-      spec.die_with_parent = die;
+      spec.process.limits = limits;
+      spec.process.die_with_parent = die;
       let e = Execution::spawn(&spec, 0, Discard, Discard)
         .err()
         .expect("ENOEXEC");
@@ -357,7 +357,7 @@ mod bomb_test {
     let mut spec = ProcessSpec::new("/bin/bash")
       .arg("-c")
       .arg(":(){ :|:& };:; sleep 10");
-    spec.limits = Limits {
+    spec.process.limits = Limits {
       max_processes: Some(50),
       ..Default::default()
     };
