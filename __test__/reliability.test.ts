@@ -88,6 +88,40 @@ describe('host death', () => {
     host.kill('SIGKILL')
     expect(await waitGone([pid])).toEqual([])
   })
+
+  it('dieWithParent of a CommandRunner reaches runner.start() on pipes (it was dropped there)', async () => {
+    const pidOf = async (dieWithParent: boolean) => {
+      const script = `
+        const { CommandRunner } = require(${JSON.stringify(addon)});
+        const runner = new CommandRunner({ dieWithParent: ${dieWithParent} });
+        runner.start('echo pid=$$; exec sleep 1000', { tty: false, yieldMs: 300 })
+          .then((r) => process.stdout.write(r.output + '\\n'));
+        setInterval(() => {}, 1000); // the host lives until it is killed
+      `
+      const host = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+      let out = ''
+      host.stdout.on('data', (d) => (out += d))
+      for (let i = 0; i < 200 && !/pid=\d+/.test(out); i++) await new Promise((r) => setTimeout(r, 50))
+      const pid = Number(/pid=(\d+)/.exec(out)?.[1])
+      expect(isRunning(pid)).toBe(true)
+      host.kill('SIGKILL')
+      return pid
+    }
+    const dies = await pidOf(true)
+    const stays = await pidOf(false)
+    try {
+      expect(await waitGone([dies])).toEqual([])
+      // the control: without it, a SIGKILLed host's pipe child lives on
+      await new Promise((r) => setTimeout(r, 300))
+      expect(isRunning(stays)).toBe(true)
+    } finally {
+      for (const p of [dies, stays]) {
+        try {
+          process.kill(p, 'SIGKILL')
+        } catch {}
+      }
+    }
+  })
 })
 
 describe('worker threads', () => {

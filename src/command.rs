@@ -769,12 +769,10 @@ impl CommandRunner {
       let base = self
         .defaults
         .merge(call, exec_core::process::options::host_cwd)?;
-      let mut s = core::StartOptions::new(base.cwd);
+      let mut s = core::StartOptions::new(".");
+      s.process = base.process;
       s.cwd_given = base.cwd_given;
-      s.sandbox = base.sandbox;
-      s.env = base.env;
       s.limits = base.limits;
-      s.resource_limits = base.resource_limits;
       if let Some(y) = o.yield_ms {
         s.yield_time = y.0;
       }
@@ -1034,6 +1032,7 @@ pub fn serve_mcp<'env>(
     })?;
     let mut config = exec_core::mcp::McpConfig::new(cwd.clone());
     config.settings.sandbox = defaults
+      .process
       .sandbox
       .as_ref()
       .map(|p| core::tools::sandbox_summary(p, &cwd));

@@ -17,7 +17,6 @@ use crate::manager::{
   ExitInfo, ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode,
   DEFAULT_MAX_PROCESSES,
 };
-use crate::process::spec::EnvSpec;
 use crate::process::ProcessOptions;
 use crate::CancellationToken;
 
@@ -44,8 +43,10 @@ const RETAINED: usize = 4 * 1024 * 1024;
 /// Options of [`Interactive::start`].
 #[derive(Debug, Clone)]
 pub struct StartOptions {
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// The session's cwd (always given), environment, opt-in resource limits,
+  /// parent-death signal (pipes; a PTY's child gets the kernel's SIGHUP
+  /// instead) and opt-in OS sandbox (see [`crate::process::sandbox`]).
+  pub process: ProcessOptions,
   /// How long to collect output before answering.
   pub yield_time: Duration,
   /// A pseudo-terminal (default) or pipes (stdin open).
@@ -54,9 +55,6 @@ pub struct StartOptions {
   pub cols: u16,
   /// The output window of each answer (tail kept).
   pub limits: OutputLimits,
-  pub resource_limits: crate::process::limits::Limits,
-  /// Opt-in OS sandbox (see [`crate::process::sandbox`]).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// Whose words the answers use (`write(1, ...)` or `write_stdin`).
   pub vocabulary: Vocabulary,
   /// The call named its own directory (a `workdir`): in a stateful runner
@@ -70,15 +68,12 @@ pub struct StartOptions {
 impl StartOptions {
   pub fn new(cwd: impl Into<PathBuf>) -> Self {
     StartOptions {
-      cwd: cwd.into(),
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::in_dir(cwd),
       yield_time: DEFAULT_START_YIELD,
       tty: true,
       rows: 24,
       cols: 200,
       limits: OutputLimits::default(),
-      resource_limits: crate::process::limits::Limits::default(),
-      sandbox: None,
       vocabulary: Vocabulary::Api,
       cwd_given: false,
       cancel: None,
@@ -175,7 +170,7 @@ impl Interactive {
       if opts.rows == 0 || opts.cols == 0 {
         return Err(ExecError::invalid("rows and cols must be at least 1"));
       }
-      let env = command_env(opts.env.clone());
+      let env = command_env(opts.process.env.clone());
       let (argv, script) = match self.shell {
         super::Shell::Bash => {
           let (args, script) = super::bash_args(command)?;
@@ -185,7 +180,7 @@ impl Interactive {
           )
         }
         super::Shell::PowerShell => {
-          let ps = crate::language::find_powershell(&env, &opts.cwd)?;
+          let ps = crate::language::find_powershell(&env, opts.process.cwd())?;
           let argv = std::iter::once(ps.to_string_lossy().into_owned())
             .chain(super::powershell_args(command))
             .collect();
@@ -208,11 +203,8 @@ impl Interactive {
             ProcessIo::Pipe { stdin_open: true }
           },
           process: ProcessOptions {
-            cwd: Some(opts.cwd.clone()),
             env,
-            limits: opts.resource_limits.clone(),
-            die_with_parent: false,
-            sandbox: opts.sandbox.clone(),
+            ..opts.process.clone()
           },
         },
         None,

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crate::error::ExecError;
 use crate::process::spec::EnvSpec;
+use crate::process::ProcessOptions;
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
 pub use format::{ProcessState, Vocabulary};
@@ -124,8 +125,12 @@ pub fn command_env(user: EnvSpec) -> EnvSpec {
 /// Options of one command.
 #[derive(Debug, Clone)]
 pub struct CommandOptions {
-  pub cwd: PathBuf,
-  pub env: EnvSpec,
+  /// `bash`'s cwd (always given: [`ProcessOptions::cwd`] is `Some`),
+  /// environment, the opt-in resource limits of the command's tree (see
+  /// [`crate::process::limits`]), PR_SET_PDEATHSIG for `bash` (SIGKILL when
+  /// the host dies) and the opt-in OS sandbox of the command's tree (see
+  /// [`crate::process::sandbox`]).
+  pub process: ProcessOptions,
   /// Move to the background after this long (`None`: wait for the end).
   pub timeout: Option<Duration>,
   pub limits: OutputLimits,
@@ -133,15 +138,9 @@ pub struct CommandOptions {
   pub output_dir: Option<PathBuf>,
   /// Start in the background at once.
   pub background: bool,
-  /// Opt-in resource limits of the command's tree (see [`crate::process::limits`]).
-  pub resource_limits: crate::process::limits::Limits,
-  /// PR_SET_PDEATHSIG for `bash` (SIGKILL when the host dies).
-  pub die_with_parent: bool,
   /// When `bash` exits, terminate what it left running instead of adopting
   /// it as background jobs of the runner.
   pub cleanup: bool,
-  /// Opt-in OS sandbox of the command's tree (see [`crate::process::sandbox`]).
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
   /// The call named its own directory (`workdir`, `options.cwd`). In a
   /// stateful runner that is a `cd` there which carries over; otherwise
   /// the command starts where the shared state left the shell.
@@ -159,16 +158,12 @@ pub struct CommandOptions {
 impl CommandOptions {
   pub fn new(cwd: impl Into<PathBuf>) -> Self {
     CommandOptions {
-      cwd: cwd.into(),
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::in_dir(cwd),
       timeout: Some(DEFAULT_TIMEOUT),
       limits: OutputLimits::default(),
       output_dir: None,
       background: false,
-      resource_limits: crate::process::limits::Limits::default(),
-      die_with_parent: false,
       cleanup: false,
-      sandbox: None,
       cwd_given: false,
       vocabulary: Vocabulary::Tool,
       cancel: None,
@@ -204,26 +199,19 @@ pub struct CallOptions {
 /// A runner's settings that each of its calls starts from.
 #[derive(Debug, Clone)]
 pub struct CommandDefaults {
-  /// `None`: the host's cwd at each call.
-  pub cwd: Option<PathBuf>,
-  pub env: EnvSpec,
+  /// What each call's process starts from (`cwd` `None`: the host's cwd at
+  /// each call).
+  pub process: ProcessOptions,
   pub timeout: Option<Duration>,
   pub limits: OutputLimits,
-  pub resource_limits: crate::process::limits::Limits,
-  pub die_with_parent: bool,
-  pub sandbox: Option<crate::process::sandbox::SandboxPolicy>,
 }
 
 impl Default for CommandDefaults {
   fn default() -> Self {
     CommandDefaults {
-      cwd: None,
-      env: EnvSpec::inherit(),
+      process: ProcessOptions::default(),
       timeout: Some(DEFAULT_TIMEOUT),
       limits: OutputLimits::default(),
-      resource_limits: Default::default(),
-      die_with_parent: false,
-      sandbox: None,
     }
   }
 }
@@ -244,17 +232,19 @@ impl CommandDefaults {
     let sandbox = o.sandbox.flatten();
     crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
     Ok(CommandDefaults {
-      cwd: o.cwd,
-      env,
+      process: ProcessOptions {
+        cwd: o.cwd,
+        env,
+        limits: o.resource_limits.unwrap_or_default(),
+        die_with_parent: o.die_with_parent.unwrap_or(false),
+        sandbox,
+      },
       timeout: o.timeout.unwrap_or(d.timeout),
       limits: OutputLimits {
         max_lines: o.max_lines.unwrap_or(d.limits.max_lines),
         max_bytes: o.max_bytes.unwrap_or(d.limits.max_bytes),
         mode: o.truncation.unwrap_or(d.limits.mode),
       },
-      resource_limits: o.resource_limits.unwrap_or_default(),
-      die_with_parent: o.die_with_parent.unwrap_or(false),
-      sandbox,
     })
   }
 
@@ -269,11 +259,11 @@ impl CommandDefaults {
     host_cwd: impl FnOnce() -> Result<PathBuf, ExecError>,
   ) -> Result<CommandOptions, ExecError> {
     let call_cwd = call.cwd.clone();
-    let cwd = match call.cwd.or_else(|| self.cwd.clone()) {
+    let cwd = match call.cwd.or_else(|| self.process.cwd.clone()) {
       Some(c) => c,
       None => host_cwd()?,
     };
-    let mut env = self.env.clone();
+    let mut env = self.process.env.clone();
     if call.env.is_some() || call.extend_env.is_some() {
       let given = EnvSpec::from_options(call.extend_env, call.env.unwrap_or_default(), None, None)?;
       env.vars.extend(given.vars);
@@ -290,8 +280,15 @@ impl CommandDefaults {
     let sandbox = self.merge_sandbox(call.sandbox, explicit_lists, &mut env)?;
     self.check_call_cwd(sandbox.as_ref(), call_cwd.as_deref())?;
     Ok(CommandOptions {
-      cwd,
-      env,
+      process: ProcessOptions {
+        cwd: Some(cwd),
+        env,
+        limits: call
+          .resource_limits
+          .unwrap_or_else(|| self.process.limits.clone()),
+        die_with_parent: call.die_with_parent.unwrap_or(self.process.die_with_parent),
+        sandbox,
+      },
       timeout: call.timeout.unwrap_or(self.timeout),
       limits: OutputLimits {
         max_lines: call.max_lines.unwrap_or(self.limits.max_lines),
@@ -300,12 +297,7 @@ impl CommandDefaults {
       },
       output_dir: call.output_dir,
       background: call.background.unwrap_or(false),
-      resource_limits: call
-        .resource_limits
-        .unwrap_or_else(|| self.resource_limits.clone()),
-      die_with_parent: call.die_with_parent.unwrap_or(self.die_with_parent),
       cleanup: call.cleanup.unwrap_or(false),
-      sandbox,
       cwd_given: call_cwd.is_some(),
       vocabulary: Vocabulary::Api,
       cancel: None,
@@ -321,7 +313,7 @@ impl CommandDefaults {
     explicit_lists: bool,
     env: &mut EnvSpec,
   ) -> Result<Option<crate::process::sandbox::SandboxPolicy>, ExecError> {
-    match (&self.sandbox, call) {
+    match (&self.process.sandbox, call) {
       (None, call) => {
         let call = call.flatten();
         crate::process::sandbox::drop_secrets(&call, explicit_lists, env);
@@ -352,9 +344,9 @@ impl CommandDefaults {
   ) -> Result<(), ExecError> {
     // a call's cwd is writable under workspace-write: it must lie in what
     // the runner's sandbox lets write, or the call would widen it
-    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.sandbox, sandbox, call_cwd) {
+    if let (Some(base), Some(sb), Some(call_cwd)) = (&self.process.sandbox, sandbox, call_cwd) {
       if sb.mode == crate::process::sandbox::SandboxMode::WorkspaceWrite {
-        let base_cwd = match &self.cwd {
+        let base_cwd = match &self.process.cwd {
           Some(c) => c.clone(),
           None => std::env::current_dir().unwrap_or_default(),
         };
@@ -473,21 +465,21 @@ mod tests {
         host,
       )
       .unwrap();
-    assert_eq!(o.cwd, PathBuf::from("/host"));
+    assert_eq!(o.process.cwd(), std::path::Path::new("/host"));
     assert_eq!(
-      o.env.vars,
+      o.process.env.vars,
       vec![
         ("A".to_owned(), "1".to_owned()),
         ("B".to_owned(), "2".to_owned())
       ]
     );
-    assert_eq!(o.env.remove, vec!["A".to_owned()]);
+    assert_eq!(o.process.env.remove, vec!["A".to_owned()]);
     assert_eq!(
-      o.env.deny,
+      o.process.env.deny,
       vec!["X_*".to_owned()],
       "a list not given stays the runner's"
     );
-    assert_eq!(o.env.allow, Some(vec!["PATH".to_owned()]));
+    assert_eq!(o.process.env.allow, Some(vec!["PATH".to_owned()]));
     assert_eq!(o.limits.max_lines, 10);
     assert_eq!(o.timeout, Some(DEFAULT_TIMEOUT));
     let none = runner
@@ -511,7 +503,7 @@ mod tests {
     })
     .unwrap();
     assert!(
-      !runner.env.deny.is_empty(),
+      !runner.process.env.deny.is_empty(),
       "a sandboxed runner drops the host's secrets"
     );
     let read_only = SandboxPolicy {
@@ -523,7 +515,13 @@ mod tests {
       ..Default::default()
     };
     assert_eq!(
-      runner.merge(narrowed, host).unwrap().sandbox.unwrap().mode,
+      runner
+        .merge(narrowed, host)
+        .unwrap()
+        .process
+        .sandbox
+        .unwrap()
+        .mode,
       SandboxMode::ReadOnly
     );
     let off = CallOptions {

@@ -256,14 +256,15 @@ impl ToolOutcome {
 /// `workdir` of a call: relative to `base`, an existing directory, and
 /// inside what the sandbox lets the command write when one is set.
 pub fn resolve_workdir(base: &CommandOptions, workdir: &str) -> Result<PathBuf, ExecError> {
-  let dir = base.cwd.join(workdir);
+  let dir = base.process.cwd().join(workdir);
   crate::process::spec::check_cwd(&dir)
     .map_err(|e| ExecError::new(e.code, format!("workdir: {}", e.what)))?;
   let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
-  if let Some(sb) = &base.sandbox {
-    let mut roots: Vec<PathBuf> =
-      vec![base.cwd.canonicalize().unwrap_or_else(|_| base.cwd.clone())];
-    for r in sb.writable_paths(&base.cwd)? {
+  if let Some(sb) = &base.process.sandbox {
+    let mut roots: Vec<PathBuf> = vec![
+      (base.process.cwd().canonicalize()).unwrap_or_else(|_| base.process.cwd().to_path_buf())
+    ];
+    for r in sb.writable_paths(base.process.cwd())? {
       // the writable devices (/dev/null, ...) are no place to work in
       if r.is_dir() && !roots.contains(&r) {
         roots.push(r);
@@ -308,7 +309,7 @@ pub async fn call_with(
       if let Some(w) = &extras.workdir {
         match resolve_workdir(&opts, w) {
           Ok(dir) => {
-            opts.cwd = dir;
+            opts.process.cwd = Some(dir);
             opts.cwd_given = true;
           }
           Err(e) => return ToolOutcome::error(e),
@@ -434,13 +435,14 @@ pub async fn exec_command(
     let workdir = string(args, "workdir")?;
     let cwd = match &workdir {
       Some(w) => resolve_workdir(&base, w)?,
-      None => base.cwd.clone(),
+      None => base.process.cwd().to_path_buf(),
     };
-    let mut s = super::StartOptions::new(cwd);
+    let mut s = super::StartOptions::new(".");
+    s.process = crate::process::ProcessOptions {
+      cwd: Some(cwd),
+      ..base.process.clone()
+    };
     s.cwd_given = workdir.is_some() || base.cwd_given;
-    s.env = base.env.clone();
-    s.sandbox = base.sandbox.clone();
-    s.resource_limits = base.resource_limits.clone();
     s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
     if let Some(mode) = truncation(args)? {
       s.limits.mode = mode;

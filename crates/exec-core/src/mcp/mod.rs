@@ -58,7 +58,7 @@ impl McpConfig {
   /// A server for `cwd` with the defaults: no sandbox, MCP's waits.
   pub fn new(cwd: PathBuf) -> Self {
     let defaults = CommandDefaults {
-      cwd: Some(cwd.clone()),
+      process: crate::process::ProcessOptions::in_dir(cwd.clone()),
       timeout: Some(tools::MCP_DEFAULT_TIMEOUT),
       ..Default::default()
     };
@@ -83,7 +83,7 @@ impl McpConfig {
           "--stateful needs bash: PowerShell runs each command in its own process",
         ));
       }
-      crate::language::find_powershell(&self.defaults.env, &self.cwd).map_err(|_| {
+      crate::language::find_powershell(&self.defaults.process.env, &self.cwd).map_err(|_| {
         ExecError::new(
           crate::ErrorCode::ENOENT,
           "--shell powershell: PowerShell was not found (neither pwsh nor powershell is on PATH): install PowerShell 7 (https://aka.ms/powershell) or use --shell bash",
@@ -93,7 +93,7 @@ impl McpConfig {
     if self.runner.stateful {
       crate::command::stateful::check_writable(
         &self.runner.output_dir,
-        self.defaults.sandbox.as_ref(),
+        self.defaults.process.sandbox.as_ref(),
         &self.cwd,
       )?;
     }
@@ -203,7 +203,7 @@ fn execute_args(
       ExecError::invalid(format!("timeout must be a non-negative integer, got {v}"))
     })?),
   };
-  let env = crate::command::command_env(config.defaults.env.clone());
+  let env = crate::command::command_env(config.defaults.process.env.clone());
   let launch = language::prepare(lang, code, &config.cwd, &env, &config.toolchain)?;
   Ok((launch, timeout))
 }
@@ -221,8 +221,8 @@ pub async fn execute_code(
   };
   let mut spec = launch.spec;
   spec.process.cwd = Some(config.cwd.clone());
-  spec.process.sandbox = config.defaults.sandbox.clone();
-  spec.process.limits = config.defaults.resource_limits.clone();
+  spec.process.sandbox = config.defaults.process.sandbox.clone();
+  spec.process.limits = config.defaults.process.limits.clone();
   let policy = RunPolicy {
     timeout: (!timeout.is_zero()).then_some(timeout),
     owner: config.runner.owner,

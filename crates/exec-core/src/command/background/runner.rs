@@ -116,16 +116,16 @@ fn bash_spec(
   if command.trim().is_empty() {
     return Err(ExecError::invalid("command is empty"));
   }
-  check_cwd(&opts.cwd)?;
-  let env = command_env(opts.env.clone());
+  check_cwd(opts.process.cwd())?;
+  let env = command_env(opts.process.env.clone());
   env.validate()?;
   let (program, args, script) = match shell {
     super::Shell::Bash => {
       let (args, script) = super::bash_args(command)?;
-      (find_bash(&env, &opts.cwd)?, args, script)
+      (find_bash(&env, opts.process.cwd())?, args, script)
     }
     super::Shell::PowerShell => (
-      crate::language::find_powershell(&env, &opts.cwd)?,
+      crate::language::find_powershell(&env, opts.process.cwd())?,
       super::powershell_args(command),
       None,
     ),
@@ -134,12 +134,12 @@ fn bash_spec(
   for a in args {
     spec = spec.arg(a);
   }
-  spec.process.cwd = Some(opts.cwd.clone());
+  spec.process.cwd = Some(opts.process.cwd().to_path_buf());
   spec.process.env = env;
   spec.stdin = StdinMode::Null;
-  spec.process.limits = opts.resource_limits.clone();
-  spec.process.die_with_parent = opts.die_with_parent;
-  spec.process.sandbox = opts.sandbox.clone();
+  spec.process.limits = opts.process.limits.clone();
+  spec.process.die_with_parent = opts.process.die_with_parent;
+  spec.process.sandbox = opts.process.sandbox.clone();
   Ok((spec, script))
 }
 
@@ -250,14 +250,14 @@ impl CommandRunner {
         Some(s) => s.clone(),
         None => {
           let dir = &self.inner.config.output_dir;
-          super::stateful::check_writable(dir, opts.sandbox.as_ref(), &opts.cwd)?;
+          super::stateful::check_writable(dir, opts.process.sandbox.as_ref(), opts.process.cwd())?;
           let s = Arc::new(ShellState::create(dir)?);
           *slot = Some(s.clone());
           s
         }
       }
     };
-    let run = state.wrap(command, opts.cwd_given.then_some(opts.cwd.as_path()));
+    let run = state.wrap(command, opts.cwd_given.then_some(opts.process.cwd()));
     Ok(Some((state, run)))
   }
 
@@ -276,7 +276,7 @@ impl CommandRunner {
     // a stateful runner's interactive command starts from the shared state
     let state = guard(&self.inner.state).clone();
     if let (Some(state), false) = (state, command.trim().is_empty()) {
-      let cd = opts.cwd_given.then_some(opts.cwd.as_path());
+      let cd = opts.cwd_given.then_some(opts.process.cwd());
       let script = state.wrap_read_only(command, cd);
       return self.inner.interactive.start(&script, opts).await;
     }

@@ -65,7 +65,7 @@ async fn env_is_non_interactive_and_overridable() {
   let dir = tempfile::tempdir().unwrap();
   let r = runner(dir.path());
   let mut o = opts(dir.path());
-  o.env.vars.push(("PAGER".into(), "less".into()));
+  o.process.env.vars.push(("PAGER".into(), "less".into()));
   let res = r
     .run(
       "echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $TERM $NO_COLOR",
