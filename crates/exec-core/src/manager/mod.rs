@@ -3,9 +3,10 @@
 //! (head+tail per stream and an interleaved log for `read`) and reports events
 //! with a per-process `seq` to an optional bounded channel.
 //!
-//! Pipe processes reuse [`Execution`] (posix_spawn, own process group); PTY
-//! processes get a terminal opened by `portable-pty` (session leader with it as
-//! controlling terminal; limits applied before exec, as for pipes).
+//! Pipe processes reuse [`Execution`](crate::process::supervise::Execution)
+//! (posix_spawn, own process group); PTY processes get a terminal opened by
+//! `portable-pty` (session leader with it as controlling terminal; limits
+//! applied before exec, as for pipes).
 //!
 //! This file holds what the manager offers: its settings ([`ManagerConfig`]),
 //! what a start asks for ([`StartSpec`]) and the answers ([`WaitResult`],

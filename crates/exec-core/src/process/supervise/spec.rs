@@ -16,7 +16,8 @@ pub enum StdinMode {
   Null,
   /// These bytes, then EOF.
   Bytes(Vec<u8>),
-  /// A pipe the caller writes to ([`Execution::take_stdin`]).
+  /// A pipe the caller writes to
+  /// ([`Execution::take_stdin`](super::Execution::take_stdin)).
   Piped,
 }
 
@@ -66,7 +67,8 @@ pub struct RunPolicy {
   /// Terminate what is left of the tree (its process group and every marked
   /// descendant, even one that left the group) when the child exits.
   pub cleanup_group_on_exit: bool,
-  /// Id of the host environment that owns the run (see [`registry::kill_all`]).
+  /// Id of the host environment that owns the run (see
+  /// [`registry::kill_all`](crate::process::registry::kill_all)).
   pub owner: u64,
 }
 
