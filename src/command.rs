@@ -8,9 +8,8 @@ use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use exec_core::command::{
-  self as core, BackgroundInfo, CallOptions, CheckResult, CommandDefaults,
-  CommandOptions as CoreOptions, CommandResult as CoreResult, LogStatus, OutputLimits,
-  RunnerConfig, StreamOutput, Truncation,
+  self as core, BackgroundInfo, CallOptions, CheckResult, CommandDefaults, CommandReport,
+  CommandSpec, LogStatus, OutputLimits, RunnerConfig, StreamOutput, Truncation,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -424,7 +423,7 @@ fn code_or_null(c: Option<i32>) -> Either<i32, Null> {
   c.map_or(Either::B(Null), Either::A)
 }
 
-fn result_to_js(r: CoreResult) -> CommandResult {
+fn result_to_js(r: CommandReport) -> CommandResult {
   CommandResult {
     truncation: streams(&r.stdout, &r.stderr),
     full_output_path: path_of(&r.log),
@@ -520,7 +519,7 @@ fn read_truncation(given: Option<&str>) -> ArgResult<Option<core::TruncationMode
 }
 
 /// The options of one `run` (at `options`) over the runner's.
-fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgResult<CoreOptions> {
+fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgResult<CommandSpec> {
   let mut o: CommandOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
   let given = call_options(o.process());
   let call = CallOptions {

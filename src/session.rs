@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exec_core::session::{self as core, Bundle, CellLanguage, ExecuteOptions, SessionStatus};
+use exec_core::session::{self as core, Bundle, CellLanguage, CellOptions, SessionStatus};
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -382,7 +382,7 @@ impl Common {
 
 struct ExecArgs {
   code: String,
-  opts: ExecuteOptions,
+  opts: CellOptions,
   out: CallbackSink,
   err: CallbackSink,
   display: DisplayCallback,
@@ -406,7 +406,7 @@ fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<E
   let code: String = read::required(code, &At::arg(what))?;
   let at = At::arg("options");
   let o: SessionExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
-  let d = ExecuteOptions::default();
+  let d = CellOptions::default();
   let on_out = output_callback(o.on_stdout, &at.key("onStdout"), false)?;
   let on_err = output_callback(o.on_stderr, &at.key("onStderr"), false)?;
   let on_display = match o.on_display {
@@ -415,7 +415,7 @@ fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<E
   };
   Ok(ExecArgs {
     code,
-    opts: ExecuteOptions {
+    opts: CellOptions {
       timeout: o.timeout.map_or(d.timeout, |t| t.0),
       max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
       language: o.language.map(|l| l.0),
@@ -761,10 +761,10 @@ fn import_in<'env, V: ToNapiValue + Send + 'static>(
 }
 
 /// The options of `importNotebook` (the callbacks are not used).
-fn exec_args_for_import(options: Option<Unknown>) -> ArgResult<ExecuteOptions> {
+fn exec_args_for_import(options: Option<Unknown>) -> ArgResult<CellOptions> {
   let o: SessionExecuteOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
-  let d = ExecuteOptions::default();
-  Ok(ExecuteOptions {
+  let d = CellOptions::default();
+  Ok(CellOptions {
     timeout: o.timeout.map_or(d.timeout, |t| t.0),
     max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
     language: o.language.map(|l| l.0),

@@ -124,7 +124,7 @@ pub fn command_env(user: EnvSpec) -> EnvSpec {
 
 /// Options of one command.
 #[derive(Debug, Clone)]
-pub struct CommandOptions {
+pub struct CommandSpec {
   /// `bash`'s cwd (always given: [`ProcessOptions::cwd`] is `Some`),
   /// environment, the opt-in resource limits of the command's tree (see
   /// [`crate::process::limits`]), PR_SET_PDEATHSIG for `bash` (SIGKILL when
@@ -146,7 +146,7 @@ pub struct CommandOptions {
   /// the command starts where the shared state left the shell.
   pub cwd_given: bool,
   /// Whose words the text uses to say how to manage background jobs: the
-  /// tool's from [`CommandOptions::new`], the JavaScript API's from
+  /// tool's from [`CommandSpec::new`], the JavaScript API's from
   /// [`CommandDefaults::merge`] (the binding's path).
   pub vocabulary: Vocabulary,
   /// While the command runs in the foreground, this cancels it: its whole
@@ -155,9 +155,9 @@ pub struct CommandOptions {
   pub cancel: Option<crate::CancellationToken>,
 }
 
-impl CommandOptions {
+impl CommandSpec {
   pub fn new(cwd: impl Into<PathBuf>) -> Self {
-    CommandOptions {
+    CommandSpec {
       process: ProcessOptions::in_dir(cwd),
       timeout: Some(DEFAULT_TIMEOUT),
       limits: OutputLimits::default(),
@@ -257,7 +257,7 @@ impl CommandDefaults {
     &self,
     call: CallOptions,
     host_cwd: impl FnOnce() -> Result<PathBuf, ExecError>,
-  ) -> Result<CommandOptions, ExecError> {
+  ) -> Result<CommandSpec, ExecError> {
     let call_cwd = call.cwd.clone();
     let cwd = match call.cwd.or_else(|| self.process.cwd.clone()) {
       Some(c) => c,
@@ -279,7 +279,7 @@ impl CommandDefaults {
     }
     let sandbox = self.merge_sandbox(call.sandbox, explicit_lists, &mut env)?;
     self.check_call_cwd(sandbox.as_ref(), call_cwd.as_deref())?;
-    Ok(CommandOptions {
+    Ok(CommandSpec {
       process: ProcessOptions {
         cwd: Some(cwd),
         env,
@@ -389,7 +389,7 @@ pub struct BackgroundRef {
 
 /// The result of [`CommandRunner::run`].
 #[derive(Debug, Clone)]
-pub struct CommandResult {
+pub struct CommandReport {
   pub pid: u32,
   pub stdout: StreamOutput,
   pub stderr: StreamOutput,
@@ -415,10 +415,10 @@ pub struct CommandResult {
   pub sandbox: Option<crate::process::sandbox::SandboxReport>,
 }
 
-impl CommandResult {
+impl CommandReport {
   /// A command that never started.
   pub fn failed(error: ExecError) -> Self {
-    CommandResult {
+    CommandReport {
       pid: 0,
       stdout: StreamOutput::default(),
       stderr: StreamOutput::default(),

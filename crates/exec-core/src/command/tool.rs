@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::error::ExecError;
 
 use super::tools::ToolSettings;
-use super::{CommandOptions, CommandRunner};
+use super::{CommandRunner, CommandSpec};
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "bash";
@@ -230,7 +230,7 @@ fn parse_seed(args: &serde_json::Map<String, Value>) -> Result<ToolCall, ExecErr
 /// Dispatch one call of the tool. `base` holds the options of a `command`
 /// run (its `timeout` is replaced by the call's, 0 meaning none). Never fails:
 /// bad arguments and unknown pids come back as `is_error` text.
-pub async fn call(runner: &CommandRunner, args: &Value, base: CommandOptions) -> ToolResult {
+pub async fn call(runner: &CommandRunner, args: &Value, base: CommandSpec) -> ToolResult {
   call_with(runner, args, base, &ToolSettings::api())
     .await
     .result
@@ -255,7 +255,7 @@ impl ToolOutcome {
 
 /// `workdir` of a call: relative to `base`, an existing directory, and
 /// inside what the sandbox lets the command write when one is set.
-pub fn resolve_workdir(base: &CommandOptions, workdir: &str) -> Result<PathBuf, ExecError> {
+pub fn resolve_workdir(base: &CommandSpec, workdir: &str) -> Result<PathBuf, ExecError> {
   let dir = base.process.cwd().join(workdir);
   crate::process::spec::check_cwd(&dir)
     .map_err(|e| ExecError::new(e.code, format!("workdir: {}", e.what)))?;
@@ -290,7 +290,7 @@ pub fn resolve_workdir(base: &CommandOptions, workdir: &str) -> Result<PathBuf, 
 pub async fn call_with(
   runner: &CommandRunner,
   args: &Value,
-  base: CommandOptions,
+  base: CommandSpec,
   settings: &ToolSettings,
 ) -> ToolOutcome {
   let (parsed, extras) = match parse_args(args) {
@@ -358,7 +358,7 @@ fn checked(c: super::CheckResult) -> ToolOutcome {
   }
 }
 
-fn run_structured(r: &super::CommandResult) -> Value {
+fn run_structured(r: &super::CommandReport) -> Value {
   let truncated = r.stdout.truncation.truncated()
     || r.stderr.truncation.truncated()
     || r.stdout.binary
@@ -424,7 +424,7 @@ fn interactive(r: super::InteractiveResult) -> ToolOutcome {
 pub async fn exec_command(
   runner: &CommandRunner,
   args: &Value,
-  base: CommandOptions,
+  base: CommandSpec,
   settings: &ToolSettings,
 ) -> ToolOutcome {
   let parsed = (|| -> Result<_, ExecError> {
@@ -492,7 +492,7 @@ pub async fn dispatch(
   runner: &CommandRunner,
   name: &str,
   args: &Value,
-  base: CommandOptions,
+  base: CommandSpec,
   settings: &ToolSettings,
 ) -> Result<ToolOutcome, ExecError> {
   Ok(match name {
@@ -557,7 +557,7 @@ mod tests {
       output_dir: dir.path().to_owned(),
       ..Default::default()
     });
-    let base = CommandOptions::new(dir.path());
+    let base = CommandSpec::new(dir.path());
     let res = call(&r, &json!({"command": "echo hi; exit 2"}), base.clone()).await;
     assert_eq!(
       res,

@@ -32,7 +32,7 @@ use crate::command::offload::LogStatus;
 use crate::command::tool::{self, ToolOutcome};
 use crate::command::tools::{self, ToolFormat, ToolSettings, TOOL_NAMES};
 use crate::command::{
-  CallOptions, CommandDefaults, CommandOptions, CommandRunner, OutputLimits, RunnerConfig,
+  CallOptions, CommandDefaults, CommandRunner, CommandSpec, OutputLimits, RunnerConfig,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::language::{self, Language, Toolchain};
@@ -127,7 +127,7 @@ impl ExecMcp {
   }
 
   /// The options every command of a call starts from.
-  fn base(&self) -> Result<CommandOptions, ExecError> {
+  fn base(&self) -> Result<CommandSpec, ExecError> {
     let cwd = self.config.cwd.clone();
     self
       .config

@@ -18,7 +18,7 @@ use crate::process::spec::EnvSpec;
 use crate::process::supervise::OutputSink;
 use crate::process::ProcessOptions;
 use crate::session::{
-  Bundle, CellLanguage, CellResult, DriverSession, ExecuteOptions, NodeOptions, PythonOptions,
+  Bundle, CellLanguage, CellOptions, CellResult, DriverSession, NodeOptions, PythonOptions,
   ShellOptions, ShellSession,
 };
 
@@ -302,14 +302,14 @@ async fn execute(
   p: ExecuteParams,
 ) -> Result<Value, RpcError> {
   let s = sessions.get(&p.session_id)?;
-  let d = ExecuteOptions::default();
+  let d = CellOptions::default();
   let language = match p.language.as_deref() {
     Some(l) => {
       Some(CellLanguage::parse(l).map_err(|e| RpcError::invalid_params(format!("language {e}")))?)
     }
     None => None,
   };
-  let opts = ExecuteOptions {
+  let opts = CellOptions {
     timeout: match p.timeout_ms {
       Some(0) => None,
       Some(t) => Some(Duration::from_millis(t)),

@@ -26,7 +26,7 @@ use super::engine::{
 use super::notebook::HistoryCell;
 use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
-use super::{CellLanguage, ExecuteOptions, SessionStatus};
+use super::{CellLanguage, CellOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{format_duration, Discard, OutputSink};
 
@@ -304,7 +304,7 @@ impl DriverSession {
   pub fn execute<O: OutputSink, E: OutputSink>(
     self: &Arc<Self>,
     code: String,
-    opts: ExecuteOptions,
+    opts: CellOptions,
     out: O,
     err: E,
   ) -> impl Future<Output = Result<CellResult, ExecError>> + Send + 'static {
@@ -322,7 +322,7 @@ impl DriverSession {
   pub fn execute_ticketed<O: OutputSink, E: OutputSink, D: DisplaySink>(
     self: &Arc<Self>,
     code: String,
-    opts: ExecuteOptions,
+    opts: CellOptions,
     out: O,
     err: E,
     display: D,
@@ -356,7 +356,7 @@ impl DriverSession {
     &self,
     mut turn: Turn,
     code: &str,
-    opts: &ExecuteOptions,
+    opts: &CellOptions,
     out: O,
     err: E,
     display: D,
@@ -488,7 +488,7 @@ impl DriverSession {
     &self,
     slot: &mut Slot<()>,
     ran: Ran,
-    opts: &ExecuteOptions,
+    opts: &CellOptions,
     result: &mut CellResult,
   ) {
     let Ran {

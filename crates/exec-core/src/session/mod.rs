@@ -79,7 +79,7 @@ pub type NodeSession = DriverSession;
 /// An exception raised by a Python cell.
 pub type PythonException = CellException;
 #[cfg(unix)]
-pub use shell::{ansi_c_quote, CommandResult, ShellOptions, ShellSession};
+pub use shell::{ansi_c_quote, ShellOptions, ShellResult, ShellSession};
 
 /// How an execution in a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +140,7 @@ impl CellLanguage {
 
 /// Per-execution settings.
 #[derive(Debug, Clone)]
-pub struct ExecuteOptions {
+pub struct CellOptions {
   /// Interrupt after this long (`None`: never).
   pub timeout: Option<Duration>,
   /// Bytes kept per stream (head + tail).
@@ -151,9 +151,9 @@ pub struct ExecuteOptions {
   pub max_display_bytes: usize,
 }
 
-impl Default for ExecuteOptions {
+impl Default for CellOptions {
   fn default() -> Self {
-    ExecuteOptions {
+    CellOptions {
       timeout: Some(Duration::from_secs(30)),
       max_output: 1024 * 1024,
       language: None,

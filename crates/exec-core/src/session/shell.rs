@@ -29,7 +29,7 @@ use super::engine::{
 };
 use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
-use super::{ExecuteOptions, SessionStatus};
+use super::{CellOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{format_duration, Discard, OutputSink};
 use crate::process::ProcessOptions;
@@ -91,7 +91,7 @@ impl Default for ShellOptions {
 
 /// The result of one command.
 #[derive(Debug, Clone)]
-pub struct CommandResult {
+pub struct ShellResult {
   pub status: SessionStatus,
   pub stdout: String,
   pub stderr: String,
@@ -126,10 +126,10 @@ struct Ran {
   broken: bool,
 }
 
-impl CommandResult {
+impl ShellResult {
   /// A command that went well so far, in `cwd`: `settle` says how it ended.
-  fn blank(entry: Entry, cwd: String, execution_time: Duration) -> CommandResult {
-    CommandResult {
+  fn blank(entry: Entry, cwd: String, execution_time: Duration) -> ShellResult {
+    ShellResult {
       status: SessionStatus::Ok,
       stdout: String::new(),
       stderr: String::new(),
@@ -146,8 +146,8 @@ impl CommandResult {
     }
   }
 
-  fn with_streams(self, s: Streams) -> CommandResult {
-    CommandResult {
+  fn with_streams(self, s: Streams) -> ShellResult {
+    ShellResult {
       stdout: s.stdout,
       stderr: s.stderr,
       truncated: s.truncated,
@@ -324,10 +324,10 @@ impl ShellSession {
   pub fn execute<O: OutputSink, E: OutputSink>(
     self: &Arc<Self>,
     command: String,
-    opts: ExecuteOptions,
+    opts: CellOptions,
     out: O,
     err: E,
-  ) -> impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static {
+  ) -> impl Future<Output = Result<ShellResult, ExecError>> + Send + 'static {
     let (ticket, run) = self.execute_ticketed(command, opts, out, err);
     async move {
       let r = run.await;
@@ -341,12 +341,12 @@ impl ShellSession {
   pub fn execute_ticketed<O: OutputSink, E: OutputSink>(
     self: &Arc<Self>,
     command: String,
-    opts: ExecuteOptions,
+    opts: CellOptions,
     out: O,
     err: E,
   ) -> (
     Ticket,
-    impl Future<Output = Result<CommandResult, ExecError>> + Send + 'static,
+    impl Future<Output = Result<ShellResult, ExecError>> + Send + 'static,
   ) {
     // the place in the queue is taken now, in call order
     let (turn, ticket) = self.engine.queue.join_execution();
@@ -360,10 +360,10 @@ impl ShellSession {
     &self,
     mut turn: Turn,
     command: &str,
-    opts: &ExecuteOptions,
+    opts: &CellOptions,
     out: O,
     err: E,
-  ) -> Result<CommandResult, ExecError> {
+  ) -> Result<ShellResult, ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
@@ -374,7 +374,7 @@ impl ShellSession {
     let (mut slot, entry, ran) = self
       .run_command(entered, &turn, command, opts.timeout, &mut out, &mut err)
       .await?;
-    let mut result = CommandResult::blank(entry, slot.state.clone(), started.elapsed());
+    let mut result = ShellResult::blank(entry, slot.state.clone(), started.elapsed());
     self.settle(&mut slot, ran, opts, &mut result).await;
     let streams = Engine::finish(slot, turn, out, err.into_inner()).await;
     Ok(result.with_streams(streams))
@@ -429,8 +429,8 @@ impl ShellSession {
     &self,
     slot: &mut Slot<String>,
     ran: Ran,
-    opts: &ExecuteOptions,
-    result: &mut CommandResult,
+    opts: &CellOptions,
+    result: &mut ShellResult,
   ) {
     let Ran {
       mut w,
@@ -501,7 +501,7 @@ impl ShellSession {
     timed_out: bool,
     broken: bool,
     timeout_label: &str,
-    result: &mut CommandResult,
+    result: &mut ShellResult,
   ) {
     let lost = self
       .engine

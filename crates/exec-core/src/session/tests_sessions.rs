@@ -10,8 +10,8 @@ use super::*;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{Discard, OutputSink};
 
-fn opts(timeout_ms: u64) -> ExecuteOptions {
-  ExecuteOptions {
+fn opts(timeout_ms: u64) -> CellOptions {
+  CellOptions {
     timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms)),
     max_output: 1 << 20,
     ..Default::default()
@@ -46,7 +46,7 @@ async fn sh() -> Arc<ShellSession> {
   )
 }
 
-async fn cmd(s: &Arc<ShellSession>, c: &str) -> CommandResult {
+async fn cmd(s: &Arc<ShellSession>, c: &str) -> ShellResult {
   s.execute(c.into(), opts(10_000), Discard, Discard)
     .await
     .unwrap()

@@ -15,7 +15,7 @@ use super::CommandRunner;
 use crate::command::format::{format_finished, format_left_running};
 use crate::command::offload::{lock, CaptureSink, SharedCapture, Stream};
 use crate::command::truncate::OutputLimits;
-use crate::command::{CommandOptions, CommandResult};
+use crate::command::{CommandReport, CommandSpec};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{Execution, LeftRunning, ProcessSpec, RunOutcome, RunPolicy};
 
@@ -114,8 +114,8 @@ impl CommandRunner {
     run: &mut Started,
     command: &str,
     capture: &SharedCapture,
-    opts: &CommandOptions,
-  ) -> Option<CommandResult> {
+    opts: &CommandSpec,
+  ) -> Option<CommandReport> {
     let (pid, limits) = (run.pid, opts.limits);
     guard(&self.inner.foreground).insert(pid, run.cancel.clone());
     let caller = opts.cancel.clone().unwrap_or_default();
@@ -178,7 +178,7 @@ fn finish_foreground(
   limits: OutputLimits,
   duration: Duration,
   keep_log: bool,
-) -> CommandResult {
+) -> CommandReport {
   let (stdout, stderr) = take_streams(capture, limits, false);
   let cut = stdout.truncation.truncated()
     || stderr.truncation.truncated()
@@ -206,7 +206,7 @@ fn finish_foreground(
     text.push_str("\n\n");
     text.push_str(&line);
   }
-  CommandResult {
+  CommandReport {
     pid: outcome.pid,
     stdout,
     stderr,

@@ -19,7 +19,7 @@ use crate::command::format::{
 };
 use crate::command::offload::{lock, LogStatus, SharedCapture};
 use crate::command::truncate::OutputLimits;
-use crate::command::{BackgroundRef, CommandOptions, CommandResult, StreamOutput};
+use crate::command::{BackgroundRef, CommandReport, CommandSpec, StreamOutput};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::RunOutcome;
 
@@ -102,8 +102,8 @@ impl CommandRunner {
     run: Started,
     command: &str,
     capture: SharedCapture,
-    opts: &CommandOptions,
-  ) -> CommandResult {
+    opts: &CommandSpec,
+  ) -> CommandReport {
     let (pid, limits) = (run.pid, opts.limits);
     let (stdout, stderr) = take_streams(&capture, limits, true);
     let log = lock(&capture).log.status(true);
@@ -163,7 +163,7 @@ impl CommandRunner {
       &log,
       vocabulary,
     );
-    CommandResult {
+    CommandReport {
       pid,
       stdout,
       stderr,

@@ -15,7 +15,7 @@ use super::jobs::{kill_proc, BgProc};
 use super::logs::sweep_logs;
 use crate::command::offload::Capture;
 use crate::command::stateful::{ShellState, StatefulRun};
-use crate::command::{command_env, CommandOptions, CommandResult, DEFAULT_RETENTION};
+use crate::command::{command_env, CommandReport, CommandSpec, DEFAULT_RETENTION};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
 use crate::process::supervise::{ProcessSpec, StdinMode};
@@ -110,7 +110,7 @@ fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
 /// sandbox; stdin at EOF.
 fn bash_spec(
   command: &str,
-  opts: &CommandOptions,
+  opts: &CommandSpec,
   shell: super::Shell,
 ) -> Result<(ProcessSpec, Option<tempfile::TempPath>), ExecError> {
   if command.trim().is_empty() {
@@ -181,23 +181,23 @@ impl CommandRunner {
   /// ([`Self::wait_foreground`]), and, if it is still running then (or was
   /// asked to run in the background), the hand-over to a background job
   /// ([`Self::to_background`]).
-  pub async fn run(&self, command: &str, opts: CommandOptions) -> CommandResult {
+  pub async fn run(&self, command: &str, opts: CommandSpec) -> CommandReport {
     if self.is_closed() {
-      return CommandResult::failed(ExecError::new(
+      return CommandReport::failed(ExecError::new(
         ErrorCode::ECANCELED,
         "the command runner is closed",
       ));
     }
     let stateful = match self.stateful_run(command, &opts) {
       Ok(s) => s,
-      Err(e) => return CommandResult::failed(e),
+      Err(e) => return CommandReport::failed(e),
     };
     let script_text = stateful
       .as_ref()
       .map_or(command, |(_, r)| r.script.as_str());
     let (spec, script) = match bash_spec(script_text, &opts, self.inner.config.shell) {
       Ok(s) => s,
-      Err(e) => return CommandResult::failed(e),
+      Err(e) => return CommandReport::failed(e),
     };
     let dir = opts
       .output_dir
@@ -207,7 +207,7 @@ impl CommandRunner {
     let capture = Capture::shared(opts.limits, dir);
     let mut run = match self.spawn_supervised(&spec, &capture, !opts.cleanup, script) {
       Ok(r) => r,
-      Err(e) => return CommandResult::failed(e),
+      Err(e) => return CommandReport::failed(e),
     };
     if !opts.background {
       if let Some(done) = self
@@ -236,7 +236,7 @@ impl CommandRunner {
   fn stateful_run(
     &self,
     command: &str,
-    opts: &CommandOptions,
+    opts: &CommandSpec,
   ) -> Result<Option<(Arc<ShellState>, StatefulRun)>, ExecError> {
     if !self.inner.config.stateful {
       return Ok(None);

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::adopt::still_alive;
 use crate::command::offload::LogStatus;
-use crate::command::CommandOptions;
+use crate::command::CommandSpec;
 use crate::error::ErrorCode;
 use crate::process::marks;
 
@@ -23,8 +23,8 @@ fn runner(dir: &Path) -> CommandRunner {
   })
 }
 
-fn opts(dir: &Path) -> CommandOptions {
-  CommandOptions::new(dir)
+fn opts(dir: &Path) -> CommandSpec {
+  CommandSpec::new(dir)
 }
 
 #[tokio::test]
