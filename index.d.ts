@@ -857,9 +857,10 @@ export interface IoFields {
 
 /**
  * SIGKILL every process group started from this Node environment that is
- * still running. `exec-native serve` calls it from `process.on('exit')`:
- * the environment cleanup hook does not run on the main thread's exit.
- * Returns how many groups were killed.
+ * still running (Windows: `TerminateJobObject` of every run's job).
+ * `exec-native serve` calls it from `process.on('exit')`: the environment
+ * cleanup hook does not run on the main thread's exit. Returns how many
+ * groups were killed.
  */
 export declare function killAllProcessGroups(): number
 
@@ -1649,6 +1650,11 @@ export declare function sanitize(text: string): string
  * connection's processes were terminated; over WebSocket it runs until the
  * process ends. Rejects when `listen` is invalid, not loopback (without
  * `allowRemote`), or cannot be bound.
+ *
+ * On Windows the processes run with pipes, each in a Job Object (ended
+ * with the server however it ends); `io: { type: 'pty' }` is `ENOTSUP`, a
+ * `sandbox` `ESANDBOX`, and sessions are Python only (docs/PROTOCOL.md,
+ * Windows).
  */
 export declare function serve(options?: ServeOptions | null): Promise<void>
 
@@ -1685,7 +1691,10 @@ export interface ServeOptions {
    * `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
    * stderr and written to a file only the user can read
    * (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
-   * `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
+   * `<tmpdir>/exec-native-<uid>/serve-<port>.token`, mode 0600; Windows:
+   * `serve-<port>.token` in the `exec-native` folder of `%TEMP%`, which the
+   * access list of the user's temporary directory protects), removed when
+   * the process exits.
    */
   token?: string
   /** A file holding the token (its first line). */

@@ -17,7 +17,8 @@ Options:
   --listen ws://HOST:PORT      serve WebSocket connections (loopback only unless --allow-remote)
   --allow-remote               accept a non-loopback --listen address (and any Host header)
   --token-file FILE            the token clients must send (else $EXEC_NATIVE_SERVE_TOKEN, else a
-                               random one, printed to stderr and written to a 0600 file)
+                               random one, printed to stderr and written to a file only you can
+                               read: mode 0600, on Windows in your %TEMP%)
   --no-auth                    no token (loopback only): any local program can connect
   --allow-origin ORIGIN        let pages of ORIGIN connect (repeatable); other Origins get 403
   --max-connections N          WebSocket connections at once (default 64)
@@ -85,11 +86,17 @@ export async function serveCommand(args) {
   delete opts.help
   const { serve, killAllProcessGroups } = require('../index.js')
   // however Node ends (stdin closed, a signal, an error, a SIGKILL: see
-  // guard.mjs), nothing it started is left behind
+  // guard.mjs), nothing it started is left behind. Windows needs no guard:
+  // every process runs in a Job Object that ends when the server's handles
+  // close, however it dies (TerminateProcess included)
   const { guardAgainstSigkill } = await import('./guard.mjs')
   guardAgainstSigkill()
   process.on('exit', () => killAllProcessGroups())
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(0))
+  // Windows: SIGINT is Ctrl+C, SIGHUP the console closing, SIGBREAK Ctrl+Break
+  // or the CTRL_BREAK_EVENT of a graceful terminate (Node's default for it
+  // ends the process without its 'exit' handlers: no token file removed)
+  const signals = process.platform === 'win32' ? ['SIGINT', 'SIGHUP', 'SIGBREAK'] : ['SIGINT', 'SIGTERM', 'SIGHUP']
+  for (const sig of signals) process.on(sig, () => process.exit(0))
   try {
     await serve(opts)
     process.exit(0)

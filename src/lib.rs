@@ -18,7 +18,6 @@ mod options;
 mod promise;
 mod reaping;
 mod sandbox;
-#[cfg(unix)]
 mod serve;
 mod session;
 mod spawn_call;

@@ -36,7 +36,10 @@ js_options! {
     /// `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
     /// stderr and written to a file only the user can read
     /// (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
-    /// `<tmpdir>/exec-native-<uid>/serve-<port>.token`).
+    /// `<tmpdir>/exec-native-<uid>/serve-<port>.token`, mode 0600; Windows:
+    /// `serve-<port>.token` in the `exec-native` folder of `%TEMP%`, which the
+    /// access list of the user's temporary directory protects), removed when
+    /// the process exits.
     pub token: Option<String>,
     /// A file holding the token (its first line).
     pub token_file: Option<String>,
@@ -97,6 +100,11 @@ fn resolve_token(
 /// connection's processes were terminated; over WebSocket it runs until the
 /// process ends. Rejects when `listen` is invalid, not loopback (without
 /// `allowRemote`), or cannot be bound.
+///
+/// On Windows the processes run with pipes, each in a Job Object (ended
+/// with the server however it ends); `io: { type: 'pty' }` is `ENOTSUP`, a
+/// `sandbox` `ESANDBOX`, and sessions are Python only (docs/PROTOCOL.md,
+/// Windows).
 #[napi(
   ts_args_type = "options?: ServeOptions | null",
   ts_return_type = "Promise<void>"
@@ -137,6 +145,10 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
     Ok(p) => p,
     Err(e) => return reject_type_error(env, e),
   };
+  #[cfg(windows)]
+  if addr.is_some() {
+    remove_token_files_at_exit(env)?;
+  }
   let fut = async move {
     match addr {
       None => {
@@ -163,10 +175,28 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
   call::fallible(env, Ok(fut), |_, ()| Ok(()))
 }
 
+/// Windows: remove the token files `serve` wrote at `process.on('exit')`.
+/// On POSIX the addon's `atexit` and signal handler do it (`host.rs`); a
+/// DLL has no such hook that `process.exit()` is sure to run (nor does it
+/// run the environment's cleanup hooks), so Node's own exit event does.
+#[cfg(windows)]
+fn remove_token_files_at_exit(env: &Env) -> Result<()> {
+  type On<'a> = Function<'a, FnArgs<(String, Function<'a, (), ()>)>, Unknown<'a>>;
+  let process: Object = env.get_global()?.get_named_property("process")?;
+  let on: On = process.get_named_property("on")?;
+  let hook = env.create_function_from_closure::<(), (), _>("removeServeTokenFiles", |_| {
+    server::remove_token_files();
+    Ok(())
+  })?;
+  on.apply(process, FnArgs::from(("exit".to_owned(), hook)))
+    .map(drop)
+}
+
 /// SIGKILL every process group started from this Node environment that is
-/// still running. `exec-native serve` calls it from `process.on('exit')`:
-/// the environment cleanup hook does not run on the main thread's exit.
-/// Returns how many groups were killed.
+/// still running (Windows: `TerminateJobObject` of every run's job).
+/// `exec-native serve` calls it from `process.on('exit')`: the environment
+/// cleanup hook does not run on the main thread's exit. Returns how many
+/// groups were killed.
 #[napi]
 pub fn kill_all_process_groups() -> u32 {
   exec_core::process::registry::kill_all(Some(host::owner())) as u32

@@ -46,22 +46,8 @@ unsupported_class! {
   NodeSession => "NodeSession",
 }
 
-/// What the bash-based entry points (`ShellSession`, `CommandRunner`,
-/// `runCommand`) fail with on Windows: with no Git bash (found as the `bash`
-/// language finds it), the ENOENT that names the fix; with one, ENOTSUP,
-/// since they do not run there yet.
 fn needs_bash(what: &str) -> ExecError {
-  let cwd = std::env::current_dir().unwrap_or_default();
-  match exec_core::language::find_bash(&exec_core::EnvSpec::inherit(), &cwd) {
-    Err(e) => e,
-    Ok(bash) => ExecError::new(
-      exec_core::ErrorCode::ENOTSUP,
-      format!(
-        "{what} is not supported on Windows yet (bash was found at {})",
-        bash.display()
-      ),
-    ),
-  }
+  exec_core::language::needs_bash(what)
 }
 
 fn reject_with(env: &Env, e: ExecError) -> Result<PromiseRaw<'_, ()>> {
@@ -114,11 +100,6 @@ pub fn kill_background(env: &Env) -> Result<PromiseRaw<'_, ()>> {
 }
 
 #[napi]
-pub fn serve(env: &Env) -> Result<PromiseRaw<'_, ()>> {
-  reject(env, "serve")
-}
-
-#[napi]
 pub fn serve_mcp(env: &Env) -> Result<PromiseRaw<'_, ()>> {
   reject(env, "serveMcp (the MCP server)")
 }
@@ -151,11 +132,4 @@ pub fn sanitize(env: Env) -> Result<()> {
 #[napi]
 pub fn truncate_tail(env: Env) -> Result<()> {
   throw(&env, "truncateTail")
-}
-
-/// End every run started from this Node environment that is still running
-/// (`TerminateJobObject`). Returns how many were ended.
-#[napi]
-pub fn kill_all_process_groups() -> u32 {
-  exec_core::process::registry::kill_all(Some(crate::host::owner())) as u32
 }

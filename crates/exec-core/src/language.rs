@@ -218,6 +218,25 @@ pub fn prepare_with(
 pub const BASH_NOT_FOUND: &str =
   "bash was not found: install Git for Windows (https://git-scm.com) or put bash.exe on PATH";
 
+/// What the bash-based entry points (`ShellSession`, the agent tool, a
+/// `serve` session of kind `shell`) fail with on Windows: with no bash found
+/// (as [`find_bash`] finds it), its ENOENT that names the fix; with one,
+/// ENOTSUP, since they do not run there yet.
+#[cfg(windows)]
+pub fn needs_bash(what: &str) -> ExecError {
+  let cwd = std::env::current_dir().unwrap_or_default();
+  match find_bash(&EnvSpec::inherit(), &cwd) {
+    Err(e) => e,
+    Ok(bash) => ExecError::new(
+      ErrorCode::ENOTSUP,
+      format!(
+        "{what} is not supported on Windows yet (bash was found at {})",
+        bash.display()
+      ),
+    ),
+  }
+}
+
 /// bash: on Windows, Git for Windows' (its usual places, then PATH, but
 /// never `System32\\bash.exe`, which is WSL's launcher and runs Linux, not
 /// this host); elsewhere the PATH's. The `bash` language, and on Windows

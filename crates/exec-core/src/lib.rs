@@ -13,7 +13,6 @@ pub mod manager;
 pub mod mcp;
 pub(crate) mod platform;
 pub mod process;
-#[cfg(unix)]
 pub mod server;
 pub mod session;
 pub mod trace;

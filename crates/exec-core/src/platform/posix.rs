@@ -201,3 +201,14 @@ mod pipe_tests {
     assert_eq!(read_into(r.as_raw_fd(), &mut buf).unwrap(), 0);
   }
 }
+
+/// The `accept` errors after which a listener goes on: out of descriptors,
+/// buffers or memory, a peer gone before its accept, an interruption.
+pub const ACCEPT_RETRY: [i32; 6] = [
+  libc::EMFILE,
+  libc::ENFILE,
+  libc::ECONNABORTED,
+  libc::EINTR,
+  libc::ENOBUFS,
+  libc::ENOMEM,
+];

@@ -332,3 +332,9 @@ pub fn with_exe_suffix(p: std::path::PathBuf) -> std::path::PathBuf {
     .find(|c| c.is_file())
     .unwrap_or(p)
 }
+
+/// The `accept` errors after which a listener goes on, Winsock's forms of
+/// POSIX's: out of sockets (`WSAEMFILE`) or buffers (`WSAENOBUFS`), a peer
+/// gone before its accept (`WSAECONNABORTED`, `WSAECONNRESET`), an
+/// interruption (`WSAEINTR`).
+pub const ACCEPT_RETRY: [i32; 5] = [10024, 10055, 10053, 10054, 10004];

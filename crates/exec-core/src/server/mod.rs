@@ -2,9 +2,18 @@
 //! stdio (one JSON message per line) or WebSocket (one message per text
 //! frame). Both transports feed one dispatcher; each connection owns a
 //! [`ProcessManager`] whose processes are terminated when it closes.
+//!
+//! Windows builds it too (issue 25): the manager's processes run there with
+//! pipes, each in a Job Object (`process/start` with a PTY is ENOTSUP, a
+//! sandbox ESANDBOX), sessions are Python only (`sessions.rs`), and the
+//! token file is protected by the user's temporary directory, not by mode
+//! bits (`token.rs`).
 
 pub mod protocol;
 pub mod sessions;
+mod token;
+
+pub use token::{random_token, remove_token_files, write_token_file};
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -369,92 +378,6 @@ impl Default for WsPolicy {
       max_connections: 64,
       handshake_timeout: Duration::from_secs(3),
       ping_interval: Duration::from_secs(30),
-    }
-  }
-}
-
-/// A random token of 32 bytes from the OS, hex-encoded.
-pub fn random_token() -> Result<String, ExecError> {
-  use std::io::Read;
-  let mut bytes = [0u8; 32];
-  std::fs::File::open("/dev/urandom")
-    .and_then(|mut f| f.read_exact(&mut bytes))
-    .map_err(|e| ExecError::new(ErrorCode::EIO, format!("cannot read /dev/urandom: {e}")))?;
-  Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Write `token` to a file only the user can read: `<dir>/exec-native/serve-<port>.token`
-/// under `$XDG_RUNTIME_DIR`, else the temp directory (`exec-native-<uid>`).
-pub fn write_token_file(token: &str, port: u16) -> Result<std::path::PathBuf, ExecError> {
-  use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-  let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-    Some(d) if !d.is_empty() => std::path::PathBuf::from(d).join("exec-native"),
-    _ => std::env::temp_dir().join(format!("exec-native-{}", crate::platform::uid())),
-  };
-  let io = |e: std::io::Error| {
-    ExecError::new(
-      ErrorCode::EIO,
-      format!("cannot write the token file in {}: {e}", dir.display()),
-    )
-  };
-  std::fs::DirBuilder::new()
-    .recursive(true)
-    .mode(0o700)
-    .create(&dir)
-    .map_err(io)?;
-  std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-  let path = dir.join(format!("serve-{port}.token"));
-  let _ = std::fs::remove_file(&path);
-  let mut f = std::fs::OpenOptions::new()
-    .write(true)
-    .create_new(true)
-    .mode(0o600)
-    .open(&path)
-    .map_err(io)?;
-  std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes()).map_err(io)?;
-  remember_token_file(&path);
-  Ok(path)
-}
-
-/// The token files this process wrote, as C strings made once (leaked), so
-/// that the exit paths remove them with `unlink` alone: `atexit` and the
-/// host's signal handler (`hostguard`), where nothing may allocate or lock.
-static TOKEN_FILES: [std::sync::atomic::AtomicPtr<libc::c_char>; 8] =
-  [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; 8];
-
-fn remember_token_file(path: &std::path::Path) {
-  use std::os::unix::ffi::OsStrExt;
-  let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-    return;
-  };
-  let raw = c.into_raw();
-  for slot in &TOKEN_FILES {
-    if slot
-      .compare_exchange(
-        std::ptr::null_mut(),
-        raw,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-      )
-      .is_ok()
-    {
-      return;
-    }
-  }
-  // more than 8 listeners in one process: this one's file stays
-  // SAFETY: `raw` came from `into_raw` above and was stored nowhere
-  drop(unsafe { std::ffi::CString::from_raw(raw) });
-}
-
-/// Remove the token files this process wrote (at its exit: `serve`'s token
-/// is the key to its listener, which is gone). Async-signal-safe.
-pub fn remove_token_files() {
-  for slot in &TOKEN_FILES {
-    let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if !p.is_null() {
-      // SAFETY: `p` came from `CString::into_raw` and is never freed (the
-      // slot was emptied, so this is its only user)
-      crate::platform::unlink_signal_safe(unsafe { std::ffi::CStr::from_ptr(p) });
     }
   }
 }
@@ -850,13 +773,11 @@ async fn serve_ws_connection<S>(
   let _ = tokio::time::timeout(Duration::from_secs(5), write_task).await;
 }
 
+/// An `accept` error after which the listener goes on (out of descriptors
+/// or buffers, a peer gone before its accept).
 fn is_transient(e: &std::io::Error) -> bool {
-  matches!(
-    e.raw_os_error(),
-    Some(
-      libc::EMFILE | libc::ENFILE | libc::ECONNABORTED | libc::EINTR | libc::ENOBUFS | libc::ENOMEM
-    )
-  )
+  e.raw_os_error()
+    .is_some_and(|c| crate::platform::ACCEPT_RETRY.contains(&c))
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ pub fn rpc_code(code: ErrorCode) -> i64 {
     ErrorCode::ESPAWN => -32008,
     ErrorCode::EIO => -32009,
     ErrorCode::ESANDBOX => -32010,
+    ErrorCode::ENOTSUP => -32011,
     _ => -32000,
   }
 }
@@ -356,13 +357,20 @@ pub use crate::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 /// Upper bound of one long poll, so a request cannot be parked for ever.
 pub const MAX_WAIT_MS: u64 = 24 * 3600 * 1000;
 
-/// The answer of `initialize`: the protocol, the server, its limits.
+/// The answer of `initialize`: the protocol, the server, its limits. What
+/// this build can start: on Windows no PTY and only Python sessions yet
+/// (issue 25).
 fn initialize_json(m: &ProcessManager) -> Value {
   let c = m.config();
+  let (pty, sessions) = if crate::platform::WINDOWS {
+    (false, json!(["python"]))
+  } else {
+    (true, json!(["python", "node", "shell"]))
+  };
   json!({
     "protocolVersion": PROTOCOL_VERSION,
     "serverInfo": { "name": "exec-native", "version": env!("CARGO_PKG_VERSION") },
-    "capabilities": { "pty": true, "pipes": true, "sessions": ["python", "node", "shell"] },
+    "capabilities": { "pty": pty, "pipes": true, "sessions": sessions },
     "limits": {
       "retainedOutputBytes": c.retained_output_bytes,
       "maxProcesses": c.max_processes,

@@ -4,6 +4,10 @@
 //! `session/execute` runs:
 //! `session/output {sessionId, stream: 'stdout'|'stderr', data}` (text, split
 //! on UTF-8 boundaries) and `session/display {sessionId, data: {mime: ...}}`.
+//!
+//! Windows: only `python` sessions; `node` is ENOTSUP (its driver reads its
+//! channel from fd 0), `shell` is bash's ENOENT without Git bash, else
+//! ENOTSUP, as the addon's `NodeSession` and `ShellSession` say there.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,16 +21,16 @@ use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
 use crate::process::spec::EnvSpec;
 use crate::process::supervise::OutputSink;
 use crate::process::ProcessOptions;
-use crate::session::{
-  Bundle, CellLanguage, CellOptions, CellResult, DriverSession, NodeOptions, PythonOptions,
-  ShellOptions, ShellSession,
-};
+use crate::session::{Bundle, CellLanguage, CellOptions, CellResult, DriverSession, PythonOptions};
+#[cfg(unix)]
+use crate::session::{NodeOptions, ShellOptions, ShellSession};
 
 /// Longest `sessionId` accepted (bytes).
 const MAX_SESSION_ID_BYTES: usize = 256;
 
 enum Session {
   Driver(Arc<DriverSession>),
+  #[cfg(unix)]
   Shell(Arc<ShellSession>),
 }
 
@@ -71,6 +75,7 @@ impl Sessions {
 async fn close(s: &Session) {
   match s {
     Session::Driver(d) => d.close().await,
+    #[cfg(unix)]
     Session::Shell(sh) => sh.close().await,
   }
 }
@@ -144,6 +149,7 @@ pub async fn dispatch(
       let p: IdParams = params(p)?;
       let hit = match &*sessions.get(&p.session_id)? {
         Session::Driver(d) => d.interrupt(),
+        #[cfg(unix)]
         Session::Shell(s) => s.interrupt(),
       };
       Ok(json!({ "interrupted": hit }))
@@ -224,63 +230,42 @@ impl Session {
   fn pid(&self) -> i32 {
     match self {
       Session::Driver(d) => d.pid(),
+      #[cfg(unix)]
       Session::Shell(s) => s.pid(),
     }
   }
 }
 
+/// What every kind of session takes from `session/start`'s params.
+struct Common {
+  process: ProcessOptions,
+  owner: u64,
+  init_code: Option<String>,
+  kill_grace: Option<Duration>,
+  startup_timeout: Option<Duration>,
+}
+
 async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Value, RpcError> {
   let (env, sandbox) = env_and_sandbox(&mut p)?;
-  let limits = protocol::limits_param(p.limits)?;
-  let process = ProcessOptions {
-    cwd: Some(cwd_param(p.cwd)?),
-    env,
-    limits,
-    die_with_parent: p.die_with_parent.unwrap_or(false),
-    sandbox,
-  };
   let ms = Duration::from_millis;
+  let c = Common {
+    process: ProcessOptions {
+      cwd: Some(cwd_param(p.cwd)?),
+      env,
+      limits: protocol::limits_param(p.limits)?,
+      die_with_parent: p.die_with_parent.unwrap_or(false),
+      sandbox,
+    },
+    owner,
+    init_code: p.init_code,
+    kill_grace: p.force_kill_after_delay_ms.map(ms),
+    startup_timeout: p.startup_timeout_ms.map(ms),
+  };
   let id = new_id(sessions, p.session_id)?;
   let session = match p.kind.as_str() {
-    "python" => {
-      let d = PythonOptions::default();
-      let o = PythonOptions {
-        python: p.program.unwrap_or(d.python),
-        process,
-        init_code: p.init_code,
-        owner,
-        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
-        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-        max_history: d.max_history,
-      };
-      Session::Driver(Arc::new(DriverSession::start(o).await?))
-    }
-    "node" => {
-      let d = NodeOptions::default();
-      let o = NodeOptions {
-        node: p.program.unwrap_or(d.node),
-        exec_argv: p.exec_argv.unwrap_or_default(),
-        process,
-        init_code: p.init_code,
-        owner,
-        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
-        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-        max_history: d.max_history,
-      };
-      Session::Driver(Arc::new(DriverSession::start(o).await?))
-    }
-    "shell" => {
-      let d = ShellOptions::default();
-      let o = ShellOptions {
-        shell: p.program.unwrap_or(d.shell),
-        process,
-        init_script: p.init_code,
-        owner,
-        kill_grace: p.force_kill_after_delay_ms.map_or(d.kill_grace, ms),
-        startup_timeout: p.startup_timeout_ms.map_or(d.startup_timeout, ms),
-      };
-      Session::Shell(Arc::new(ShellSession::start(o).await?))
-    }
+    "python" => start_python(c, p.program).await?,
+    "node" => start_node(c, p.program, p.exec_argv).await?,
+    "shell" => start_shell(c, p.program).await?,
     other => {
       return Err(RpcError::invalid_params(format!(
         "kind must be 'python', 'node' or 'shell', got '{other}'"
@@ -294,6 +279,70 @@ async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Va
     .unwrap_or_else(|e| e.into_inner())
     .insert(id.clone(), Arc::new(session));
   Ok(json!({ "sessionId": id, "pid": pid }))
+}
+
+async fn start_python(c: Common, program: Option<String>) -> Result<Session, RpcError> {
+  let d = PythonOptions::default();
+  let o = PythonOptions {
+    python: program.unwrap_or(d.python),
+    process: c.process,
+    init_code: c.init_code,
+    owner: c.owner,
+    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
+    max_history: d.max_history,
+  };
+  Ok(Session::Driver(Arc::new(DriverSession::start(o).await?)))
+}
+
+#[cfg(unix)]
+async fn start_node(
+  c: Common,
+  program: Option<String>,
+  exec_argv: Option<Vec<String>>,
+) -> Result<Session, RpcError> {
+  let d = NodeOptions::default();
+  let o = NodeOptions {
+    node: program.unwrap_or(d.node),
+    exec_argv: exec_argv.unwrap_or_default(),
+    process: c.process,
+    init_code: c.init_code,
+    owner: c.owner,
+    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
+    max_history: d.max_history,
+  };
+  Ok(Session::Driver(Arc::new(DriverSession::start(o).await?)))
+}
+
+/// Windows: Node's driver reads its channel from fd 0 (issue 25).
+#[cfg(windows)]
+async fn start_node(
+  _: Common,
+  _: Option<String>,
+  _: Option<Vec<String>>,
+) -> Result<Session, RpcError> {
+  Err(crate::ExecError::not_on_windows("a node session (session/start kind 'node')").into())
+}
+
+#[cfg(unix)]
+async fn start_shell(c: Common, program: Option<String>) -> Result<Session, RpcError> {
+  let d = ShellOptions::default();
+  let o = ShellOptions {
+    shell: program.unwrap_or(d.shell),
+    process: c.process,
+    init_script: c.init_code,
+    owner: c.owner,
+    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
+  };
+  Ok(Session::Shell(Arc::new(ShellSession::start(o).await?)))
+}
+
+/// Windows: bash's ENOENT naming the fix, else ENOTSUP (issue 25).
+#[cfg(windows)]
+async fn start_shell(_: Common, _: Option<String>) -> Result<Session, RpcError> {
+  Err(crate::language::needs_bash("a shell session (session/start kind 'shell')").into())
 }
 
 async fn execute(
@@ -354,6 +403,7 @@ async fn execute(
       drop(ticket);
       driver_json(r?)
     }
+    #[cfg(unix)]
     Session::Shell(sh) => {
       let r = sh
         .execute(p.code, opts, stream("stdout"), stream("stderr"))
