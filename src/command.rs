@@ -768,8 +768,7 @@ impl CommandRunner {
       let base = self
         .defaults
         .merge(call, exec_core::process::options::host_cwd)?;
-      let mut s = core::StartOptions::new(".");
-      s.process = base.process;
+      let mut s = core::StartOptions::with_process(base.process);
       s.cwd_given = base.cwd_given;
       s.limits = base.limits;
       if let Some(y) = o.yield_ms {

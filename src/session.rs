@@ -371,12 +371,12 @@ impl Common {
     grace: Option<Ms>,
     startup: Option<Ms>,
     d: (Duration, Duration),
-  ) -> ArgResult<Self> {
-    Ok(Common {
+  ) -> Self {
+    Common {
       process,
       grace: grace.map_or(d.0, |m| m.0),
       startup: startup.map_or(d.1, |m| m.0),
-    })
+    }
   }
 }
 
@@ -617,7 +617,7 @@ impl PythonSession {
         o.force_kill_after_delay,
         o.startup_timeout,
         (d.kill_grace, d.startup_timeout),
-      )?;
+      );
       Ok(core::PythonOptions {
         python: o.python.unwrap_or(d.python),
         process: c.process,
@@ -868,7 +868,7 @@ impl NodeSession {
         o.force_kill_after_delay,
         o.startup_timeout,
         (d.kill_grace, d.startup_timeout),
-      )?;
+      );
       Ok(core::NodeOptions {
         node: o.node_path.unwrap_or(d.node),
         exec_argv: o.exec_argv.unwrap_or_default(),
@@ -957,7 +957,7 @@ impl ShellSession {
         o.force_kill_after_delay,
         o.startup_timeout,
         (d.kill_grace, d.startup_timeout),
-      )?;
+      );
       Ok(core::ShellOptions {
         shell: o.shell.unwrap_or(d.shell),
         process: c.process,

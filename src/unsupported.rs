@@ -5,6 +5,7 @@
 //! constructor and a synchronous function throw it, an asynchronous one
 //! rejects with it. Nothing is silently ignored.
 
+use exec_core::language::needs_bash;
 use exec_core::ExecError;
 use napi::bindgen_prelude::*;
 use napi::JsError;
@@ -44,10 +45,6 @@ macro_rules! unsupported_class {
 
 unsupported_class! {
   NodeSession => "NodeSession",
-}
-
-fn needs_bash(what: &str) -> ExecError {
-  exec_core::language::needs_bash(what)
 }
 
 fn reject_with(env: &Env, e: ExecError) -> Result<PromiseRaw<'_, ()>> {

@@ -67,8 +67,13 @@ pub struct StartOptions {
 
 impl StartOptions {
   pub fn new(cwd: impl Into<PathBuf>) -> Self {
+    Self::with_process(ProcessOptions::in_dir(cwd))
+  }
+
+  /// The defaults, with `process` (its cwd given).
+  pub fn with_process(process: ProcessOptions) -> Self {
     StartOptions {
-      process: ProcessOptions::in_dir(cwd),
+      process,
       yield_time: DEFAULT_START_YIELD,
       tty: true,
       rows: 24,

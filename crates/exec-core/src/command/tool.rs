@@ -437,11 +437,10 @@ pub async fn exec_command(
       Some(w) => resolve_workdir(&base, w)?,
       None => base.process.cwd().to_path_buf(),
     };
-    let mut s = super::StartOptions::new(".");
-    s.process = crate::process::ProcessOptions {
+    let mut s = super::StartOptions::with_process(crate::process::ProcessOptions {
       cwd: Some(cwd),
       ..base.process.clone()
-    };
+    });
     s.cwd_given = workdir.is_some() || base.cwd_given;
     s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
     if let Some(mode) = truncation(args)? {
