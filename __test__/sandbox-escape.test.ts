@@ -213,6 +213,54 @@ describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
     expect(existsSync(join(outside, 'nested'))).toBe(false)
   })
 
+  it.skipIf(!full)('each run has its own /dev/shm (the template\'s /dev is shared, its shm never)', async () => {
+    const { work } = fresh()
+    const name = `exn-shm-${process.pid}`
+    const [a, b] = await Promise.all([
+      executeAndCapture(`echo a > /dev/shm/${name} && echo wrote; sleep 0.5; cat /dev/shm/${name}`, 'bash', { cwd: work, sandbox: true }),
+      executeAndCapture(`sleep 0.25; cat /dev/shm/${name} 2>/dev/null || echo absent; echo b > /dev/shm/${name}; cat /dev/shm/${name}`, 'bash', { cwd: work, sandbox: true }),
+    ])
+    expect(a.stdout).toBe('wrote\na\n')
+    expect(b.stdout).toBe('absent\nb\n')
+    // and the host's /dev/shm got neither
+    expect(existsSync(`/dev/shm/${name}`)).toBe(false)
+  })
+
+  // Root only: mounting on the host, and a writable root under /run.
+  const root = process.getuid?.() === 0
+  it.skipIf(!full || !root)('a mount made on the host after the first run is seen, read-only, by the next (the template is made again)', async () => {
+    const { work, outside } = fresh()
+    const m = join(outside, 'm')
+    mkdirSync(m)
+    const probe = `cat ${m}/f 2>/dev/null || echo missing; touch ${m}/g 2>&1 | grep -o 'Read-only file system' || echo writable`
+    const before = await executeAndCapture(probe, 'bash', { cwd: work, sandbox: true })
+    expect(before.stdout).toBe('missing\nRead-only file system\n')
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', 'tmpfs', m])
+    if (mounted.status !== 0) return // no mount here (a container without CAP_SYS_ADMIN)
+    try {
+      writeFileSync(join(m, 'f'), 'fresh\n')
+      const after = await executeAndCapture(probe, 'bash', { cwd: work, sandbox: true })
+      expect(after.stdout).toBe('fresh\nRead-only file system\n')
+      expect(existsSync(join(m, 'g'))).toBe(false)
+    } finally {
+      spawnSync('umount', [m])
+    }
+  })
+
+  it.skipIf(!full || !root)('a writable root under /run (no template: the host\'s mounts, /run not hidden) is writable, the rest is not', async () => {
+    const { work, outside } = fresh()
+    const run = mkdtempSync('/run/exn-esc-')
+    dirs.push(run)
+    const r = await executeAndCapture(
+      `echo x > ${run}/ok && echo wrote-run; echo x > ${outside}/no 2>/dev/null || echo denied; echo pid=$$; ls /dev/shm | wc -l`,
+      'bash',
+      { cwd: work, sandbox: { writableRoots: [run] } },
+    )
+    expect(r.stdout).toMatch(/^wrote-run\ndenied\npid=\d\n0\n$/)
+    expect(readFileSync(join(run, 'ok'), 'utf8')).toBe('x\n')
+    expect(existsSync(join(outside, 'no'))).toBe(false)
+  })
+
   it.skipIf(!full)('the child sees its own PID namespace and /dev, and /run is empty', async () => {
     const { work } = fresh()
     const r = await executeAndCapture('echo pid=$$; ls /run | wc -l; ls /dev | tr "\\n" " "', 'bash', { cwd: work, sandbox: true })

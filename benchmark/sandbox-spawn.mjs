@@ -3,18 +3,18 @@
 // `sandbox: true`, interleaved, at a given JS heap size (the sandbox spawns
 // from a short-lived thread and keeps posix_spawn, so it should not grow with
 // the heap). Medians and p90 in ms.
-//   node benchmark/sandbox-spawn.mjs [runs] [heapMiB] [addon.node]
+//   node benchmark/sandbox-spawn.mjs [runs] [heapMiB] [addon.node] [cwd (default: the temp directory)]
 //   node --max-old-space-size=4096 benchmark/sandbox-spawn.mjs 400 1024
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 
 const require = createRequire(import.meta.url)
-const [runs = 300, heapMb = 0, addonPath = '../index.js'] = process.argv.slice(2)
+const [runs = 300, heapMb = 0, addonPath = '../index.js', cwd = tmpdir()] = process.argv.slice(2)
 const { spawnCall, sandboxStatus } = require(addonPath)
 // a big heap the way a long-lived host has one: many small live objects
 const keep = []
 for (let i = 0; i < Number(heapMb); i++) keep.push(Array.from({ length: 1024 * 16 }, (_, j) => ({ j })))
-const opts = { plain: { cwd: tmpdir() }, sandboxed: { cwd: tmpdir(), sandbox: true } }
+const opts = { plain: { cwd }, sandboxed: { cwd, sandbox: true } }
 const times = { plain: [], sandboxed: [] }
 for (let i = 0; i < 20; i++) for (const o of Object.values(opts)) await spawnCall('/bin/true', [], o)
 for (let i = 0; i < Number(runs); i++) {

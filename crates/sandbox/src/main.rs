@@ -35,14 +35,22 @@
 //! on stderr naming what failed (fail closed). An exec that fails: 127
 //! (not found) or 126.
 
+#![cfg_attr(target_os = "linux", no_main)]
+
 #[cfg(not(target_os = "linux"))]
 fn main() {
   eprintln!("exec-native-sandbox: Linux only");
   std::process::exit(125);
 }
 
+// Linux: C's `main`, without Rust's start-up (`lang_start`), which reads
+// /proc/self/maps and sets up a stack guard and signal handlers for a
+// process that execs a moment later: about 0.1 ms of every sandboxed
+// spawn. `std::env::args_os` still works (glibc hands the arguments to
+// std's `.init_array` hook).
 #[cfg(target_os = "linux")]
-fn main() {
+#[no_mangle]
+pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
   linux::main()
 }
 
@@ -72,6 +80,12 @@ mod linux {
     /// sandbox (docs/SANDBOX.md, "Cost").
     pub join_user: Option<PathBuf>,
     pub join_net: Option<PathBuf>,
+    /// `--anchor`: make the namespaces the host keeps (see [`anchor`]).
+    pub anchor: bool,
+    /// A mount namespace to start from instead of the host's: the host's
+    /// kept template (made by `--anchor` with the same `--hide` and
+    /// `--keep`), which has everything but the run's own mounts.
+    pub template: Option<PathBuf>,
     pub argv0: Option<OsString>,
     pub program: OsString,
     pub args: Vec<OsString>,
@@ -92,7 +106,8 @@ mod linux {
         Some("--keep") => o.keep.push(value("--keep")?.into()),
         Some("--join-user") => o.join_user = Some(value("--join-user")?.into()),
         Some("--join-net") => o.join_net = Some(value("--join-net")?.into()),
-        Some("--anchor") => anchor(),
+        Some("--anchor") => o.anchor = true,
+        Some("--template") => o.template = Some(value("--template")?.into()),
         Some("--argv0") => o.argv0 = Some(value("--argv0")?),
         Some("--") => break,
         _ => return Err(format!("unknown argument {a:?}")),
@@ -118,76 +133,130 @@ mod linux {
     std::io::Error::last_os_error()
   }
 
-  pub fn main() {
+  pub fn main() -> ! {
     let opts = match parse(std::env::args_os().skip(1)) {
       Ok(o) => o,
       Err(e) => fail(format!("bad arguments: {e}")),
     };
+    if opts.anchor {
+      anchor(&opts)
+    }
     if opts.ns {
-      namespaces(&opts);
+      namespaces(&opts)
     }
     command(&opts)
   }
 
-  /// The command's side: restrict this process, then exec (or, probing,
-  /// exit 0).
+  /// The command's side without namespaces: restrict this process, then
+  /// exec (or, probing, exit 0).
   fn command(opts: &Opts) -> ! {
-    // only stdio reaches the command: a descriptor the host leaked without
-    // close-on-exec (another addon's socket, say) must not be in reach
-    // SAFETY: close_range(2) takes plain integers; the descriptors above stdio it closes are not
-    // owned by any Rust object of this single-threaded helper (it opened none yet), so no handle is
-    // left dangling.
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    let argv0 = opts.argv0.clone().unwrap_or_else(|| opts.program.clone());
-    let cstr = |s: &OsString| {
-      CString::new(s.as_bytes()).unwrap_or_else(|_| fail("an argument contains a NUL byte"))
+    Launch::new(opts, &opts.write).run()
+  }
+
+  /// The command made ready to run: its restriction prepared (the Landlock
+  /// ruleset, the seccomp program) and its `execve` arguments built, so
+  /// that [`Launch::run`] is system calls only and a child between
+  /// `clone(CLONE_VM|CLONE_VFORK)` and `execve` may call it.
+  struct Launch {
+    program: CString,
+    _args: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    restriction: restrict::Prepared,
+    probe: bool,
+  }
+
+  impl Launch {
+    fn new(opts: &Opts, writable: &[PathBuf]) -> Launch {
+      let argv0 = opts.argv0.clone().unwrap_or_else(|| opts.program.clone());
+      let cstr = |s: &OsString| {
+        CString::new(s.as_bytes()).unwrap_or_else(|_| fail("an argument contains a NUL byte"))
+      };
+      let program = cstr(&opts.program);
+      let mut args = vec![cstr(&argv0)];
+      args.extend(opts.args.iter().map(cstr));
+      let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+      argv.push(std::ptr::null());
+      let restriction = restrict::Prepared::new(opts.net, writable).unwrap_or_else(|e| fail(e));
+      Launch {
+        program,
+        _args: args,
+        argv,
+        restriction,
+        probe: opts.probe,
+      }
+    }
+
+    /// Restrict the calling process, then exec the command (or, probing,
+    /// exit 0). System calls only: no allocation, no lock.
+    fn run(&self) -> ! {
+      // only stdio reaches the command: a descriptor the host leaked without
+      // close-on-exec (another addon's socket, say) must not be in reach.
+      // Marked close-on-exec rather than closed: the Landlock ruleset is
+      // still needed below.
+      // SAFETY: close_range(2) takes plain integers; with CLOSE_RANGE_CLOEXEC it closes nothing,
+      // so no descriptor owned by a Rust object is left dangling.
+      unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+      if let Err((what, e)) = self.restriction.apply() {
+        say(&[what.as_bytes()], e.raw_os_error().unwrap_or(0));
+        // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
+        unsafe { libc::_exit(SETUP_FAILED) }
+      }
+      if self.probe {
+        // SAFETY: _exit ends the process (a probe) without unwinding; nothing of ours needs to run.
+        unsafe { libc::_exit(0) };
+      }
+      // signals the host's runtime ignored stay ignored across exec; the
+      // command gets the defaults a shell would give it
+      for sig in [libc::SIGPIPE, libc::SIGXFSZ, libc::SIGXCPU] {
+        // SAFETY: SIG_DFL for a standard signal number; a system call, async-signal-safe.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+      }
+      extern "C" {
+        static environ: *const *const libc::c_char;
+      }
+      // SAFETY: `self.program` and the CStrings behind `self.argv` live as long as `self` (the
+      // caller's, which outlives this call), `argv` is NULL-terminated, and `environ` is the
+      // process's own environment, which nothing modifies meanwhile.
+      unsafe { libc::execve(self.program.as_ptr(), self.argv.as_ptr(), environ) };
+      let e = last_errno();
+      let code = if e == libc::ENOENT { 127 } else { 126 };
+      say(&[b"cannot run ", self.program.as_bytes()], e);
+      // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
+      unsafe { libc::_exit(code) }
+    }
+  }
+
+  const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+
+  fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+  }
+
+  /// `exec-native-sandbox: <parts>: <strerror(errno)>` on stderr, without
+  /// allocating (a child after clone may call it).
+  fn say(parts: &[&[u8]], errno: i32) {
+    let mut buf = [0u8; 512];
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+      let k = b.len().min(buf.len() - n);
+      buf[n..n + k].copy_from_slice(&b[..k]);
+      n += k;
     };
-    let program = cstr(&opts.program);
-    let mut args = vec![cstr(&argv0)];
-    args.extend(opts.args.iter().map(cstr));
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut writable = opts.write.clone();
-    if opts.ns {
-      // the private /dev/shm (POSIX semaphores, multiprocessing)
-      writable.push(PathBuf::from("/dev/shm"));
+    put(b"exec-native-sandbox: ");
+    for p in parts {
+      put(p);
     }
-    if let Err(e) = restrict::apply(opts.net, &writable) {
-      fail(e);
+    put(b": ");
+    let mut text = [0 as libc::c_char; 128];
+    // SAFETY: `text` is a live, writable buffer whose length is passed; strerror_r (the XSI form
+    // libc binds) writes a NUL-terminated message into it, a table lookup with no allocation.
+    if unsafe { libc::strerror_r(errno, text.as_mut_ptr(), text.len()) } == 0 {
+      // SAFETY: strerror_r succeeded, so `text` holds a NUL-terminated string within its length.
+      put(unsafe { CStr::from_ptr(text.as_ptr()) }.to_bytes());
     }
-    if opts.probe {
-      // SAFETY: _exit ends the process (a probe) without unwinding; nothing of ours needs to run.
-      unsafe { libc::_exit(0) };
-    }
-    // signals the host's runtime ignored stay ignored across exec; the
-    // command gets the defaults a shell would give it
-    for sig in [libc::SIGPIPE, libc::SIGXFSZ, libc::SIGXCPU] {
-      // SAFETY: SIG_DFL for a standard signal number; this single-threaded helper installed no
-      // handler these signals' state depends on.
-      unsafe { libc::signal(sig, libc::SIG_DFL) };
-    }
-    extern "C" {
-      static environ: *const *const libc::c_char;
-    }
-    // SAFETY: `program` and the CStrings behind `argv` live until execve returns (they are dropped
-    // only after), `argv` is NULL-terminated, and `environ` is the process's own environment, which
-    // nothing modifies concurrently (single thread).
-    unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), environ) };
-    let e = errno();
-    let code = if e.raw_os_error() == Some(libc::ENOENT) {
-      127
-    } else {
-      126
-    };
-    let msg = format!(
-      "exec-native-sandbox: cannot run {}: {e}\n",
-      Path::new(&opts.program).display()
-    );
-    // SAFETY: `msg` is a live String: pointer and length describe initialised bytes; write(2) on fd
-    // 2.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-    // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
-    unsafe { libc::_exit(code) }
+    put(b"\n");
+    // SAFETY: `buf` is a live array and `n` <= its length: write(2) reads only those bytes.
+    unsafe { libc::write(2, buf.as_ptr().cast(), n) };
   }
 
   fn write_file(path: &str, data: &str) -> Result<(), String> {
@@ -347,11 +416,21 @@ mod linux {
     write_file("/proc/self/gid_map", &format!("{gid} {gid} 1\n"))
   }
 
-  /// `--anchor`: make a user namespace and an empty network namespace, say
-  /// `ready`, and stay until stdin ends. The host opens the two from
-  /// `/proc/<pid>/ns/` meanwhile and keeps them for the runs to join.
-  fn anchor() -> ! {
+  /// `--anchor`: make a user namespace, an empty network namespace and a
+  /// mount namespace that is the template of the runs' (everything of
+  /// [`mounts`] that is the same for every run: `/` read-only, `--hide`,
+  /// `--keep`, the private `/dev`), say `ready`, and stay until stdin ends.
+  /// The host opens the three from `/proc/<pid>/ns/` meanwhile and keeps
+  /// them: each run joins the first two and starts from a copy of the third.
+  fn anchor(opts: &Opts) -> ! {
     if let Err(e) = new_user_ns(true) {
+      fail(e);
+    }
+    // SAFETY: unshare(2) takes flags only; this helper is single-threaded.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+      fail(format!("cannot create the namespaces: {}", errno()));
+    }
+    if let Err(e) = template_mounts(opts) {
       fail(e);
     }
     let _ = std::io::Write::write_all(&mut std::io::stdout(), b"ready\n");
@@ -383,15 +462,26 @@ mod linux {
     ok
   }
 
-  fn namespaces(opts: &Opts) {
+  fn namespaces(opts: &Opts) -> ! {
     let cwd = std::env::current_dir().ok();
     // the host's kept user (and network) namespace, else new ones
     let (user_fd, net_fd) = (
       open_ns(opts.join_user.as_deref()),
       open_ns(opts.join_net.as_deref().filter(|_| !opts.net)),
     );
+    let template_fd = open_ns(opts.template.as_deref());
     let joined_user = join(user_fd, libc::CLONE_NEWUSER);
     let joined_net = joined_user && join(net_fd, libc::CLONE_NEWNET);
+    // the template's mount namespace (which resets the working directory:
+    // the init takes it again); the mounts start from the host's without it
+    let templated = joined_user && join(template_fd, libc::CLONE_NEWNS);
+    if !templated {
+      if let Some(fd) = template_fd.filter(|_| !joined_user) {
+        // SAFETY: `fd` was opened by open_ns and not handed to join (the user namespace was not
+        // joined): it is owned here and closed once.
+        unsafe { libc::close(fd) };
+      }
+    }
     if !joined_user && net_fd.is_some() {
       // SAFETY: `net_fd` was opened by open_ns and not handed to join (the user namespace was not
       // joined): it is owned here and closed once.
@@ -402,81 +492,101 @@ mod linux {
         fail(e);
       }
     }
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    // the init gets the rest: new mount, IPC, PID (and, network off, if none
+    // was joined, network) namespaces, so this process is never in them and
+    // their teardown is not on the way to the host learning the status
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
     if joined_user && !opts.net && !joined_net {
       flags |= libc::CLONE_NEWNET;
-    }
-    // SAFETY: unshare(2) takes flags only; this helper is still single-threaded.
-    if unsafe { libc::unshare(flags) } != 0 {
-      fail(format!("cannot create the namespaces: {}", errno()));
-    }
-    if let Err(e) = mounts(opts) {
-      fail(e);
-    }
-    if let Some(cwd) = cwd {
-      // the working directory held the mount it had before: take it again
-      // through the new ones (a writable root is a new bind mount)
-      let _ = std::env::set_current_dir(&cwd);
-    }
-    // SAFETY: unshare(2) takes flags only; single-threaded as CLONE_NEWPID's later fork requires
-    // nothing more.
-    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-      fail(format!("cannot create the PID namespace: {}", errno()));
     }
     let mut status_pipe = [0i32; 2];
     // SAFETY: `status_pipe` is a live [i32; 2], the two ints pipe2(2) writes.
     if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
       fail(format!("pipe: {}", errno()));
     }
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: this helper is single-threaded, so the child of fork(2) has a consistent heap and may
-    // go on running Rust code (it allocates in init and command).
-    match unsafe { libc::fork() } {
-      -1 => fail(format!("cannot start the init: {}", errno())),
-      0 => {
-        // SAFETY: the child owns its copy of the read end and closes it once; it never uses it.
-        unsafe { libc::close(status_pipe[0]) };
-        init(parent, status_pipe[1]);
-      }
-      child => {
-        // SAFETY: the parent owns its copy of the write end and closes it once; it never uses it.
-        unsafe { libc::close(status_pipe[1]) };
-        monitor(child, status_pipe[0]);
-      }
+    let mut init_stack = vec![0u8; STACK];
+    let mut command_stack = vec![0u8; STACK];
+    let init = Init {
+      // SAFETY: getpid has no preconditions.
+      parent: unsafe { libc::getpid() },
+      status: status_pipe[1],
+      opts,
+      cwd,
+      templated,
+      command_stack: stack_top(&mut command_stack),
+    };
+    // The init shares this process's memory (CLONE_VM: no copy of the
+    // address space to make or to tear down) but not its descriptors, its
+    // working directory nor its signal handlers. This process does not
+    // allocate from here on (it only waits and reads), so the init may; and
+    // `init`, `opts` and both stacks live until this process ends (it never
+    // returns).
+    // SAFETY: `init_main` is an extern "C" fn(*mut c_void) -> c_int that runs on `init_stack`
+    // (a live allocation this never-returning function keeps) and reads `init` through the
+    // pointer, which lives as long; the flags make a process, not a thread (no CLONE_THREAD,
+    // CLONE_FILES, CLONE_FS or CLONE_SIGHAND).
+    let pid = unsafe {
+      libc::clone(
+        init_main,
+        stack_top(&mut init_stack),
+        flags | libc::CLONE_VM | libc::SIGCHLD,
+        &init as *const Init as *mut libc::c_void,
+      )
+    };
+    if pid == -1 {
+      fail(format!("cannot create the namespaces: {}", errno()));
     }
+    // SAFETY: this process owns its copy of the write end and closes it once; it never uses it.
+    unsafe { libc::close(status_pipe[1]) };
+    monitor(pid, status_pipe[0])
   }
 
+  /// The stack of a process started by `clone`: 256 KiB (the init and the
+  /// command before its exec use a few).
+  const STACK: usize = 256 * 1024;
+
+  /// The top of `stack`, 16-byte aligned (stacks grow down on every Linux
+  /// target this builds for).
+  fn stack_top(stack: &mut [u8]) -> *mut libc::c_void {
+    let end = stack.as_mut_ptr_range().end as usize;
+    (end & !15) as *mut libc::c_void
+  }
+
+  /// What the init needs, shared with it through the memory it shares.
+  struct Init<'a> {
+    parent: i32,
+    status: i32,
+    opts: &'a Opts,
+    cwd: Option<PathBuf>,
+    /// The mounts start from the template (only the run's own to add).
+    templated: bool,
+    command_stack: *mut libc::c_void,
+  }
+
+  /// The run's mounts, made from a copy of the host's: `/` read-only, the
+  /// writable roots, the protected paths, the hidden directories (with what
+  /// is kept in them), a private `/dev` with its own `/dev/shm`.
   fn mounts(opts: &Opts) -> Result<(), String> {
-    mount(
-      None,
-      Path::new("/"),
-      None,
-      libc::MS_REC | libc::MS_PRIVATE,
-      None,
-    )?;
-    // what goes back on top of what gets covered: the device nodes, the
-    // PTYs, files kept under a hidden directory
-    let dev = Path::new("/dev");
-    let devices: Vec<(PathBuf, i32)> = DEVICES
-      .iter()
-      .filter_map(|d| {
-        let p = dev.join(d);
-        clone_tree(&p, false).map(|fd| (p, fd))
-      })
-      .collect();
-    let pts = clone_tree(Path::new("/dev/pts"), true);
-    let keeps: Vec<(PathBuf, i32)> = opts
-      .keep
-      .iter()
-      .filter_map(|p| clone_tree(p, false).map(|fd| (p.clone(), fd)))
-      .collect();
-    // everything read-only: chmod, chown, utimes, xattrs and writes outside
-    // the roots are EROFS whatever the file's owner
-    set_readonly(Path::new("/"), true, true)?;
+    let covered = read_only_root(opts)?;
+    run_mounts(opts, false)?;
+    hidden_and_dev(opts, covered)?;
+    shm()
+  }
+
+  /// The template's mounts (`--anchor`): all of [`mounts`] but the run's
+  /// own ([`run_mounts`]); `/dev/shm` an empty directory.
+  fn template_mounts(opts: &Opts) -> Result<(), String> {
+    let covered = read_only_root(opts)?;
+    hidden_and_dev(opts, covered)
+  }
+
+  /// The mounts a run adds to its copy of the template (or, `shm`, also a
+  /// `/dev/shm` of its own): each writable root bound read-write, each
+  /// protected path read-only again.
+  fn run_mounts(opts: &Opts, shm_too: bool) -> Result<(), String> {
     for root in &opts.write {
       if root.starts_with("/dev") {
-        continue; // the device nodes: below
+        continue; // the device nodes: the private /dev
       }
       mount(
         Some(&c(root)),
@@ -494,6 +604,57 @@ mod linux {
       mount(Some(&c(p)), p, None, libc::MS_BIND | libc::MS_REC, None)?;
       set_readonly(p, true, true)?;
     }
+    if shm_too {
+      shm()?;
+    }
+    Ok(())
+  }
+
+  /// What goes back on top of what gets covered (the device nodes, the
+  /// PTYs, files kept under a hidden directory), detached copies taken
+  /// before `/` is made read-only.
+  struct Covered {
+    devices: Vec<(PathBuf, i32)>,
+    pts: Option<i32>,
+    keeps: Vec<(PathBuf, i32)>,
+  }
+
+  /// No propagation to or from the host, and everything read-only: chmod,
+  /// chown, utimes, xattrs and writes outside the roots are EROFS whatever
+  /// the file's owner.
+  fn read_only_root(opts: &Opts) -> Result<Covered, String> {
+    mount(
+      None,
+      Path::new("/"),
+      None,
+      libc::MS_REC | libc::MS_PRIVATE,
+      None,
+    )?;
+    let dev = Path::new("/dev");
+    let devices: Vec<(PathBuf, i32)> = DEVICES
+      .iter()
+      .filter_map(|d| {
+        let p = dev.join(d);
+        clone_tree(&p, false).map(|fd| (p, fd))
+      })
+      .collect();
+    let pts = clone_tree(Path::new("/dev/pts"), true);
+    let keeps: Vec<(PathBuf, i32)> = opts
+      .keep
+      .iter()
+      .filter_map(|p| clone_tree(p, false).map(|fd| (p.clone(), fd)))
+      .collect();
+    set_readonly(Path::new("/"), true, true)?;
+    Ok(Covered {
+      devices,
+      pts,
+      keeps,
+    })
+  }
+
+  /// The hidden directories (an empty read-only tmpfs each, with the kept
+  /// files placed again) and the private `/dev`.
+  fn hidden_and_dev(opts: &Opts, covered: Covered) -> Result<(), String> {
     let tmpfs = c"tmpfs";
     for h in &opts.hide {
       mount(
@@ -504,18 +665,32 @@ mod linux {
         Some(c"mode=755,size=1m"),
       )?;
     }
-    for (p, fd) in keeps {
+    for (p, fd) in covered.keeps {
       mount_point(&p, false)?;
       place_tree(fd, &p)?;
     }
     for h in &opts.hide {
       set_readonly(h, true, false)?;
     }
-    private_dev(dev, devices, pts)
+    private_dev(Path::new("/dev"), covered.devices, covered.pts)
+  }
+
+  /// The run's own `/dev/shm` (POSIX semaphores, multiprocessing): a tmpfs
+  /// on the private `/dev`'s empty directory.
+  fn shm() -> Result<(), String> {
+    let tmpfs = c"tmpfs";
+    mount(
+      Some(tmpfs),
+      Path::new("/dev/shm"),
+      Some(tmpfs),
+      libc::MS_NOSUID | libc::MS_NODEV,
+      Some(c"mode=1777"),
+    )
   }
 
   /// A private /dev (a tmpfs): the device nodes and the PTYs cloned before
-  /// (`devices`, `pts`), a private /dev/shm, the std links; then read-only.
+  /// (`devices`, `pts`), an empty `shm` directory (for [`shm`]), the std
+  /// links; then read-only.
   fn private_dev(dev: &Path, devices: Vec<(PathBuf, i32)>, pts: Option<i32>) -> Result<(), String> {
     let tmpfs = c"tmpfs";
     // a private /dev: the device nodes, the PTYs, a private /dev/shm
@@ -536,15 +711,7 @@ mod linux {
       place_tree(fd, &p)?;
       let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
     }
-    let shm = dev.join("shm");
-    mount_point(&shm, true)?;
-    mount(
-      Some(tmpfs),
-      &shm,
-      Some(tmpfs),
-      libc::MS_NOSUID | libc::MS_NODEV,
-      Some(c"mode=1777"),
-    )?;
+    mount_point(&dev.join("shm"), true)?;
     for (name, to) in [
       ("fd", "/proc/self/fd"),
       ("stdin", "/proc/self/fd/0"),
@@ -653,25 +820,41 @@ mod linux {
     close_range(keep.max(2) + 1, u32::MAX);
   }
 
-  /// The host's child: waits for the init, then ends as the command did.
+  /// The host's child: ends as the command did, as soon as the init says
+  /// how (the init, and with it the PID namespace, then ends on its own or
+  /// by its parent-death signal), or as the init ended if it died first.
   fn monitor(init: i32, status: i32) -> ! {
     handle_passed_on();
     let_go_of_descriptors(status);
-    let st = wait_for(init);
     let mut buf = [0u8; 4];
-    // SAFETY: `buf` is a live, writable [u8; 4] and 4 is its length.
-    let n = unsafe { libc::read(status, buf.as_mut_ptr().cast(), 4) };
-    if n == 4 {
-      end_as(i32::from_ne_bytes(buf));
+    loop {
+      // SAFETY: `buf` is a live, writable [u8; 4] and 4 is its length.
+      let n = unsafe { libc::read(status, buf.as_mut_ptr().cast(), 4) };
+      if n == 4 {
+        end_as(i32::from_ne_bytes(buf));
+      }
+      if n == -1 && last_errno() == libc::EINTR {
+        continue;
+      }
+      break;
     }
     // the init died without a word (killed): end as it did
-    end_as(st.unwrap_or(libc::SIGKILL))
+    end_as(wait_for(init).unwrap_or(libc::SIGKILL))
   }
 
-  /// pid 1: a fresh /proc, then the command as its child; reaps everything,
-  /// and ends (and with it every process left in the namespace) when the
-  /// command ends.
-  fn init(parent: i32, status: i32) -> ! {
+  /// pid 1 (a `CLONE_VM` child of the monitor in the new namespaces, see
+  /// [`namespaces`]): the mounts, a fresh /proc, then the command as its
+  /// `CLONE_VFORK` child; reaps everything, and ends (and with it every
+  /// process left in the namespace) when the command ends.
+  extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Init` the monitor passed, which lives until the monitor ends (it never
+    // returns), and this process dies with it (parent-death signal, below).
+    let init = unsafe { &*(arg as *const Init) };
+    let give_up = |what: &[u8]| -> ! {
+      say(&[what], last_errno());
+      // SAFETY: _exit ends the process without unwinding.
+      unsafe { libc::_exit(SETUP_FAILED) }
+    };
     // SAFETY: PR_SET_PDEATHSIG takes plain integers; it only sets an attribute of this process.
     unsafe {
       libc::prctl(
@@ -682,34 +865,63 @@ mod linux {
         0,
       )
     };
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } != 0 && unsafe { libc::getppid() } != parent {
+    // SAFETY: getppid has no preconditions (0 in a new PID namespace: the parent is outside it).
+    let ppid = unsafe { libc::getppid() };
+    if ppid != 0 && ppid != init.parent {
       // SAFETY: _exit ends the process without unwinding.
       unsafe { libc::_exit(SETUP_FAILED) };
     }
-    let proc_ = c"proc";
-    if let Err(e) = mount(
-      Some(proc_),
-      Path::new("/proc"),
-      Some(proc_),
-      libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-      None,
-    ) {
+    let mounted = if init.templated {
+      run_mounts(init.opts, true)
+    } else {
+      mounts(init.opts)
+    };
+    if let Err(e) = mounted {
       fail(e);
     }
-    // SAFETY: the init is single-threaded, so the child of fork(2) may go on running Rust code (it
-    // parses the arguments again and allocates).
-    let cmd = match unsafe { libc::fork() } {
-      -1 => fail(format!("cannot start the command: {}", errno())),
-      0 => {
-        // SAFETY: the child owns its copy of the status pipe and closes it once; it never uses it.
-        unsafe { libc::close(status) };
-        return_to_command();
-      }
-      pid => pid,
+    if let Some(cwd) = &init.cwd {
+      // the working directory held the mount it had before: take it again
+      // through the new ones (a writable root is a new bind mount)
+      let _ = std::env::set_current_dir(cwd);
+    }
+    let proc_ = c"proc";
+    // SAFETY: literal NUL-terminated strings for source, target and type; no data.
+    let r = unsafe {
+      libc::mount(
+        proc_.as_ptr(),
+        c"/proc".as_ptr(),
+        proc_.as_ptr(),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        std::ptr::null(),
+      )
     };
+    if r != 0 {
+      give_up(b"mount on /proc");
+    }
+    // the command's restriction (its roots and the private /dev/shm) and its
+    // exec arguments, made here, where allocation is allowed
+    let mut writable = init.opts.write.clone();
+    writable.push(PathBuf::from("/dev/shm"));
+    let launch = Launch::new(init.opts, &writable);
+    // The command shares this process's memory until its exec (CLONE_VFORK
+    // suspends this process meanwhile), as posix_spawn does.
+    // SAFETY: `command_main` is an extern "C" fn(*mut c_void) -> c_int that runs on
+    // `init.command_stack` (the top of a live allocation of the monitor's) and reads `launch`
+    // through the pointer, a local of this never-returning function; CLONE_VFORK keeps this
+    // process suspended until the child execs or exits.
+    let cmd = unsafe {
+      libc::clone(
+        command_main,
+        init.command_stack,
+        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+        &launch as *const Launch as *mut libc::c_void,
+      )
+    };
+    if cmd == -1 {
+      give_up(b"cannot start the command");
+    }
     handle_passed_on();
-    let_go_of_descriptors(status);
+    let_go_of_descriptors(init.status);
     loop {
       let mut st = 0;
       // SAFETY: `st` is a live i32 for waitpid(2) to write into.
@@ -718,22 +930,23 @@ mod linux {
         let b = st.to_ne_bytes();
         // SAFETY: `b` is a live [u8; 4] and 4 its length; `status` is the write end this process
         // kept open.
-        unsafe { libc::write(status, b.as_ptr().cast(), 4) };
+        unsafe { libc::write(init.status, b.as_ptr().cast(), 4) };
         // SAFETY: _exit ends the init (and so the namespace) without unwinding, the command's
         // status written.
         unsafe { libc::_exit(0) };
       }
-      if r == -1 && errno().raw_os_error() == Some(libc::ECHILD) {
+      if r == -1 && last_errno() == libc::ECHILD {
         // SAFETY: _exit ends the process without unwinding.
         unsafe { libc::_exit(SETUP_FAILED) };
       }
     }
   }
 
-  /// The command's process goes on in [`main`] (its restriction and exec):
-  /// unwinding is not available here, so the arguments are parsed again.
-  fn return_to_command() -> ! {
-    let opts = parse(std::env::args_os().skip(1)).unwrap_or_else(|e| fail(e));
-    command(&opts)
+  /// The command's process, between `clone` and `execve`: restrict, exec.
+  extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the init's `Launch`, a local of a function that never returns; the init is
+    // suspended (CLONE_VFORK) until this process execs or exits.
+    let launch = unsafe { &*(arg as *const Launch) };
+    launch.run()
   }
 }

@@ -222,3 +222,20 @@ pub fn sandbox_support() -> super::SandboxSupport {
     sandbox_exec: false,
   }
 }
+
+/// Whether the mount table of `mountinfo` (this process's
+/// `/proc/self/mountinfo`, kept open) changed since the last call: the
+/// kernel marks the file with a priority event on every mount or unmount
+/// in the namespace, and clears the mark for this descriptor when a poll
+/// reports it. One `poll` with no wait.
+pub fn mounts_changed(mountinfo: &std::fs::File) -> bool {
+  use std::os::fd::AsRawFd;
+  let mut p = libc::pollfd {
+    fd: mountinfo.as_raw_fd(),
+    events: libc::POLLPRI,
+    revents: 0,
+  };
+  // SAFETY: `p` is one live pollfd for the call, whose descriptor the borrowed File keeps open.
+  let n = unsafe { libc::poll(&mut p, 1, 0) };
+  n > 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0
+}

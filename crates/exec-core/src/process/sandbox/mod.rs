@@ -308,48 +308,121 @@ pub fn namespaces() -> Result<(), String> {
     .clone()
 }
 
-/// The user namespace and the empty network namespace every sandboxed run
-/// joins (made once per process by the helper's `--anchor`, kept open
-/// here): making them is most of a namespaced spawn's cost (about 0.4 and
-/// 0.9 ms on the 2-core test machine), while joining costs little. Runs
-/// share nothing through them: no run keeps a capability in the user
-/// namespace, and with network off no run can make a socket in the network
-/// namespace. `None` where they cannot be made (each run then makes its
-/// own).
-#[cfg_attr(windows, allow(dead_code))]
-fn kept_namespaces() -> Option<&'static (std::fs::File, std::fs::File)> {
-  static KEPT: std::sync::OnceLock<Option<(std::fs::File, std::fs::File)>> =
-    std::sync::OnceLock::new();
-  KEPT
-    .get_or_init(|| {
-      use std::io::{BufRead, BufReader};
-      let helper = helper().ok()?;
-      let mut child = std::process::Command::new(helper)
-        .args(["--anchor", "--", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-      let mut line = String::new();
-      let ready = child
-        .stdout
-        .take()
-        .map(|o| BufReader::new(o).read_line(&mut line).is_ok() && line == "ready\n")
-        .unwrap_or(false);
-      let pid = child.id();
-      let open = |kind: &str| std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).ok();
-      let kept = if ready {
-        open("user").zip(open("net"))
-      } else {
-        None
-      };
-      // its stdin closed, the anchor ends; the namespaces live on in `kept`
-      drop(child.stdin.take());
-      let _ = child.wait();
-      kept
-    })
+/// The namespaces every namespaced run starts from, made by the helper's
+/// `--anchor` and kept open here: a user namespace and an empty network
+/// namespace, which each run joins (making them is most of a namespaced
+/// spawn's cost: about 0.4 and 0.9 ms on the 2-core test machine, while
+/// joining costs little), and a mount namespace, the template of the runs'
+/// (`/` read-only, the default hidden directories, the private `/dev`),
+/// of which each run takes a copy and adds only its own mounts. Runs share
+/// nothing through them: no run keeps a capability in the user namespace,
+/// with network off no run can make a socket in the network namespace, and
+/// each run's mounts are in its own copy of the template.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+struct Kept {
+  user: std::fs::File,
+  net: std::fs::File,
+  mnt: std::fs::File,
+  /// The template's hidden directories and the files kept in them
+  /// ([`hidden`] with no roots): a run whose own differ starts from the
+  /// host's mounts instead.
+  hide: Vec<PathBuf>,
+  keep: Vec<PathBuf>,
+}
+
+/// The kept namespaces (see [`Kept`]), made again when the host's mount
+/// table has changed since the template was copied from it (a mount or
+/// unmount: the template would show the old table). `None` where they
+/// cannot be made (each run then makes its own).
+#[cfg(target_os = "linux")]
+fn kept_namespaces() -> Option<std::sync::Arc<Kept>> {
+  struct State {
+    mountinfo: Option<std::fs::File>,
+    current: Option<std::sync::Arc<Kept>>,
+    failed: bool,
+    /// Templates replaced since: kept open, because a helper spawned just
+    /// before may still be opening them through `/proc/<host>/fd/` (a
+    /// closed descriptor's number could name another file by then).
+    retired: Vec<std::sync::Arc<Kept>>,
+  }
+  static STATE: std::sync::Mutex<State> = std::sync::Mutex::new(State {
+    mountinfo: None,
+    current: None,
+    failed: false,
+    retired: Vec::new(),
+  });
+  let mut st = STATE.lock().unwrap_or_else(|p| p.into_inner());
+  if st.failed {
+    return None;
+  }
+  if st.mountinfo.is_none() {
+    st.mountinfo = std::fs::File::open("/proc/self/mountinfo").ok();
+  }
+  let changed = st
+    .mountinfo
     .as_ref()
+    .is_some_and(crate::platform::mounts_changed);
+  if changed {
+    if let Some(old) = st.current.take() {
+      st.retired.push(old);
+    }
+  }
+  if st.current.is_none() {
+    match make_kept() {
+      Some(k) => st.current = Some(std::sync::Arc::new(k)),
+      None => st.failed = true,
+    }
+  }
+  st.current.clone()
+}
+
+/// One `--anchor` run of the helper: its namespaces, opened.
+#[cfg(target_os = "linux")]
+fn make_kept() -> Option<Kept> {
+  use std::io::{BufRead, BufReader};
+  let helper = helper().ok()?;
+  let (hide, keep) = hidden(&[], &[]);
+  let mut args: Vec<std::ffi::OsString> = vec!["--anchor".into()];
+  for (flag, paths) in [("--hide", &hide), ("--keep", &keep)] {
+    for p in paths {
+      args.push(flag.into());
+      args.push(p.into());
+    }
+  }
+  args.extend(["--".into(), "-".into()]);
+  let mut child = std::process::Command::new(helper)
+    .args(args)
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .ok()?;
+  let mut line = String::new();
+  let ready = child
+    .stdout
+    .take()
+    .map(|o| BufReader::new(o).read_line(&mut line).is_ok() && line == "ready\n")
+    .unwrap_or(false);
+  let pid = child.id();
+  let open = |kind: &str| std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).ok();
+  let kept = if ready {
+    match (open("user"), open("net"), open("mnt")) {
+      (Some(user), Some(net), Some(mnt)) => Some(Kept {
+        user,
+        net,
+        mnt,
+        hide,
+        keep,
+      }),
+      _ => None,
+    }
+  } else {
+    None
+  };
+  // its stdin closed, the anchor ends; the namespaces live on in `kept`
+  drop(child.stdin.take());
+  let _ = child.wait();
+  kept
 }
 
 /// What the sandbox protects without namespaces, by name (`sandbox.missing`).
@@ -718,18 +791,24 @@ fn helper_args(
     for k in &keep {
       flag(&mut args, "--keep", k);
     }
-    report.protected = protect;
     args.push("--ns".into());
-    #[cfg(unix)]
-    if let Some((user, net)) = kept_namespaces() {
+    #[cfg(target_os = "linux")]
+    if let Some(kept) = kept_namespaces() {
       use std::os::fd::AsRawFd;
       let me = std::process::id();
-      let at = |fd: i32| PathBuf::from(format!("/proc/{me}/fd/{fd}"));
-      flag(&mut args, "--join-user", &at(user.as_raw_fd()));
+      let at = |f: &std::fs::File| PathBuf::from(format!("/proc/{me}/fd/{}", f.as_raw_fd()));
+      flag(&mut args, "--join-user", &at(&kept.user));
       if !policy.network {
-        flag(&mut args, "--join-net", &at(net.as_raw_fd()));
+        flag(&mut args, "--join-net", &at(&kept.net));
+      }
+      // the template has this run's hidden directories, and no root of the
+      // run holds /dev (the template's private /dev stays read-only)
+      let dev = Path::new("/dev");
+      if kept.hide == hide && kept.keep == keep && !writable.iter().any(|w| dev.starts_with(w)) {
+        flag(&mut args, "--template", &at(&kept.mnt));
       }
     }
+    report.protected = protect;
   }
   if policy.network {
     args.push("--net".into());
