@@ -8,7 +8,7 @@
 // file's mode and xattrs are as they were. Each case failed on the
 // thread-scoped sandbox this replaced.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -211,6 +211,36 @@ describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
     expect(r.stdout).toContain('denied')
     expect(r.stdout).not.toContain('mounted')
     expect(existsSync(join(outside, 'nested'))).toBe(false)
+  })
+
+  it('no capability, none in the bounding set, no_new_privs: a root host\'s child cannot chown what it could (both paths)', async () => {
+    for (const simulated of [false, true]) {
+      if (!full && !simulated) continue
+      const { work } = fresh()
+      const f = join(work, 'f')
+      writeFileSync(f, 'x')
+      if (simulated) process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
+      try {
+        const r = await executeAndCapture(
+          `grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status | tr -d ' \t'; chown 12345:12345 f 2>/dev/null && echo chowned`,
+          'bash',
+          { cwd: work, sandbox: true },
+        )
+        expect(r.sandbox!.mechanism, r.stderr).toBe(simulated ? 'landlock+seccomp' : 'namespaces+landlock+seccomp')
+        expect(r.stdout.trim().split('\n')).toEqual([
+          'CapInh:0000000000000000',
+          'CapPrm:0000000000000000',
+          'CapEff:0000000000000000',
+          'CapBnd:0000000000000000',
+          'CapAmb:0000000000000000',
+          'NoNewPrivs:1',
+        ])
+        // the host side: the file is still the host's
+        expect(statSync(f).uid).toBe(process.getuid!())
+      } finally {
+        delete process.env.EXEC_NATIVE_TEST_NO_USERNS
+      }
+    }
   })
 
   it.skipIf(!full)('each run has its own /dev/shm (the template\'s /dev is shared, its shm never)', async () => {

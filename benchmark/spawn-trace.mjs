@@ -3,7 +3,7 @@
 // `spawn-trace` feature (never in the product):
 //
 //   npx napi build --platform --release --features spawn-trace --output-dir /tmp/trace
-//   node benchmark/spawn-trace.mjs /tmp/trace/exec-native.linux-x64-gnu.node [runs=2000]
+//   node benchmark/spawn-trace.mjs /tmp/trace/exec-native.linux-x64-gnu.node [runs=2000] [--sandbox]
 //
 // Prints, per phase (the interval from the previous timestamp), the minimum
 // and the median over the runs, in µs.
@@ -13,7 +13,7 @@ import path from 'node:path'
 
 const require = createRequire(import.meta.url)
 const file = path.resolve(process.argv[2] ?? 'exec-native.linux-x64-gnu.node')
-const runs = Number(process.argv[3] ?? 2000)
+const runs = Number(process.argv[3] ?? 2000) || 2000
 const addon = require(file)
 if (typeof addon.spawnTrace !== 'function') {
   console.error(`spawn-trace: ${file} was built without the spawn-trace feature`)
@@ -22,6 +22,21 @@ if (typeof addon.spawnTrace !== 'function') {
 const contenders = {
   spawnCall: () => addon.spawnCall('/bin/true', []),
   captureCall: () => addon.captureCall('/bin/true', []),
+  // the sandbox's host side (launch, the helper's arguments) between rt.mark
+  // and rt.sandboxed; with namespaces the helper's run is in the child phases
+  ...(process.argv.includes('--sandbox')
+    ? {
+        'spawnCall, sandbox: true': () => addon.spawnCall('/bin/true', [], { cwd: os.tmpdir(), sandbox: true }),
+        'spawnCall, sandbox: landlock+seccomp only': async () => {
+          process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
+          try {
+            return await addon.spawnCall('/bin/true', [], { cwd: os.tmpdir(), sandbox: true })
+          } finally {
+            delete process.env.EXEC_NATIVE_TEST_NO_USERNS
+          }
+        },
+      }
+    : {}),
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 console.log(`load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${runs} runs each, µs`)

@@ -153,6 +153,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let mut prepared = setup.prepare()?;
     crate::trace::at("rt.mark");
     let spec = &*sandboxed(spec, &setup, &mut prepared)?;
+    crate::trace::at("rt.sandboxed");
     let started = Instant::now();
     let shown = spec.program.display().to_string();
     let (plan, in_child) = (prepared.plan.take(), prepared.in_child.take());
