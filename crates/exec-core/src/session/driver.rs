@@ -1,5 +1,5 @@
 //! A session run by a driver program inside the interpreter (Python's
-//! `python/driver.py`, Node's `node/driver.mjs`), both speaking the same
+//! `session/python_driver.py`, Node's `session/node_driver.mjs`), both speaking the same
 //! JSON-line protocol on the control channel: cells run in one namespace, the
 //! last expression's value is the result (with a MIME bundle when it has
 //! one), `display()` bundles come as they happen, SIGINT interrupts a cell, a

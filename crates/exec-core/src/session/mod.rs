@@ -72,9 +72,9 @@ pub use node::{prepare_cell, NodeOptions};
 pub use python::PythonOptions;
 pub use queue::Ticket;
 
-/// A persistent Python interpreter (`python/driver.py`).
+/// A persistent Python interpreter (`session/python_driver.py`).
 pub type PythonSession = DriverSession;
-/// A persistent Node.js interpreter (`node/driver.mjs`).
+/// A persistent Node.js interpreter (`session/node_driver.mjs`).
 pub type NodeSession = DriverSession;
 /// An exception raised by a Python cell.
 pub type PythonException = CellException;

@@ -1,4 +1,4 @@
-//! The Node.js session: a real `node` running `node/driver.mjs` (see
+//! The Node.js session: a real `node` running `node_driver.mjs` (beside this file) (see
 //! [`super::driver`] for the protocol both drivers speak), and the addon's
 //! part of running a cell: TypeScript types stripped, module syntax rewritten.
 //!
@@ -34,8 +34,8 @@ use super::CellLanguage;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::ProcessOptions;
 
-/// The driver that runs inside `node` (also shipped as `node/driver.mjs`).
-pub const DRIVER: &str = include_str!("../../../../node/driver.mjs");
+/// The driver that runs inside `node` (`node_driver.mjs`, embedded).
+pub const DRIVER: &str = include_str!("node_driver.mjs");
 
 /// The driver's `import()` as cell code calls it.
 const IMPORT: &str = "globalThis[Symbol.for('exec-native.import')]";

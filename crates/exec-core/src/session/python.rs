@@ -1,4 +1,4 @@
-//! The Python session: a real `python3` running `python/driver.py` (see
+//! The Python session: a real `python3` running `python_driver.py` (beside this file) (see
 //! [`super::driver`] for the protocol both drivers speak).
 
 use std::time::Duration;
@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::cell::{DriverKind, DriverSpec};
 use crate::process::ProcessOptions;
 
-/// The driver that runs inside the interpreter (also shipped as `python/driver.py`).
-pub const DRIVER: &str = include_str!("../../../../python/driver.py");
+/// The driver that runs inside the interpreter (`python_driver.py`, embedded).
+pub const DRIVER: &str = include_str!("python_driver.py");
 
 /// How the session's interpreter is started.
 #[derive(Debug, Clone)]

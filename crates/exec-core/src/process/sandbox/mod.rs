@@ -499,7 +499,7 @@ fn protected(policy: &SandboxPolicy, cwd: &Path, writable: &[PathBuf]) -> Vec<Pa
   .collect();
   for root in writable
     .iter()
-    .filter(|r| r.is_dir() && !r.starts_with("/dev"))
+    .filter(|r| !r.starts_with("/dev") && r.is_dir())
   {
     let depth = if tmp.contains(root) {
       GIT_SCAN_DEPTH_TMP
