@@ -12,6 +12,12 @@
 // Test code (`#[cfg(test)]` items and the files they declare) is left out: a
 // test may drive a lower layer from above.
 //
+// It also checks the one layout of unit tests (issue 24, step 5), in every
+// Rust crate of the workspace: a file module keeps its tests inline, in a
+// `#[cfg(test)] mod tests { ... }` at its end; a folder module (`mod.rs`)
+// keeps them in `tests.rs` beside it (`#[cfg(test)] mod tests;`). No other
+// name (`mod tests_x`) and no inline tests in a `mod.rs`.
+//
 //   node scripts/check-layers.mjs          check (exit 1 on a violation)
 //   node scripts/check-layers.mjs --graph  print the edges too
 import { readFileSync, readdirSync, statSync } from 'node:fs'
@@ -342,10 +348,39 @@ function cycles(graph) {
   })
 }
 
+/** Every `.rs` file under `dir` (recursively). */
+function rustFiles(dir) {
+  const out = []
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name)
+    if (e.isDirectory()) out.push(...rustFiles(p))
+    else if (e.name.endsWith('.rs')) out.push(p)
+  }
+  return out
+}
+
+/** Where unit tests are kept in another way than the one layout (above). */
+export function testLayoutProblems(dirs) {
+  const problems = []
+  for (const file of dirs.flatMap(rustFiles)) {
+    const text = readFileSync(file, 'utf8')
+    const rel = relative(root, file)
+    const folder = file.endsWith('/mod.rs')
+    for (const [i, line] of text.split('\n').entries()) {
+      const m = /^mod (tests\w*)\s*(;|\{)/.exec(line)
+      if (!m) continue
+      if (m[1] !== 'tests') problems.push(`test layout: ${rel}:${i + 1}: tests are in \`mod tests\`, not \`mod ${m[1]}\``)
+      else if (folder && m[2] === '{') problems.push(`test layout: ${rel}:${i + 1}: a folder module keeps its tests in tests.rs beside mod.rs (\`#[cfg(test)] mod tests;\`)`)
+      else if (!folder && m[2] === ';') problems.push(`test layout: ${rel}:${i + 1}: a file module keeps its tests inline (\`#[cfg(test)] mod tests { ... }\`)`)
+    }
+  }
+  return problems
+}
+
 function main() {
   const mods = moduleFiles()
   const all = edges(mods)
-  const problems = []
+  const problems = testLayoutProblems(['crates/exec-core/src', 'crates/sandbox/src', 'src'].map((d) => join(root, d)))
 
   const ordered = new Set(LAYERS.flatMap(([, ms]) => ms).filter((n) => n.includes('::')).map((n) => n.split('::')[0]))
   const named = new Set(LAYERS.flatMap(([, ms]) => ms))
@@ -409,7 +444,7 @@ function main() {
     for (const p of unique) console.error(p + '\n')
     process.exit(1)
   }
-  console.log(`check-layers: ${mods.size} modules, ${top.size} top-level; no cycle, no import from a higher layer`)
+  console.log(`check-layers: ${mods.size} modules, ${top.size} top-level; no cycle, no import from a higher layer; unit tests in the one layout`)
 }
 
 main()

@@ -163,15 +163,4 @@ impl Default for CellOptions {
 }
 
 #[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn status_names() {
-    assert_eq!(SessionStatus::Interrupted.as_str(), "interrupted");
-    assert_eq!(SessionStatus::Died.as_str(), "died");
-  }
-}
-
-#[cfg(test)]
-mod tests_sessions;
+mod tests;

@@ -551,3 +551,9 @@ async fn interrupt_targets_the_execution_whose_ticket_is_held() {
   drop(tb);
   s.close().await;
 }
+
+#[test]
+fn status_names() {
+  assert_eq!(SessionStatus::Interrupted.as_str(), "interrupted");
+  assert_eq!(SessionStatus::Died.as_str(), "died");
+}
