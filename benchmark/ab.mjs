@@ -1,4 +1,4 @@
-// The spawn and capture rows of two builds of the addon in one run,
+// The spawn, capture, streaming and PTY rows of two builds of the addon in one run,
 // interleaved (the order rotated each round), medians and the ratio of
 // medians. For a change that touches every spawn path: keep the .node of the
 // build before it, build, and compare. Each build runs in its own child Node
@@ -34,6 +34,39 @@ const cases = {
   'capture 256 MiB (cap 1 MiB)': {
     count: 3,
     run: (a) => a.executeAndCapture(`head -c ${256 << 20} /dev/zero`, 'bash'),
+  },
+  'capture 1 GiB (cap 1 MiB)': {
+    count: 1,
+    run: (a) => a.executeAndCapture(`head -c ${1 << 30} /dev/zero`, 'bash'),
+  },
+  // every chunk handed to JavaScript as a string
+  'streaming 64 MiB of text to a callback': {
+    count: 2,
+    run: async (a) => {
+      let n = 0
+      const r = await a.spawnCall('sh', ['-c', `yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c ${64 << 20}`], {}, (s) => {
+        n += s.length
+      })
+      return n === 64 << 20 ? r : { exitCode: -1, error: `streamed ${n} bytes` }
+    },
+  },
+  // a PTY run to its end (every byte read, the exit seen)
+  'PTY run: seq 1 20000': {
+    count: 5,
+    run: async (a) => {
+      const m = new a.ProcessManager()
+      let n = 0
+      let closed
+      const done = new Promise((resolve) => (closed = resolve))
+      await m.start({ argv: ['seq', '1', '20000'], io: { type: 'pty', rows: 24, cols: 80 } }, (e) => {
+        if (e.type === 'output') n += e.data?.length ?? 0
+        if (e.type === 'exited') closed(e.exitCode)
+      })
+      const code = await done
+      await m.close()
+      // seq's 108,894 bytes, each newline a CRLF through the terminal
+      return code === 0 && n >= 108894 ? { exitCode: 0 } : { exitCode: -1, error: `exit ${code}, ${n} bytes` }
+    },
   },
 }
 
