@@ -9,6 +9,7 @@
 //   cp exec-native.linux-x64-gnu.node /tmp/before.node    # before the change
 //   npm run build                                         # after
 //   node benchmark/ab.mjs /tmp/before.node [rounds=7] [after=./exec-native.linux-x64-gnu.node]
+//   AB_ONLY=<regexp>: only the cases whose name matches
 import { fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
@@ -113,7 +114,8 @@ if (process.argv[2] === '--serve') {
       child.send({ name })
     })
   const results = {}
-  for (const name of Object.keys(cases)) {
+  const only = process.env.AB_ONLY ? new RegExp(process.env.AB_ONLY) : null
+  for (const name of Object.keys(cases).filter((n) => !only || only.test(n))) {
     results[name] = { before: [], after: [] }
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 ? ['after', 'before'] : ['before', 'after']
