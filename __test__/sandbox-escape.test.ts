@@ -277,6 +277,31 @@ describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
     }
   })
 
+  it.skipIf(!full || !root)('a filesystem unmounted on the host is let go by the kept template within seconds', async () => {
+    const { work, outside } = fresh()
+    const m = join(outside, 'big')
+    mkdirSync(m)
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=128m', 'tmpfs', m]).status !== 0) return
+    let mounted = true
+    const shmem = () => Number(/Shmem:\s+(\d+)/.exec(readFileSync('/proc/meminfo', 'utf8'))![1]) * 1024
+    try {
+      writeFileSync(join(m, 'f'), Buffer.alloc(64 << 20, 1))
+      // a run after the mount: the template is made again, with the tmpfs in it
+      const r = await executeAndCapture(`test -s ${m}/f && echo seen`, 'bash', { cwd: work, sandbox: true })
+      expect(r.stdout).toBe('seen\n')
+      const held = shmem()
+      expect(spawnSync('umount', [m]).status).toBe(0)
+      mounted = false
+      // the host has let it go; the template must too (a device would stay
+      // busy): its 64 MiB are freed once no namespace holds the tmpfs
+      const deadline = Date.now() + 15_000
+      while (Date.now() < deadline && shmem() > held - (48 << 20)) await new Promise((res) => setTimeout(res, 250))
+      expect(shmem()).toBeLessThan(held - (48 << 20))
+    } finally {
+      if (mounted) spawnSync('umount', [m])
+    }
+  }, 30_000)
+
   it.skipIf(!full || !root)('a writable root under /run (no template: the host\'s mounts, /run not hidden) is writable, the rest is not', async () => {
     const { work, outside } = fresh()
     const run = mkdtempSync('/run/exn-esc-')

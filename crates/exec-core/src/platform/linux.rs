@@ -224,18 +224,27 @@ pub fn sandbox_support() -> super::SandboxSupport {
 }
 
 /// Whether the mount table of `mountinfo` (this process's
-/// `/proc/self/mountinfo`, kept open) changed since the last call: the
-/// kernel marks the file with a priority event on every mount or unmount
-/// in the namespace, and clears the mark for this descriptor when a poll
-/// reports it. One `poll` with no wait.
-pub fn mounts_changed(mountinfo: &std::fs::File) -> bool {
+/// `/proc/self/mountinfo`, kept open) changed since the last call on the
+/// same descriptor: the kernel marks the file with a priority event on every
+/// mount or unmount in the namespace, and clears the mark for the
+/// descriptor when a poll reports it. Waits up to `timeout_ms` for a change
+/// (`-1`: until one; `0`: not at all). `Err` if the poll fails.
+pub fn mounts_changed(mountinfo: &std::fs::File, timeout_ms: i32) -> io::Result<bool> {
   use std::os::fd::AsRawFd;
-  let mut p = libc::pollfd {
-    fd: mountinfo.as_raw_fd(),
-    events: libc::POLLPRI,
-    revents: 0,
-  };
-  // SAFETY: `p` is one live pollfd for the call, whose descriptor the borrowed File keeps open.
-  let n = unsafe { libc::poll(&mut p, 1, 0) };
-  n > 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0
+  loop {
+    let mut p = libc::pollfd {
+      fd: mountinfo.as_raw_fd(),
+      events: libc::POLLPRI,
+      revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd for the call, whose descriptor the borrowed File keeps open.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n >= 0 {
+      return Ok(n > 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0);
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() != io::ErrorKind::Interrupted {
+      return Err(e);
+    }
+  }
 }

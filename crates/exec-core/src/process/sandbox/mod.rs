@@ -336,44 +336,102 @@ struct Kept {
 /// cannot be made (each run then makes its own).
 #[cfg(target_os = "linux")]
 fn kept_namespaces() -> Option<std::sync::Arc<Kept>> {
-  struct State {
-    mountinfo: Option<std::fs::File>,
-    current: Option<std::sync::Arc<Kept>>,
-    failed: bool,
-    /// Templates replaced since: kept open, because a helper spawned just
-    /// before may still be opening them through `/proc/<host>/fd/` (a
-    /// closed descriptor's number could name another file by then).
-    retired: Vec<std::sync::Arc<Kept>>,
-  }
-  static STATE: std::sync::Mutex<State> = std::sync::Mutex::new(State {
-    mountinfo: None,
-    current: None,
-    failed: false,
-    retired: Vec::new(),
-  });
-  let mut st = STATE.lock().unwrap_or_else(|p| p.into_inner());
+  let mut st = KEPT.lock().unwrap_or_else(|p| p.into_inner());
   if st.failed {
     return None;
   }
   if st.mountinfo.is_none() {
     st.mountinfo = std::fs::File::open("/proc/self/mountinfo").ok();
   }
+  // the watcher replaces a stale template within microseconds; this check
+  // (on a descriptor of its own) covers a spawn right after a change
   let changed = st
     .mountinfo
     .as_ref()
-    .is_some_and(crate::platform::mounts_changed);
+    .is_some_and(|f| crate::platform::mounts_changed(f, 0).unwrap_or(false));
   if changed {
-    if let Some(old) = st.current.take() {
-      st.retired.push(old);
-    }
+    st.retire_current();
   }
+  st.retired.retain(|(at, _)| at.elapsed() < RETIRE_AFTER);
   if st.current.is_none() {
     match make_kept() {
       Some(k) => st.current = Some(std::sync::Arc::new(k)),
       None => st.failed = true,
     }
+    if !std::mem::replace(&mut st.watching, true) {
+      watch_mounts();
+    }
   }
   st.current.clone()
+}
+
+/// The kept namespaces and what keeps them current.
+#[cfg(target_os = "linux")]
+struct KeptState {
+  mountinfo: Option<std::fs::File>,
+  current: Option<std::sync::Arc<Kept>>,
+  failed: bool,
+  watching: bool,
+  /// Templates replaced, each with when: kept open for [`RETIRE_AFTER`],
+  /// because a helper spawned just before may still be opening them through
+  /// `/proc/<host>/fd/` (a closed descriptor's number could name another
+  /// file by then), then closed.
+  retired: Vec<(std::time::Instant, std::sync::Arc<Kept>)>,
+}
+
+#[cfg(target_os = "linux")]
+impl KeptState {
+  fn retire_current(&mut self) {
+    if let Some(old) = self.current.take() {
+      self.retired.push((std::time::Instant::now(), old));
+    }
+  }
+}
+
+#[cfg(target_os = "linux")]
+static KEPT: std::sync::Mutex<KeptState> = std::sync::Mutex::new(KeptState {
+  mountinfo: None,
+  current: None,
+  failed: false,
+  watching: false,
+  retired: Vec::new(),
+});
+
+/// How long a replaced template stays open (see [`KeptState::retired`]): a
+/// helper opens it within microseconds of its spawn. Then it is closed, so
+/// the host's old mounts it holds (a filesystem unmounted on the host, whose
+/// device would stay busy) are let go.
+#[cfg(target_os = "linux")]
+const RETIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A thread that waits for the host's mount table to change and retires
+/// the template then, so an idle host does not hold old mounts, and closes
+/// each retired one [`RETIRE_AFTER`] later. It sleeps in `poll` otherwise.
+#[cfg(target_os = "linux")]
+fn watch_mounts() {
+  let Ok(f) = std::fs::File::open("/proc/self/mountinfo") else {
+    return;
+  };
+  let lock = || KEPT.lock().unwrap_or_else(|p| p.into_inner());
+  let _ = std::thread::Builder::new()
+    .name("exec-native-mounts".into())
+    .spawn(move || loop {
+      // until a change, or until the next retired template is due
+      let due = lock()
+        .retired
+        .iter()
+        .map(|(at, _)| RETIRE_AFTER.saturating_sub(at.elapsed()))
+        .min();
+      let timeout = due.map_or(-1, |d| d.as_millis().min(60_000) as i32 + 1);
+      let Ok(changed) = crate::platform::mounts_changed(&f, timeout) else {
+        return;
+      };
+      let mut st = lock();
+      if changed {
+        st.retire_current();
+      }
+      st.retired.retain(|(at, _)| at.elapsed() < RETIRE_AFTER);
+    });
 }
 
 /// One `--anchor` run of the helper: its namespaces, opened.
