@@ -575,7 +575,7 @@ mod linux {
   /// is kept in them), a private `/dev` with its own `/dev/shm`.
   fn mounts(opts: &Opts) -> Result<(), String> {
     let covered = read_only_root(opts)?;
-    run_mounts(opts, false)?;
+    run_mounts(opts)?;
     hidden_and_dev(opts, covered)?;
     shm()
   }
@@ -587,10 +587,10 @@ mod linux {
     hidden_and_dev(opts, covered)
   }
 
-  /// The mounts a run adds to its copy of the template (or, `shm`, also a
-  /// `/dev/shm` of its own): each writable root bound read-write, each
-  /// protected path read-only again.
-  fn run_mounts(opts: &Opts, shm_too: bool) -> Result<(), String> {
+  /// The mounts a run adds to its copy of the template (with [`shm`] and
+  /// its `/proc`): each writable root bound read-write, each protected path
+  /// read-only again.
+  fn run_mounts(opts: &Opts) -> Result<(), String> {
     for root in &opts.write {
       if root.starts_with("/dev") {
         continue; // the device nodes: the private /dev
@@ -610,9 +610,6 @@ mod linux {
     for p in &opts.protect {
       mount(Some(&c(p)), p, None, libc::MS_BIND | libc::MS_REC, None)?;
       set_readonly(p, true, true)?;
-    }
-    if shm_too {
-      shm()?;
     }
     Ok(())
   }
@@ -857,11 +854,6 @@ mod linux {
     // SAFETY: `arg` is the `Init` the monitor passed, which lives until the monitor ends (it never
     // returns), and this process dies with it (parent-death signal, below).
     let init = unsafe { &*(arg as *const Init) };
-    let give_up = |what: &[u8]| -> ! {
-      say(&[what], last_errno());
-      // SAFETY: _exit ends the process without unwinding.
-      unsafe { libc::_exit(SETUP_FAILED) }
-    };
     // SAFETY: PR_SET_PDEATHSIG takes plain integers; it only sets an attribute of this process.
     unsafe {
       libc::prctl(
@@ -879,10 +871,20 @@ mod linux {
       unsafe { libc::_exit(SETUP_FAILED) };
     }
     let mounted = if init.templated {
-      run_mounts(init.opts, true)
+      run_mounts(init.opts).and_then(|()| shm())
     } else {
       mounts(init.opts)
     };
+    let proc_ = c"proc";
+    let mounted = mounted.and_then(|()| {
+      mount(
+        Some(proc_),
+        Path::new("/proc"),
+        Some(proc_),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+      )
+    });
     if let Err(e) = mounted {
       fail(e);
     }
@@ -890,20 +892,6 @@ mod linux {
       // the working directory held the mount it had before: take it again
       // through the new ones (a writable root is a new bind mount)
       let _ = std::env::set_current_dir(cwd);
-    }
-    let proc_ = c"proc";
-    // SAFETY: literal NUL-terminated strings for source, target and type; no data.
-    let r = unsafe {
-      libc::mount(
-        proc_.as_ptr(),
-        c"/proc".as_ptr(),
-        proc_.as_ptr(),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        std::ptr::null(),
-      )
-    };
-    if r != 0 {
-      give_up(b"mount on /proc");
     }
     // the command's restriction (its roots and the private /dev/shm) and its
     // exec arguments, made here, where allocation is allowed
@@ -925,7 +913,7 @@ mod linux {
       )
     };
     if cmd == -1 {
-      give_up(b"cannot start the command");
+      fail(format!("cannot start the command: {}", errno()));
     }
     handle_passed_on();
     let_go_of_descriptors(init.status);
