@@ -455,6 +455,8 @@ describe('exec-native serve: limits, env lists, dieWithParent', () => {
       if (!escaped) await new Promise((r) => setTimeout(r, 50))
     }
     expect(escaped).toBeGreaterThan(0)
+    // `$!` is echoed at the fork, before `setsid` makes the group that `alive` looks for
+    for (let i = 0; i < 100 && !alive(escaped); i++) await new Promise((r) => setTimeout(r, 20))
     expect(alive(on) && alive(off) && alive(escaped)).toBe(true)
     child.kill('SIGKILL')
     await exited

@@ -50,21 +50,32 @@ fn one_line(text: &str, max: usize) -> String {
   line
 }
 
-/// Whether `pid` is still the run's shell as forked (`bash -c <command>`):
-/// a `cmd &` before its exec, or a subshell `( … ) &` that never execs.
-fn is_shell_fork(pid: i32, command: &str) -> bool {
-  let w = cmdline_words(pid);
-  w.len() >= 3 && w[1] == "-c" && w[2] == command
+/// Whether `words` (a process's command line) is still the run's shell as
+/// forked (`bash -c <command>`): a `cmd &` before its exec, or a subshell
+/// `( … ) &` that never execs.
+fn is_shell_fork(words: &[String], command: &str) -> bool {
+  words.len() >= 3 && words[1] == "-c" && words[2] == command
 }
 
 /// The command line of an adopted process once it ran its `exec`: a `cmd &`
-/// caught between the fork and the exec shows the shell's command line,
-/// so look again (up to 300 ms). A subshell that never execs (`( … ) &`,
+/// caught between the fork and the exec shows the shell's command line, and
+/// one caught inside its `execve` shows none (the kernel gives no
+/// `cmdline` until the new image's arguments are in place), so look again
+/// (up to 300 ms). A subshell that never execs (`( … ) &`,
 /// `while …; done &`) is named so, with what it runs.
 async fn settled_command_line(pid: i32, command: &str) -> String {
   let deadline = Instant::now() + Duration::from_millis(300);
-  while is_shell_fork(pid, command) {
+  loop {
+    let words = cmdline_words(pid);
+    let forked = is_shell_fork(&words, command);
+    let in_exec = words.is_empty() && marks::stat(pid).is_some_and(|st| marks::alive(&st));
+    if !forked && !in_exec {
+      return command_line(pid);
+    }
     if Instant::now() >= deadline {
+      if in_exec {
+        return command_line(pid);
+      }
       let running = crate::platform::children_of(Some(pid))
         .into_iter()
         .map(command_line)
@@ -76,7 +87,6 @@ async fn settled_command_line(pid: i32, command: &str) -> String {
     }
     tokio::time::sleep(Duration::from_millis(10)).await;
   }
-  command_line(pid)
 }
 
 /// Adopt what a command left running (`left`: its marked processes still
