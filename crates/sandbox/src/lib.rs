@@ -6,8 +6,13 @@
 //!   programs) and has the spawned child apply it between `clone` and
 //!   `execve` ([`restrict::Prepared::apply`]: system calls only), where no
 //!   namespace is wanted. No task of the host ever applies it to itself.
+//!
+//! And the protocol by which the host hands runs to the helper it keeps
+//! running ([`zygote`]).
 
 #[cfg(target_os = "linux")]
 pub mod filter;
 #[cfg(target_os = "linux")]
 pub mod restrict;
+#[cfg(target_os = "linux")]
+pub mod zygote;

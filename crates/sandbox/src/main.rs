@@ -64,7 +64,7 @@ fn main() {
 #[cfg(target_os = "linux")]
 mod linux {
   use std::ffi::{CStr, CString, OsString};
-  use std::os::unix::ffi::OsStrExt;
+  use std::os::unix::ffi::{OsStrExt, OsStringExt};
   use std::path::{Path, PathBuf};
 
   use exec_native_sandbox::restrict;
@@ -141,7 +141,16 @@ mod linux {
   }
 
   pub fn main() -> ! {
-    let opts = match parse(std::env::args_os().skip(1)) {
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--zygote") {
+      zygote()
+    }
+    run(args)
+  }
+
+  /// What a helper started with `args` does.
+  fn run(args: impl Iterator<Item = OsString>) -> ! {
+    let opts = match parse(args) {
       Ok(o) => o,
       Err(e) => fail(format!("bad arguments: {e}")),
     };
@@ -447,6 +456,134 @@ mod linux {
     while unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
     // SAFETY: _exit ends the process without unwinding; nothing of ours needs to run.
     unsafe { libc::_exit(0) }
+  }
+
+  /// `--zygote`: the helper the host keeps running (see
+  /// `exec_native_sandbox::zygote`). It reads runs from its stdin (a Unix
+  /// stream socket), forks a copy of itself for each as a sibling (the
+  /// host's child), and answers with its pid and pidfd, until the host
+  /// closes the socket. It restricts nothing and joins nothing itself.
+  fn zygote() -> ! {
+    use exec_native_sandbox::zygote as z;
+    // a kept process does not pin the directory the host was in
+    // SAFETY: chdir(2) reads the NUL-terminated literal.
+    unsafe { libc::chdir(c"/".as_ptr()) };
+    const SOCK: i32 = 0;
+    loop {
+      let (header, stdio) = match z::recv_header(SOCK) {
+        Ok(Some(got)) => got,
+        // SAFETY: _exit ends the process without unwinding; the host is gone.
+        Ok(None) => unsafe { libc::_exit(0) },
+        Err(e) => fail(format!("zygote: {e}")),
+      };
+      if header.magic != z::MAGIC || header.len > MAX_REQUEST {
+        fail(format!("zygote: bad request header {header:?}"));
+      }
+      let mut body = vec![0u8; header.len as usize];
+      match z::recv_with_fds(SOCK, &mut body, 0) {
+        Ok(Some(_)) => {}
+        Ok(None) if body.is_empty() => {}
+        Ok(None) => fail("zygote: the host closed the socket mid-request"),
+        Err(e) => fail(format!("zygote: {e}")),
+      }
+      let reply = match z::decode(&header, &body) {
+        Ok(req) if stdio.len() == 3 => fork_run(SOCK, req, stdio),
+        Ok(_) => Err(libc::EBADF),
+        Err(e) => fail(format!("zygote: {e}")),
+      };
+      let (pid, pidfd) = match reply {
+        Ok((pid, pidfd)) => (pid, Some(pidfd)),
+        Err(errno) => (-errno, None),
+      };
+      use std::os::fd::AsRawFd;
+      let sent = z::send_reply(
+        SOCK,
+        &z::Reply { pid },
+        pidfd.as_ref().map(|f| f.as_raw_fd()),
+      );
+      if sent.is_err() {
+        // SAFETY: _exit ends the process without unwinding; the host is gone.
+        unsafe { libc::_exit(0) }
+      }
+    }
+  }
+
+  /// The largest request the kept helper reads (arguments and environment
+  /// beyond this could not be exec'd anyway).
+  const MAX_REQUEST: u32 = 64 << 20;
+
+  /// Fork the run of `req` as the host's child (`CLONE_PARENT`), with
+  /// `stdio` as its 0, 1 and 2, its own process group, `req`'s working
+  /// directory and environment; it then does what a helper started with
+  /// `req.argv` does. Returns its pid and pidfd, or an errno.
+  fn fork_run(
+    sock: i32,
+    req: exec_native_sandbox::zygote::Request,
+    stdio: Vec<std::os::fd::OwnedFd>,
+  ) -> Result<(i32, std::os::fd::OwnedFd), i32> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut pidfd: libc::c_int = -1;
+    // a fork (no stack given: the child returns here with a copy of this
+    // small process's memory) whose parent is the host; it exits with
+    // SIGCHLD to the host, as this process would (CLONE_PARENT keeps ours)
+    let flags = (libc::CLONE_PARENT | libc::CLONE_PIDFD) as libc::c_ulong;
+    // SAFETY: clone(2) without CLONE_VM and without a stack is a fork: the child gets a copy of this
+    // single-threaded process and returns 0 here; `pidfd` is a live c_int for CLONE_PIDFD (the
+    // parent_tid argument, third on x86_64 and aarch64).
+    let pid = unsafe {
+      libc::syscall(
+        libc::SYS_clone,
+        flags,
+        0usize,
+        &mut pidfd as *mut libc::c_int,
+        0usize,
+        0usize,
+      )
+    };
+    if pid < 0 {
+      return Err(last_errno());
+    }
+    if pid > 0 {
+      drop(stdio);
+      // SAFETY: CLONE_PIDFD stored a new descriptor of the child in `pidfd`, owned from here.
+      return Ok((pid as i32, unsafe {
+        std::os::fd::OwnedFd::from_raw_fd(pidfd)
+      }));
+    }
+    // the run
+    for (to, from) in stdio.iter().enumerate() {
+      // SAFETY: `from` is a descriptor received with the request and open; dup2(2) makes `to` a
+      // copy (closing the socket at 0 in this process), without close-on-exec.
+      if unsafe { libc::dup2(from.as_raw_fd(), to as i32) } < 0 {
+        fail(format!("zygote: dup2: {}", errno()));
+      }
+    }
+    drop(stdio);
+    let _ = sock; // replaced by the run's stdin above
+                  // SAFETY: setpgid(0, 0) makes this process a group leader; plain integers.
+    if unsafe { libc::setpgid(0, 0) } != 0 {
+      fail(format!("setpgid: {}", errno()));
+    }
+    let cwd = std::ffi::OsStr::from_bytes(&req.cwd);
+    if let Err(e) = std::env::set_current_dir(cwd) {
+      fail(format!("cannot enter {}: {e}", Path::new(cwd).display()));
+    }
+    let env: Vec<CString> = req
+      .env
+      .into_iter()
+      .map(|v| CString::new(v).unwrap_or_else(|_| fail("an environment variable holds a NUL byte")))
+      .collect();
+    let mut ptrs: Vec<*const libc::c_char> = env.iter().map(|v| v.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    extern "C" {
+      static mut environ: *const *const libc::c_char;
+    }
+    // SAFETY: this process is single-threaded; `env` and `ptrs` are leaked below, so the
+    // NULL-terminated array `environ` now points at lives as long as the process.
+    unsafe { environ = ptrs.as_ptr() };
+    std::mem::forget(env);
+    std::mem::forget(ptrs);
+    run(req.argv.into_iter().map(OsString::from_vec))
   }
 
   /// The namespace file at `path`, opened (before any is joined: from

@@ -333,6 +333,12 @@ impl ExecImage {
 
   /// The program, argv and envp as `execve` takes them (the pointers live
   /// as long as the image).
+  /// The arguments after the program's name, and the `NAME=value`
+  /// strings of the environment.
+  pub fn strings(&self) -> (&[std::ffi::CString], &[std::ffi::CString]) {
+    (self._args.get(1..).unwrap_or(&[]), &self._env)
+  }
+
   pub fn parts(
     &self,
   ) -> (

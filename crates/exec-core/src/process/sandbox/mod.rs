@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 mod report;
 pub mod seatbelt;
+#[cfg(target_os = "linux")]
+pub mod zygote;
 /// What this system offers a sandbox (the platform layer's answer).
 pub use crate::platform::{sandbox_support, SandboxSupport};
 pub use report::{missing_for, SandboxReport, Violation, ViolationKind};

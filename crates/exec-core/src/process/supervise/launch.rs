@@ -85,6 +85,30 @@ fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
   Ok((r, w))
 }
 
+/// The sandbox helper with nothing to run before its exec (`plain`): a
+/// request to the kept helper instead of an exec of it (see
+/// [`crate::process::sandbox::zygote`]). The helper's path and the run's
+/// directory; `None` for any other spawn. (The spec here is the sandboxed
+/// one: the helper's command line.)
+#[cfg(target_os = "linux")]
+fn kept_helper_run(
+  spec: &ProcessSpec,
+  plain: bool,
+) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+  if !plain {
+    return None;
+  }
+  let helper = crate::process::sandbox::helper()
+    .ok()
+    .filter(|h| *h == spec.program)?;
+  let dir = spec
+    .process
+    .cwd
+    .clone()
+    .or_else(|| std::env::current_dir().ok())?;
+  Some((helper, dir))
+}
+
 /// Prepare the spawn of `spec` (its exec image, its pipes' settings) and
 /// return what does it: the addon's own `clone(CLONE_VM|CLONE_VFORK)` spawn
 /// ([`platform::raw_spawn`]), whose child applies the limits' `plan` and
@@ -108,6 +132,7 @@ pub(super) fn launch_child(
     None => None,
   };
   let null_stdin = matches!(spec.stdin, StdinMode::Null);
+  let zygote = kept_helper_run(spec, plan.is_none() && in_child.is_none());
   Ok(move || {
     let (stdin_child, stdin_host) = if null_stdin {
       (
@@ -144,7 +169,13 @@ pub(super) fn launch_child(
       step: Some(&step),
     };
     crate::trace::at("rt.pipes");
-    let (pid, pidfd) = platform::raw_spawn(&req)?;
+    let kept = zygote.as_ref().and_then(|(helper, dir)| {
+      crate::process::sandbox::zygote::spawn(helper, &image, dir, req.stdio)
+    });
+    let (pid, pidfd) = match kept {
+      Some(started) => started?,
+      None => platform::raw_spawn(&req)?,
+    };
     crate::trace::at("rt.cloned");
     drop((stdin_child, out_w, err_w));
     let child = platform::RawChild::new(pid, pidfd)?;

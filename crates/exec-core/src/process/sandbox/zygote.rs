@@ -1,0 +1,172 @@
+//! The host's side of the kept sandbox helper (`exec-native-sandbox
+//! --zygote`; the protocol and why: `exec_native_sandbox::zygote`).
+//!
+//! A spawn of the helper for a sandboxed run becomes a request to the kept
+//! helper, which forks the run as this process's child and sends back its
+//! pid and pidfd: the same child, the same group, the same status as a
+//! spawned helper, without the helper's `execve`. The kept helper is
+//! started at the first such spawn, again if it died (one retry per
+//! spawn), and a new one when the helper's path changed. Where it cannot
+//! be used (it fails to start) the caller spawns the helper itself.
+//! `EXEC_NATIVE_SANDBOX_NO_ZYGOTE` set in the host's environment turns it
+//! off (the benchmark's comparison).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use exec_native_sandbox::zygote as wire;
+
+/// Turns the kept helper off (set in the host's environment).
+pub const OFF_VAR: &str = "EXEC_NATIVE_SANDBOX_NO_ZYGOTE";
+
+struct Kept {
+  helper: PathBuf,
+  sock: OwnedFd,
+  pidfd: OwnedFd,
+}
+
+impl Drop for Kept {
+  /// Close the socket (a live kept helper then exits) and reap it.
+  fn drop(&mut self) {
+    let sock = std::mem::replace(&mut self.sock, dev_null_fd());
+    drop(sock);
+    // SAFETY: `pidfd` is this kept helper's pidfd, open; pidfd_send_signal(2) reads plain integers.
+    unsafe {
+      libc::syscall(
+        libc::SYS_pidfd_send_signal,
+        self.pidfd.as_raw_fd(),
+        libc::SIGKILL,
+        std::ptr::null::<libc::siginfo_t>(),
+        0u32,
+      )
+    };
+    // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill; `pidfd` is open.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; the kept helper was just killed, so the wait is short.
+    unsafe {
+      libc::waitid(
+        libc::P_PIDFD,
+        self.pidfd.as_raw_fd() as libc::id_t,
+        &mut info,
+        libc::WEXITED,
+      )
+    };
+  }
+}
+
+fn dev_null_fd() -> OwnedFd {
+  std::fs::File::open("/dev/null")
+    .map(OwnedFd::from)
+    .unwrap_or_else(|_| {
+      // SAFETY: dup of stdin as a placeholder descriptor the caller only closes.
+      unsafe { OwnedFd::from_raw_fd(libc::dup(0)) }
+    })
+}
+
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+/// Start the kept helper `helper`.
+fn start(helper: &Path) -> io::Result<Kept> {
+  let mut sv = [0 as libc::c_int; 2];
+  // SAFETY: `sv` is a live [c_int; 2] for socketpair(2) to fill.
+  if unsafe {
+    libc::socketpair(
+      libc::AF_UNIX,
+      libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+      0,
+      sv.as_mut_ptr(),
+    )
+  } != 0
+  {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: both descriptors were just made by socketpair and are owned from here.
+  let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+  let null = std::fs::OpenOptions::new()
+    .read(true)
+    .write(true)
+    .open("/dev/null")?;
+  let program = CString::new(helper.as_os_str().as_bytes())
+    .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+  let arg = c"--zygote";
+  let argv = [program.as_ptr(), arg.as_ptr(), std::ptr::null()];
+  let envp = [std::ptr::null::<libc::c_char>()];
+  let req = crate::platform::RawSpawn {
+    program: &program,
+    argv: argv.as_ptr(),
+    envp: envp.as_ptr(),
+    cwd: Some(c"/"),
+    stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
+    // a group of its own: a run's group kill, or the host's, never reaches it
+    new_group: true,
+    step: None,
+  };
+  let (_pid, pidfd) = crate::platform::raw_spawn(&req)?;
+  Ok(Kept {
+    helper: helper.to_path_buf(),
+    sock: ours,
+    pidfd,
+  })
+}
+
+/// Why a request failed.
+enum Failed {
+  /// The kept helper is gone or answered nonsense: start another.
+  Broken,
+  /// The run could not be started (the errno the kept helper sent).
+  Run(io::Error),
+}
+
+fn request(
+  kept: &Kept,
+  header: &wire::Header,
+  body: &[u8],
+  stdio: [RawFd; 3],
+) -> Result<(i32, OwnedFd), Failed> {
+  let sock = kept.sock.as_raw_fd();
+  wire::send_request(sock, header, body, &stdio).map_err(|_| Failed::Broken)?;
+  match wire::recv_reply(sock) {
+    Ok((r, Some(pidfd))) if r.pid > 0 => Ok((r.pid, pidfd)),
+    Ok((r, None)) if r.pid < 0 => Err(Failed::Run(io::Error::from_raw_os_error(-r.pid))),
+    _ => Err(Failed::Broken),
+  }
+}
+
+/// Spawn the helper `helper` with the arguments and environment of
+/// `image`, in `cwd`, with `stdio`, through the kept helper: the run's pid
+/// and pidfd, or the error that kept it from starting. `None`: the kept
+/// helper is off or cannot be started (spawn the helper directly).
+pub fn spawn(
+  helper: &Path,
+  image: &crate::process::spec::ExecImage,
+  cwd: &Path,
+  stdio: [RawFd; 3],
+) -> Option<io::Result<(i32, OwnedFd)>> {
+  if std::env::var_os(OFF_VAR).is_some() {
+    return None;
+  }
+  let (args, env) = image.strings();
+  let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+  let env: Vec<&[u8]> = env.iter().map(|e| e.as_bytes()).collect();
+  let (header, body) = wire::encode(cwd.as_os_str().as_bytes(), &args, &env);
+  let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+  for _ in 0..2 {
+    if kept.as_ref().is_some_and(|k| k.helper != helper) {
+      *kept = None;
+    }
+    if kept.is_none() {
+      *kept = Some(start(helper).ok()?);
+    }
+    let k = kept.as_ref()?;
+    match request(k, &header, &body, stdio) {
+      Ok(child) => return Some(Ok(child)),
+      Err(Failed::Run(e)) => return Some(Err(e)),
+      Err(Failed::Broken) => *kept = None,
+    }
+  }
+  None
+}
