@@ -468,79 +468,79 @@ export interface CapturedExecutionResult {
 export declare function checkBackground(pid: number): BackgroundCheck
 
 /**
- * r" Options of `runCommand` / `CommandRunner.run`. Unset values come from
- * r" the runner's options, then from the defaults below; `env` adds to the
- * r" runner's, the env lists and `limits` replace the runner's, `sandbox`
- * r" may only narrow it. The non-interactive defaults `PAGER=cat`,
- * r" `GIT_PAGER=cat`, `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1`
- * r" always pass and can be overridden in `env`. `dieWithParent` kills only
- * r" `bash` itself.
+ * Options of `runCommand` / `CommandRunner.run`. Unset values come from
+ * the runner's options, then from the defaults below; `env` adds to the
+ * runner's, the env lists and `limits` replace the runner's, `sandbox`
+ * may only narrow it. The non-interactive defaults `PAGER=cat`,
+ * `GIT_PAGER=cat`, `GIT_TERMINAL_PROMPT=0`, `TERM=dumb`, `NO_COLOR=1`
+ * always pass and can be overridden in `env`. `dieWithParent` kills only
+ * `bash` itself.
  */
 export interface CommandOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
-   * r" Milliseconds before the command moves to the background (it is not
-   * r" killed); 0 or Infinity: wait for the end. @default 120000
+   * Milliseconds before the command moves to the background (it is not
+   * killed); 0 or Infinity: wait for the end. @default 120000
    */
   timeout?: number
-  /** r" Lines of each stream shown (the last ones). @default 2000 */
+  /** Lines of each stream shown (the last ones). @default 2000 */
   maxLines?: number
-  /** r" Bytes of each stream shown (the last ones). @default 51200 */
+  /** Bytes of each stream shown (the last ones). @default 51200 */
   maxBytes?: number
   /**
-   * r" Which part of a long output is shown: `'tail'` (the last lines) or
-   * r" `'head_tail'` (the first lines within half the budget, the last within
-   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
-   * r" compiler's first error is at the top). @default the runner's ('tail')
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default the runner's ('tail')
    */
   truncation?: 'tail' | 'head_tail'
-  /** r" Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
+  /** Directory of the full-output logs (`exec-native-<hex>.log`). @default os.tmpdir() */
   outputDir?: string
-  /** r" Start in the background at once and return its pid. @default false */
+  /** Start in the background at once and return its pid. @default false */
   background?: boolean
   /**
-   * r" When `bash` exits, terminate what it left running (`cmd &`, `setsid
-   * r" nohup ...`) instead of adopting it as background jobs of the runner
-   * r" (listed in `text` and in `adopted`). @default false
+   * When `bash` exits, terminate what it left running (`cmd &`, `setsid
+   * nohup ...`) instead of adopting it as background jobs of the runner
+   * (listed in `text` and in `adopted`). @default false
    */
   cleanup?: boolean
 }
@@ -601,82 +601,82 @@ export interface CommandResult {
 }
 
 /**
- * r" Options of `new CommandRunner()`: defaults for every `run`, and the
- * r" session's own settings. Its `sandbox` holds for every `run`, tool call
- * r" and `start()`; a call may only narrow it (read-only, fewer roots, no
- * r" network), never widen or turn it off (EINVAL).
+ * Options of `new CommandRunner()`: defaults for every `run`, and the
+ * session's own settings. Its `sandbox` holds for every `run`, tool call
+ * and `start()`; a call may only narrow it (read-only, fewer roots, no
+ * network), never widen or turn it off (EINVAL).
  */
 export interface CommandRunnerOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" @default 120000 */
+  /** @default 120000 */
   timeout?: number
-  /** r" @default 2000 */
+  /** @default 2000 */
   maxLines?: number
-  /** r" @default 51200 */
+  /** @default 51200 */
   maxBytes?: number
   /**
-   * r" Which part of a long output is shown: `'tail'` (the last lines) or
-   * r" `'head_tail'` (the first lines within half the budget, the last within
-   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
-   * r" compiler's first error is at the top). @default 'tail'
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default 'tail'
    */
   truncation?: 'tail' | 'head_tail'
-  /** r" @default os.tmpdir() */
+  /** @default os.tmpdir() */
   outputDir?: string
   /**
-   * r" Milliseconds after which `exec-native-*.log` files in the output
-   * r" directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
+   * Milliseconds after which `exec-native-*.log` files in the output
+   * directories are deleted (swept when the runner starts and closes); 0: never. @default 86400000
    */
   retention?: number
-  /** r" Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
+  /** Milliseconds between SIGTERM and SIGKILL when a process is killed. @default 500 */
   forceKillAfterDelay?: number
   /**
-   * r" The commands of `run`, `call` and `callTool('bash')` share one shell
-   * r" state, as in one terminal: `cd`, `export`, variables, functions,
-   * r" aliases and shell options carry over to the next command. Each
-   * r" command still runs in its own `bash -c` (timeouts background it, `&`
-   * r" jobs are adopted, as stateless); a command that moved to the
-   * r" background or was cancelled leaves the state as it was; a call's own
-   * r" `cwd` is a `cd` that carries over. @default false
+   * The commands of `run`, `call` and `callTool('bash')` share one shell
+   * state, as in one terminal: `cd`, `export`, variables, functions,
+   * aliases and shell options carry over to the next command. Each
+   * command still runs in its own `bash -c` (timeouts background it, `&`
+   * jobs are adopted, as stateless); a command that moved to the
+   * background or was cancelled leaves the state as it was; a call's own
+   * `cwd` is a `cd` that carries over. @default false
    */
   stateful?: boolean
 }
@@ -696,19 +696,19 @@ export declare function commandTool(): { name: 'bash'; description: string; para
  */
 export declare function commandTools(options?: CommandToolsOptions): Array<Record<string, any>>
 
-/** r" Options of `commandTools`. */
+/** Options of `commandTools`. */
 export interface CommandToolsOptions {
   /**
-   * r" The harness's shape: `'openai-responses'` (`{ type: 'function', name,
-   * r" description, parameters, strict }`), `'openai-chat'` (`{ type:
-   * r" 'function', function: {...} }`), `'anthropic'` (`{ name, description,
-   * r" input_schema }`) or `'mcp'` (`{ name, title, description, inputSchema,
-   * r" outputSchema, annotations }`). @default 'mcp'
+   * The harness's shape: `'openai-responses'` (`{ type: 'function', name,
+   * description, parameters, strict }`), `'openai-chat'` (`{ type:
+   * 'function', function: {...} }`), `'anthropic'` (`{ name, description,
+   * input_schema }`) or `'mcp'` (`{ name, title, description, inputSchema,
+   * outputSchema, annotations }`). @default 'mcp'
    */
   format?: string
   /**
-   * r" OpenAI's strict mode: every property required (the optional ones
-   * r" nullable) and `additionalProperties: false`. @default false
+   * OpenAI's strict mode: every property required (the optional ones
+   * nullable) and `additionalProperties: false`. @default false
    */
   strict?: boolean
 }
@@ -726,70 +726,70 @@ export interface CommandToolsOptions {
  */
 export declare function executeAndCapture(code: string, language: 'bash' | 'javascript' | 'typescript' | 'python' | 'powershell' | 'cmd', options?: ExecuteOptions): Promise<CapturedExecutionResult>
 
-/** r" Options of `executeAndCapture` and `captureCall`. */
+/** Options of `executeAndCapture` and `captureCall`. */
 export interface ExecuteOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000 */
+  /** Milliseconds before the process group is killed; 0 or Infinity: none. @default 30000 */
   timeout?: number
-  /** r" Milliseconds between SIGTERM and SIGKILL. @default 500 */
+  /** Milliseconds between SIGTERM and SIGKILL. @default 500 */
   forceKillAfterDelay?: number
-  /** r" Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
+  /** Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
   maxOutputBytes?: number
-  /** r" Written to stdin, then EOF. Without it stdin is closed (a read gets EOF). */
+  /** Written to stdin, then EOF. Without it stdin is closed (a read gets EOF). */
   input?: string | Buffer | Uint8Array
   /**
-   * r" Cancels the run: the group is killed, the result has `canceled: true`.
-   * r" Already aborted: nothing is spawned, the result has `canceled: true`,
-   * r" `pid: 0`, `errorCode: 'ECANCELED'`.
+   * Cancels the run: the group is killed, the result has `canceled: true`.
+   * Already aborted: nothing is spawned, the result has `canceled: true`,
+   * `pid: 0`, `errorCode: 'ECANCELED'`.
    */
   signal?: AbortSignal
-  /** r" `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
+  /** `'utf8'` decodes output to strings; `'buffer'` returns raw Buffers. @default 'utf8' */
   encoding?: 'utf8' | 'buffer'
   /**
-   * r" How `'typescript'` code runs: `'auto'` strips the types in-process and
-   * r" runs plain node when the code and the project allow it (no enums,
-   * r" namespaces, decorators, ES module syntax; no tsconfig `paths` or own
-   * r" tsx), else tsx, with the same output; `'strip'` always strips (errors with
-   * r" `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
+   * How `'typescript'` code runs: `'auto'` strips the types in-process and
+   * runs plain node when the code and the project allow it (no enums,
+   * namespaces, decorators, ES module syntax; no tsconfig `paths` or own
+   * tsx), else tsx, with the same output; `'strip'` always strips (errors with
+   * `EINVAL` when the code needs more); `'tsx'` always uses tsx. @default 'auto'
    */
   typescript?: 'auto' | 'strip' | 'tsx'
 }
@@ -847,7 +847,7 @@ export interface InteractiveResult {
   errorCode?: string
 }
 
-/** r" The fields of `ProcessStartSpec.io` (which apply depends on `type`). */
+/** The fields of `ProcessStartSpec.io` (which apply depends on `type`). */
 export interface IoFields {
   type?: 'pipe' | 'pty'
   stdin?: 'open' | 'closed'
@@ -877,61 +877,61 @@ export declare function listBackground(): Array<BackgroundProcessInfo>
 export declare function liveProcessGroups(): number
 
 /**
- * r" Options of `serveMcp`: the process options of every command the server
- * r" runs (`cwd`, `env`, `limits`, `sandbox`, ...); a call's `workdir`
- * r" resolves from `cwd` and no call can widen the sandbox.
+ * Options of `serveMcp`: the process options of every command the server
+ * runs (`cwd`, `env`, `limits`, `sandbox`, ...); a call's `workdir`
+ * resolves from `cwd` and no call can widen the sandbox.
  */
 export interface McpOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
-   * r" `bash` calls share one shell state (`cd`, `export`, functions carry
-   * r" over; see `CommandRunnerOptions.stateful`). @default false
+   * `bash` calls share one shell state (`cd`, `export`, functions carry
+   * over; see `CommandRunnerOptions.stateful`). @default false
    */
   stateful?: boolean
   /**
-   * r" The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
-   * r" -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
-   * r" `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
-   * r" at once with `ENOENT` when neither is on PATH. @default 'bash'
+   * The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
+   * -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
+   * `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
+   * at once with `ENOENT` when neither is on PATH. @default 'bash'
    */
   shell?: 'bash' | 'powershell'
 }
@@ -1013,69 +1013,69 @@ export interface NodeExecuteResult {
 }
 
 /**
- * r" Options of `NodeSession.start`. `dieWithParent` kills only `node`
- * r" itself; `limits`, `sandbox` hold for every cell and again after a restart.
+ * Options of `NodeSession.start`. `dieWithParent` kills only `node`
+ * itself; `limits`, `sandbox` hold for every cell and again after a restart.
  */
 export interface NodeSessionOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" `node`: a name looked up in PATH, or a path. @default 'node' */
+  /** `node`: a name looked up in PATH, or a path. @default 'node' */
   nodePath?: string
-  /** r" Node options put before the driver, e.g. `['--max-old-space-size=512']`. */
+  /** Node options put before the driver, e.g. `['--max-old-space-size=512']`. */
   execArgv?: Array<string>
   /**
-   * r" JavaScript run after every start of `node` (the first, restarts,
-   * r" `reset()`). If it throws, `start` rejects (EINVAL).
+   * JavaScript run after every start of `node` (the first, restarts,
+   * `reset()`). If it throws, `start` rejects (EINVAL).
    */
   initCode?: string
   /**
-   * r" Milliseconds a cell has to stop after the SIGINT of `interrupt()` or of
-   * r" its timeout before `node` is killed (`stateLost`). @default 2000
+   * Milliseconds a cell has to stop after the SIGINT of `interrupt()` or of
+   * its timeout before `node` is killed (`stateLost`). @default 2000
    */
   forceKillAfterDelay?: number
-  /** r" Milliseconds allowed for starting `node` and running `initCode`. @default 30000 */
+  /** Milliseconds allowed for starting `node` and running `initCode`. @default 30000 */
   startupTimeout?: number
   /**
-   * r" Cells `history()` keeps: past this the oldest are dropped, and
-   * r" `exportNotebook` says how many. @default 1000
+   * Cells `history()` keeps: past this the oldest are dropped, and
+   * `exportNotebook` says how many. @default 1000
    */
   maxHistory?: number
 }
@@ -1144,23 +1144,23 @@ export interface ProcessListEntry {
 }
 
 /**
- * r" Limits of a `ProcessManager`. They hold for every process it starts, so
- * r" memory stays predictable whatever the callers ask.
+ * Limits of a `ProcessManager`. They hold for every process it starts, so
+ * memory stays predictable whatever the callers ask.
  */
 export interface ProcessManagerConfig {
   /**
-   * r" Bytes of output kept per process: per stream buffer (head + tail) and for
-   * r" the interleaved log that `read` serves. @default 1048576
+   * Bytes of output kept per process: per stream buffer (head + tail) and for
+   * the interleaved log that `read` serves. @default 1048576
    */
   retainedOutputBytes?: number
   /**
-   * r" Processes that may run at once (at least 1); `start` fails with `EBUSY`
-   * r" past it. @default 64
+   * Processes that may run at once (at least 1); `start` fails with `EBUSY`
+   * past it. @default 64
    */
   maxProcesses?: number
   /**
-   * r" Milliseconds an exited process stays readable (`snapshot`, `read`,
-   * r" `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
+   * Milliseconds an exited process stays readable (`snapshot`, `read`,
+   * `wait`); afterwards its id is unknown (`ESRCH`). @default 30000
    */
   exitedRetentionMs?: number
 }
@@ -1215,65 +1215,65 @@ export interface ProcessStarted {
 }
 
 /**
- * r" What to start. `dieWithParent` holds for pipes (a PTY process gets
- * r" SIGHUP from the kernel when the host's side of the terminal closes);
- * r" `limits` and `sandbox` for pipes and PTYs; a tree over a limit is
- * r" stopped and its `exited` event and `wait`/`terminate` result carry
- * r" `errorCode: 'ELIMIT'`.
+ * What to start. `dieWithParent` holds for pipes (a PTY process gets
+ * SIGHUP from the kernel when the host's side of the terminal closes);
+ * `limits` and `sandbox` for pipes and PTYs; a tree over a limit is
+ * stopped and its `exited` event and `wait`/`terminate` result carry
+ * `errorCode: 'ELIMIT'`.
  */
 export interface ProcessStartSpec {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
-   * r" The handle to use in later calls (not the OS pid). Generated when absent;
-   * r" a duplicate is rejected with `EEXIST`.
+   * The handle to use in later calls (not the OS pid). Generated when absent;
+   * a duplicate is rejected with `EEXIST`.
    */
   processId?: string
-  /** r" Program (looked up in PATH, no shell) and its arguments. */
+  /** Program (looked up in PATH, no shell) and its arguments. */
   argv: string[]
-  /** r" `argv[0]` as the program sees it (pipes only). @default argv[0] */
+  /** `argv[0]` as the program sees it (pipes only). @default argv[0] */
   arg0?: string
   /**
-   * r" Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
-   * r" `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
+   * Pipes (stdin closed unless `stdin: 'open'`) or a pseudo-terminal of
+   * `rows` x `cols` (`TERM` defaults to `xterm-256color`). @default { type: 'pipe', stdin: 'closed' }
    */
   io?: { type: 'pipe'; stdin?: 'open' | 'closed' } | { type: 'pty'; rows: number; cols: number }
 }
@@ -1356,83 +1356,83 @@ export interface PythonExecuteResult {
 }
 
 /**
- * r" Options of `PythonSession.start`. `dieWithParent` kills only the
- * r" interpreter itself; `limits`, `sandbox` hold for every cell (CPU time
- * r" counts across cells, per process) and again after a restart.
+ * Options of `PythonSession.start`. `dieWithParent` kills only the
+ * interpreter itself; `limits`, `sandbox` hold for every cell (CPU time
+ * counts across cells, per process) and again after a restart.
  */
 export interface PythonSessionOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" The interpreter: a name looked up in PATH, or a path. @default 'python3' ('python' on Windows) */
+  /** The interpreter: a name looked up in PATH, or a path. @default 'python3' ('python' on Windows) */
   python?: string
   /**
-   * r" Code run in the namespace after every start of an interpreter (the first,
-   * r" restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
+   * Code run in the namespace after every start of an interpreter (the first,
+   * restarts after `died`/`timeout`, `reset()`). If it raises, `start` rejects (EINVAL).
    */
   initCode?: string
   /**
-   * r" Milliseconds a cell has to stop after the interrupt of its timeout (SIGINT;
-   * r" on Windows a control message to the driver) before the interpreter is
-   * r" killed. @default 2000
+   * Milliseconds a cell has to stop after the interrupt of its timeout (SIGINT;
+   * on Windows a control message to the driver) before the interpreter is
+   * killed. @default 2000
    */
   forceKillAfterDelay?: number
-  /** r" Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
+  /** Milliseconds allowed for starting the interpreter and running `initCode`. @default 30000 */
   startupTimeout?: number
   /**
-   * r" Cells `history()` keeps: past this the oldest are dropped, and
-   * r" `exportNotebook` says how many. @default 1000
+   * Cells `history()` keeps: past this the oldest are dropped, and
+   * `exportNotebook` says how many. @default 1000
    */
   maxHistory?: number
 }
 
-/** r" Options of `read`. */
+/** Options of `read`. */
 export interface ReadOptions {
-  /** r" Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0 */
+  /** Return chunks with a greater `seq` (pass the previous `lastSeq`). @default 0 */
   afterSeq?: number
   /**
-   * r" Stop adding chunks past this many bytes (the first chunk is always
-   * r" whole). @default 1048576
+   * Stop adding chunks past this many bytes (the first chunk is always
+   * whole). @default 1048576
    */
   maxBytes?: number
-  /** r" Long poll: wait up to this many ms for output (or the exit). @default 0 */
+  /** Long poll: wait up to this many ms for output (or the exit). @default 0 */
   waitMs?: number
 }
 
@@ -1462,33 +1462,33 @@ export interface ReaperStatus {
 }
 
 /**
- * r" Resource limits of an execution and all its descendants. Each is a
- * r" number of at least 1 (a fraction is cut). Any other key is refused
- * r" (`EINVAL`), like an unknown key of every options object.
+ * Resource limits of an execution and all its descendants. Each is a
+ * number of at least 1 (a fraction is cut). Any other key is refused
+ * (`EINVAL`), like an unknown key of every options object.
  */
 export interface ResourceLimits {
   /**
-   * r" Memory of the whole tree, in bytes (a memory cgroup where the host may
-   * r" create one; everywhere a watchdog sums the tree's resident memory every
-   * r" 20 ms). See docs/LIMITS.md.
+   * Memory of the whole tree, in bytes (a memory cgroup where the host may
+   * create one; everywhere a watchdog sums the tree's resident memory every
+   * 20 ms). See docs/LIMITS.md.
    */
   memoryBytes?: number
   /**
-   * r" CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU, SIGKILL one
-   * r" second later; both are reported as ELIMIT).
+   * CPU time per process, in seconds (RLIMIT_CPU: SIGXCPU, SIGKILL one
+   * second later; both are reported as ELIMIT).
    */
   cpuSeconds?: number
   /**
-   * r" Processes in the tree at once (a pids cgroup where the host may create
-   * r" one, else RLIMIT_NPROC relative to the user's threads; plus a watchdog).
-   * r" Where the kernel enforces it, threads count.
+   * Processes in the tree at once (a pids cgroup where the host may create
+   * one, else RLIMIT_NPROC relative to the user's threads; plus a watchdog).
+   * Where the kernel enforces it, threads count.
    */
   maxProcesses?: number
-  /** r" Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ). */
+  /** Largest file a process may write, in bytes (RLIMIT_FSIZE: SIGXFSZ). */
   fileSizeBytes?: number
   /**
-   * r" Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
-   * r" it is not stopped).
+   * Open file descriptors per process (RLIMIT_NOFILE; the child sees EMFILE,
+   * it is not stopped).
    */
   openFiles?: number
 }
@@ -1503,39 +1503,39 @@ export interface ResourceLimits {
  */
 export declare function runCommand(command: string, options?: CommandOptions): Promise<CommandResult>
 
-/** r" The sandbox of a run (see `sandbox` in the options). */
+/** The sandbox of a run (see `sandbox` in the options). */
 export interface SandboxOptions {
   /**
-   * r" `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
-   * r" writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
-   * r" `/dev/full`, `/dev/tty` always are. Reads are never restricted.
-   * r" @default 'workspace-write'
+   * `'workspace-write'`: the cwd, `writableRoots`, `/tmp` and `$TMPDIR` are
+   * writable; `'read-only'`: nothing is. `/dev/null`, `/dev/zero`,
+   * `/dev/full`, `/dev/tty` always are. Reads are never restricted.
+   * @default 'workspace-write'
    */
   mode?: 'read-only' | 'workspace-write'
-  /** r" More writable directories (absolute, or relative to the cwd; must exist). */
+  /** More writable directories (absolute, or relative to the cwd; must exist). */
   writableRoots?: Array<string>
-  /** r" Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false */
+  /** Leave `/tmp` and `$TMPDIR` out of the writable roots. @default false */
   excludeTmp?: boolean
   /**
-   * r" Allow network sockets (TCP, UDP, ...). Off: an empty network
-   * r" namespace (where user namespaces work) and no socket at all but a Unix
-   * r" `socketpair` (so no host Unix socket either, `docker.sock` included).
-   * r" @default false
+   * Allow network sockets (TCP, UDP, ...). Off: an empty network
+   * namespace (where user namespaces work) and no socket at all but a Unix
+   * `socketpair` (so no host Unix socket either, `docker.sock` included).
+   * @default false
    */
   network?: boolean
   /**
-   * r" More paths kept read-only inside the writable roots (absolute, or
-   * r" relative to the cwd). Each writable root's `.git` (and a worktree's
-   * r" `gitdir:`) always is, where a mount namespace is available. Given
-   * r" explicitly, they need one: without it the sandbox is unavailable
-   * r" (`onUnavailable`).
+   * More paths kept read-only inside the writable roots (absolute, or
+   * relative to the cwd). Each writable root's `.git` (and a worktree's
+   * `gitdir:`) always is, where a mount namespace is available. Given
+   * explicitly, they need one: without it the sandbox is unavailable
+   * (`onUnavailable`).
    */
   protect?: Array<string>
   /**
-   * r" `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
-   * r" applied; `'warn'`: run without it, say so in the result's
-   * r" `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
-   * r" without it (the result's `sandbox.applied` is false). @default 'error'
+   * `'error'`: `ESANDBOX` and nothing runs when the sandbox cannot be
+   * applied; `'warn'`: run without it, say so in the result's
+   * `sandbox.warning` and in `runCommand`'s text; `'run-unsandboxed'`: run
+   * without it (the result's `sandbox.applied` is false). @default 'error'
    */
   onUnavailable?: 'error' | 'warn' | 'run-unsandboxed'
 }
@@ -1666,54 +1666,54 @@ export declare function serve(options?: ServeOptions | null): Promise<void>
  */
 export declare function serveMcp(options?: McpOptions): Promise<void>
 
-/** r" Options of `serve`. */
+/** Options of `serve`. */
 export interface ServeOptions {
   /**
-   * r" `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
-   * r" one; the address is printed to stderr as `exec-native: listening on
-   * r" ws://...`). Absent: serve one connection over stdin/stdout.
+   * `ws://HOST:PORT` to serve WebSocket connections (port 0 picks a free
+   * one; the address is printed to stderr as `exec-native: listening on
+   * ws://...`). Absent: serve one connection over stdin/stdout.
    */
   listen?: string
   /**
-   * r" Accept a `listen` address that is not loopback. Anyone who can connect
-   * r" can run commands as this user. @default false
+   * Accept a `listen` address that is not loopback. Anyone who can connect
+   * can run commands as this user. @default false
    */
   allowRemote?: boolean
-  /** r" Per connection, as in `ProcessManagerConfig`. @default 1048576 */
+  /** Per connection, as in `ProcessManagerConfig`. @default 1048576 */
   retainedOutputBytes?: number
-  /** r" Per connection (at least 1). @default 64 */
+  /** Per connection (at least 1). @default 64 */
   maxProcesses?: number
-  /** r" @default 30000 */
+  /** @default 30000 */
   exitedRetentionMs?: number
   /**
-   * r" The token WebSocket clients must send (`Authorization: Bearer <token>`,
-   * r" or `?token=<token>`). Absent: read from `tokenFile`, else from
-   * r" `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
-   * r" stderr and written to a file only the user can read
-   * r" (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
-   * r" `<tmpdir>/exec-native-<uid>/serve-<port>.token`, mode 0600; Windows:
-   * r" `serve-<port>.token` in the `exec-native` folder of `%TEMP%`, which the
-   * r" access list of the user's temporary directory protects), removed when
-   * r" the process exits.
+   * The token WebSocket clients must send (`Authorization: Bearer <token>`,
+   * or `?token=<token>`). Absent: read from `tokenFile`, else from
+   * `EXEC_NATIVE_SERVE_TOKEN`, else a random one is made, printed once to
+   * stderr and written to a file only the user can read
+   * (`$XDG_RUNTIME_DIR/exec-native/serve-<port>.token`, else
+   * `<tmpdir>/exec-native-<uid>/serve-<port>.token`, mode 0600; Windows:
+   * `serve-<port>.token` in the `exec-native` folder of `%TEMP%`, which the
+   * access list of the user's temporary directory protects), removed when
+   * the process exits.
    */
   token?: string
-  /** r" A file holding the token (its first line). */
+  /** A file holding the token (its first line). */
   tokenFile?: string
-  /** r" No authentication; only on a loopback address. @default false */
+  /** No authentication; only on a loopback address. @default false */
   noAuth?: boolean
   /**
-   * r" Origins whose pages may connect (exact: `http://localhost:5173`). A
-   * r" handshake with any other `Origin` header is refused (403). @default []
+   * Origins whose pages may connect (exact: `http://localhost:5173`). A
+   * handshake with any other `Origin` header is refused (403). @default []
    */
   allowOrigin?: Array<string>
-  /** r" WebSocket connections at once (at least 1); more are refused (503). @default 64 */
+  /** WebSocket connections at once (at least 1); more are refused (503). @default 64 */
   maxConnections?: number
   /**
-   * r" Milliseconds between pings (at least 1); a peer silent for two
-   * r" intervals is dropped and its processes terminated. @default 30000
+   * Milliseconds between pings (at least 1); a peer silent for two
+   * intervals is dropped and its processes terminated. @default 30000
    */
   pingIntervalMs?: number
-  /** r" Milliseconds a connection has to send its handshake request (at least 1); until then it holds one of 256 handshake places, not a connection. @default 3000 */
+  /** Milliseconds a connection has to send its handshake request (at least 1); until then it holds one of 256 handshake places, not a connection. @default 3000 */
   handshakeTimeoutMs?: number
 }
 
@@ -1729,32 +1729,32 @@ export interface SessionException {
   traceback: string
 }
 
-/** r" Options of `execute` (both sessions). */
+/** Options of `execute` (both sessions). */
 export interface SessionExecuteOptions {
   /**
-   * r" Milliseconds before the execution is interrupted (then killed, see
-   * r" `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
+   * Milliseconds before the execution is interrupted (then killed, see
+   * `forceKillAfterDelay`); 0 or Infinity: none. @default 30000
    */
   timeout?: number
-  /** r" Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
+  /** Bytes kept per stream (head + tail); more is cut from the middle. @default 1048576 */
   maxOutputBytes?: number
-  /** r" Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced). */
+  /** Called with stdout text as it is printed (decoded on UTF-8 boundaries, coalesced). */
   onStdout?: (data: string) => void
-  /** r" Called with stderr text as it is printed. */
+  /** Called with stderr text as it is printed. */
   onStderr?: (data: string) => void
   /**
-   * r" Python and Node: called with each MIME bundle (`display()`, the last
-   * r" value's bundle comes in the result) as it is shown.
+   * Python and Node: called with each MIME bundle (`display()`, the last
+   * value's bundle comes in the result) as it is shown.
    */
   onDisplay?: (bundle: Record<string, any>) => void
   /**
-   * r" NodeSession: the cell's language; TypeScript has its types stripped
-   * r" (enums and namespaces transformed) first. @default 'javascript'
+   * NodeSession: the cell's language; TypeScript has its types stripped
+   * (enums and namespaces transformed) first. @default 'javascript'
    */
   language?: 'javascript' | 'typescript'
   /**
-   * r" Bytes a MIME bundle may take; larger entries are dropped and named in
-   * r" its `text/plain`. @default 8388608
+   * Bytes a MIME bundle may take; larger entries are dropped and named in
+   * its `text/plain`. @default 8388608
    */
   maxDisplayBytes?: number
 }
@@ -1823,61 +1823,61 @@ export interface ShellExecuteResult {
 }
 
 /**
- * r" Options of `ShellSession.start`. `dieWithParent` kills only the shell
- * r" itself; `limits`, `sandbox` hold for every command (CPU time counts
- * r" across commands, per process) and again after a restart.
+ * Options of `ShellSession.start`. `dieWithParent` kills only the shell
+ * itself; `limits`, `sandbox` hold for every command (CPU time counts
+ * across commands, per process) and again after a restart.
  */
 export interface ShellSessionOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash' */
+  /** bash: a name looked up in PATH, or a path. Other shells are rejected (EINVAL). @default 'bash' */
   shell?: string
-  /** r" Run in the shell after every start (the first, restarts). Its output is discarded. */
+  /** Run in the shell after every start (the first, restarts). Its output is discarded. */
   initScript?: string
   /**
-   * r" Milliseconds a command has to stop after the SIGINT of its timeout before
-   * r" its processes are killed. @default 2000
+   * Milliseconds a command has to stop after the SIGINT of its timeout before
+   * its processes are killed. @default 2000
    */
   forceKillAfterDelay?: number
-  /** r" Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
+  /** Milliseconds allowed for starting the shell and running `initScript`. @default 30000 */
   startupTimeout?: number
 }
 
@@ -1902,76 +1902,76 @@ export declare function spawn(command: string, args?: string[] | null, options?:
  */
 export declare function spawnCall(command: string, args: string[], options?: SpawnOptions | null, onStdout?: ((data: any) => void) | null, onStderr?: ((data: any) => void) | null): Promise<SpawnResult>
 
-/** r" Options of `spawnCall` and `executeStreaming`. */
+/** Options of `spawnCall` and `executeStreaming`. */
 export interface SpawnOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
-  /** r" Milliseconds; 0 or Infinity: none. @default 30000 */
+  /** Milliseconds; 0 or Infinity: none. @default 30000 */
   timeout?: number
-  /** r" Milliseconds between SIGTERM and SIGKILL. @default 500 */
+  /** Milliseconds between SIGTERM and SIGKILL. @default 500 */
   forceKillAfterDelay?: number
-  /** r" Written to stdin, then EOF. */
+  /** Written to stdin, then EOF. */
   input?: string | Buffer | Uint8Array
   /**
-   * r" Cancels the run: the tree is killed, the result has `canceled: true`.
-   * r" Already aborted: nothing is spawned, the result has `canceled: true`,
-   * r" `pid: 0`, `errorCode: 'ECANCELED'`.
+   * Cancels the run: the tree is killed, the result has `canceled: true`.
+   * Already aborted: nothing is spawned, the result has `canceled: true`,
+   * `pid: 0`, `errorCode: 'ECANCELED'`.
    */
   signal?: AbortSignal
   /**
-   * r" Output is cut into chunks of at most 64 KiB (whole characters; a
-   * r" Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-   * r" 4 calls per turn of the event loop, the next batch once JavaScript
-   * r" returned from the previous one. A full chunk goes in the next batch; a
-   * r" partial one waits until this many milliseconds have passed since the
-   * r" last batch (the first goes at once), so a trickle of output gets at most
-   * r" one call per interval and a flood gets full chunks. @default 10
+   * Output is cut into chunks of at most 64 KiB (whole characters; a
+   * Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+   * 4 calls per turn of the event loop, the next batch once JavaScript
+   * returned from the previous one. A full chunk goes in the next batch; a
+   * partial one waits until this many milliseconds have passed since the
+   * last batch (the first goes at once), so a trickle of output gets at most
+   * one call per interval and a flood gets full chunks. @default 10
    */
   callbackIntervalMs?: number
   /**
-   * r" `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
-   * r" `'buffer'`: raw Buffers. @default 'utf8'
+   * `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+   * `'buffer'`: raw Buffers. @default 'utf8'
    */
   encoding?: 'utf8' | 'buffer'
-  /** r" How `'typescript'` code runs (see `ExecuteOptions.typescript`). @default 'auto' */
+  /** How `'typescript'` code runs (see `ExecuteOptions.typescript`). @default 'auto' */
   typescript?: 'auto' | 'strip' | 'tsx'
 }
 
@@ -1998,73 +1998,73 @@ export interface SpawnResult {
 }
 
 /**
- * r" Options of `CommandRunner.start` (an interactive command); the others
- * r" as in `CommandOptions`, over the runner's.
+ * Options of `CommandRunner.start` (an interactive command); the others
+ * as in `CommandOptions`, over the runner's.
  */
 export interface StartCommandOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
-   * r" Milliseconds to collect output before answering; the answer comes
-   * r" sooner when the command ends or waits for input. @default 10000
+   * Milliseconds to collect output before answering; the answer comes
+   * sooner when the command ends or waits for input. @default 10000
    */
   yieldMs?: number
   /**
-   * r" A pseudo-terminal (`true`: the program sees a terminal, prompts and
-   * r" Ctrl-C work) or pipes with stdin open (`false`). @default true
+   * A pseudo-terminal (`true`: the program sees a terminal, prompts and
+   * Ctrl-C work) or pipes with stdin open (`false`). @default true
    */
   tty?: boolean
-  /** r" Terminal size (1 to 10000). @default 24 */
+  /** Terminal size (1 to 10000). @default 24 */
   rows?: number
-  /** r" @default 200 */
+  /** @default 200 */
   cols?: number
-  /** r" Lines shown of each answer's output (the last ones). @default the runner's (2000) */
+  /** Lines shown of each answer's output (the last ones). @default the runner's (2000) */
   maxLines?: number
-  /** r" Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
+  /** Bytes shown of each answer's output (the last ones). @default the runner's (51200) */
   maxBytes?: number
   /**
-   * r" Which part of a long output is shown: `'tail'` (the last lines) or
-   * r" `'head_tail'` (the first lines within half the budget, the last within
-   * r" the rest, and between them `[... N lines (size) omitted ...]`; a
-   * r" compiler's first error is at the top). @default the runner's ('tail')
+   * Which part of a long output is shown: `'tail'` (the last lines) or
+   * `'head_tail'` (the first lines within half the budget, the last within
+   * the rest, and between them `[... N lines (size) omitted ...]`; a
+   * compiler's first error is at the top). @default the runner's ('tail')
    */
   truncation?: 'tail' | 'head_tail'
 }
@@ -2075,112 +2075,112 @@ export interface StreamsTruncation {
   stderr: TruncationInfo
 }
 
-/** r" Options of `spawn`. */
+/** Options of `spawn`. */
 export interface SubprocessOptions {
-  /** r" Working directory, checked before spawning. @default process.cwd() */
+  /** Working directory, checked before spawning. @default process.cwd() */
   cwd?: string
-  /** r" Variables set over the host environment (`undefined` removes one). */
+  /** Variables set over the host environment (`undefined` removes one). */
   env?: Record<string, string | undefined>
-  /** r" Start from the host environment (`true`) or from `env` alone. @default true */
+  /** Start from the host environment (`true`) or from `env` alone. @default true */
   extendEnv?: boolean
   /**
-   * r" Only host variables matching one of these patterns reach the
-   * r" child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
+   * Only host variables matching one of these patterns reach the
+   * child (`*` wildcard: `['PATH', 'HOME', 'LC_*']`). `env` is always passed.
    */
   envAllowlist?: Array<string>
   /**
-   * r" Host variables matching one of these patterns are dropped
-   * r" (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
+   * Host variables matching one of these patterns are dropped
+   * (`['*_TOKEN', '*_KEY', 'AWS_*']`). `env` is always passed.
    */
   envDenylist?: Array<string>
   /**
-   * r" Opt-in resource limits of the child's whole process tree; a tree
-   * r" over a limit is stopped and the result has `errorCode: 'ELIMIT'`
-   * r" (see `ResourceLimits`). Without them the fast spawn path is kept.
+   * Opt-in resource limits of the child's whole process tree; a tree
+   * over a limit is stopped and the result has `errorCode: 'ELIMIT'`
+   * (see `ResourceLimits`). Without them the fast spawn path is kept.
    */
   limits?: ResourceLimits
   /**
-   * r" Also kill the child when the host dies by SIGKILL (Linux
-   * r" PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
-   * r" or the program; a PTY child gets SIGHUP from the kernel anyway;
-   * r" costs the posix_spawn fast path; macOS has no such signal: there
-   * r" it does nothing). @default false
+   * Also kill the child when the host dies by SIGKILL (Linux
+   * PR_SET_PDEATHSIG; only the direct child: the interpreter, `bash`
+   * or the program; a PTY child gets SIGHUP from the kernel anyway;
+   * costs the posix_spawn fast path; macOS has no such signal: there
+   * it does nothing). @default false
    */
   dieWithParent?: boolean
   /**
-   * r" Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
-   * r" thread that spawns; posix_spawn kept). `true` = `{ mode:
-   * r" 'workspace-write' }`. Also drops the host's secrets from the
-   * r" environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
-   * r" `envAllowlist`/`envDenylist` are given. Cannot be applied:
-   * r" rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
-   * r" says how it was applied and what it likely denied. @default false
+   * Opt-in OS sandbox (Linux: Landlock + seccomp, applied by the
+   * thread that spawns; posix_spawn kept). `true` = `{ mode:
+   * 'workspace-write' }`. Also drops the host's secrets from the
+   * environment (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) unless
+   * `envAllowlist`/`envDenylist` are given. Cannot be applied:
+   * rejected with `ESANDBOX`, nothing runs. The result's `sandbox`
+   * says how it was applied and what it likely denied. @default false
    */
   sandbox?: boolean | SandboxOptions
   /**
-   * r" Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
-   * r" 0 or Infinity: none, as with Node's `spawn`. @default 0
+   * Milliseconds before the whole tree is killed (SIGTERM, then SIGKILL);
+   * 0 or Infinity: none, as with Node's `spawn`. @default 0
    */
   timeout?: number
-  /** r" Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500 */
+  /** Milliseconds between SIGTERM and SIGKILL (timeout, `kill()`, abort). @default 500 */
   forceKillAfterDelay?: number
   /**
-   * r" `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
-   * r" `subprocess.stdin` writes to it. With `input`, that input is written and
-   * r" stdin closed. @default 'ignore'
+   * `'ignore'`: stdin is `/dev/null` (a read gets EOF); `'pipe'`:
+   * `subprocess.stdin` writes to it. With `input`, that input is written and
+   * stdin closed. @default 'ignore'
    */
   stdin?: 'pipe' | 'ignore'
-  /** r" Written to stdin, then EOF. */
+  /** Written to stdin, then EOF. */
   input?: string | Buffer | Uint8Array
-  /** r" Receives stdout, in order, coalesced (see `callbackIntervalMs`). */
+  /** Receives stdout, in order, coalesced (see `callbackIntervalMs`). */
   onStdout?: (data: any) => void
-  /** r" Receives stderr, in order, coalesced. */
+  /** Receives stderr, in order, coalesced. */
   onStderr?: (data: any) => void
   /**
-   * r" Called once, asynchronously, when the process could not be started
-   * r" (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
-   * r" `exited` then resolves with the same `errorCode`. Nothing is thrown.
+   * Called once, asynchronously, when the process could not be started
+   * (`err.code`: `ENOENT`, `ENOTDIR`, `EACCES`, `ESPAWN`, `ELIMIT`...);
+   * `exited` then resolves with the same `errorCode`. Nothing is thrown.
    */
   onError?: (err: Error & { code: string }) => void
   /**
-   * r" `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
-   * r" `'buffer'`: raw Buffers. @default 'utf8'
+   * `'utf8'`: the callbacks receive strings decoded on UTF-8 boundaries;
+   * `'buffer'`: raw Buffers. @default 'utf8'
    */
   encoding?: 'utf8' | 'buffer'
   /**
-   * r" Output is cut into chunks of at most 64 KiB (whole characters; a
-   * r" Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
-   * r" 4 calls per turn of the event loop, the next batch once JavaScript
-   * r" returned from the previous one. A full chunk goes in the next batch; a
-   * r" partial one waits until this many milliseconds have passed since the
-   * r" last batch (the first goes at once), so a trickle of output gets at most
-   * r" one call per interval and a flood gets full chunks. @default 10
+   * Output is cut into chunks of at most 64 KiB (whole characters; a
+   * Buffer chunk is 64 KiB of bytes) and handed over in batches of at most
+   * 4 calls per turn of the event loop, the next batch once JavaScript
+   * returned from the previous one. A full chunk goes in the next batch; a
+   * partial one waits until this many milliseconds have passed since the
+   * last batch (the first goes at once), so a trickle of output gets at most
+   * one call per interval and a flood gets full chunks. @default 10
    */
   callbackIntervalMs?: number
   /**
-   * r" Kills the tree like `kill()`; the result has `canceled: true`.
-   * r" Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
-   * r" an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
+   * Kills the tree like `kill()`; the result has `canceled: true`.
+   * Already aborted: nothing is spawned, `pid` is undefined, `onError` gets
+   * an `ECANCELED` error and `exited` resolves with `errorCode: 'ECANCELED'`.
    */
   signal?: AbortSignal
 }
 
-/** r" The size of `resize`. */
+/** The size of `resize`. */
 export interface TerminalSize {
-  /** r" 1 to 65535. */
+  /** 1 to 65535. */
   rows: number
-  /** r" 1 to 65535. */
+  /** 1 to 65535. */
   cols: number
 }
 
-/** r" Options of `terminate`. */
+/** Options of `terminate`. */
 export interface TerminateOptions {
   /**
-   * r" `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
-   * r" `'force'`: SIGKILL at once. @default 'graceful'
+   * `'graceful'`: SIGTERM the process group, SIGKILL it after `timeoutMs`.
+   * `'force'`: SIGKILL at once. @default 'graceful'
    */
   mode?: 'graceful' | 'force'
-  /** r" @default 2000 */
+  /** @default 2000 */
   timeoutMs?: number
 }
 
@@ -2196,11 +2196,11 @@ export interface ToolCallResult {
   structured?: Record<string, unknown>
 }
 
-/** r" Limits of `truncateTail`. */
+/** Limits of `truncateTail`. */
 export interface TruncateOptions {
-  /** r" @default 2000 */
+  /** @default 2000 */
   maxLines?: number
-  /** r" @default 51200 */
+  /** @default 51200 */
   maxBytes?: number
 }
 
@@ -2247,25 +2247,25 @@ export interface TruncationInfo {
   binary: boolean
 }
 
-/** r" Options of `wait`. */
+/** Options of `wait`. */
 export interface WaitOptions {
   /**
-   * r" Give up after this many ms and resolve with `running: true`; absent: wait
-   * r" for the exit.
+   * Give up after this many ms and resolve with `running: true`; absent: wait
+   * for the exit.
    */
   timeoutMs?: number
 }
 
-/** r" Options of `CommandRunner.write`. */
+/** Options of `CommandRunner.write`. */
 export interface WriteCommandOptions {
   /**
-   * r" Milliseconds to collect output after the write; sooner when the
-   * r" command ends or waits for input again. @default 250
+   * Milliseconds to collect output after the write; sooner when the
+   * command ends or waits for input again. @default 250
    */
   yieldMs?: number
   /**
-   * r" After the write, end the command's stdin: it reads EOF (on pipes,
-   * r" `tty: false`; a `\u0004` in `chars` does the same there). @default false"
+   * After the write, end the command's stdin: it reads EOF (on pipes,
+   * `tty: false`; a `\u0004` in `chars` does the same there). @default false"
    */
   closeStdin?: boolean
 }

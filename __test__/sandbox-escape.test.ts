@@ -8,7 +8,7 @@
 // file's mode and xattrs are as they were. Each case failed on the
 // thread-scoped sandbox this replaced.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -340,5 +340,90 @@ describe.skipIf(!supported)('sandbox boundary: runs, daemons, nesting', () => {
     expect(r.stdout).toBe('denied-protect\nwrote\n')
     expect(readFileSync(join(work, 'secrets', 'k'), 'utf8')).toBe('k')
     expect(r.sandbox!.protected).toContain(join(work, 'secrets'))
+  })
+})
+
+/** The kept sandbox helpers (`exec-native-sandbox --zygote`) whose parent is `host`. */
+function keptHelpersOf(host: number): number[] {
+  const out: number[] = []
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue
+    try {
+      if (!readFileSync(`/proc/${d}/cmdline`, 'utf8').endsWith('\0--zygote\0')) continue
+      const ppid = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${d}/status`, 'utf8'))?.[1]
+      if (Number(ppid) === host) out.push(Number(d))
+    } catch {}
+  }
+  return out
+}
+
+describe.skipIf(!full)('the kept sandbox helper (the runs\' zygote)', () => {
+  it('is out of a run\'s reach, comes back when killed, and a run through it is the host\'s child', async () => {
+    const { work } = fresh()
+    const first = await executeAndCapture('echo $PPID', 'bash', { cwd: work, sandbox: true })
+    expect(first.exitCode).toBe(0)
+    const [kept] = keptHelpersOf(process.pid)
+    expect(kept).toBeGreaterThan(1)
+    // the run itself (the helper's copy) was ours: its parent is this host
+    const probe = executeAndCapture('sleep 2.7182; echo ok', 'bash', { cwd: work, sandbox: true })
+    const ppid = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1])
+    let chain: number[] = []
+    for (let i = 0; i < 100 && !chain.length; i++) {
+      const sleeper = hostPidsOf(['sleep', '2.7182'])[0]
+      if (sleeper) for (let p = sleeper; p > 1; p = ppid(p)) chain.push(p)
+      else await new Promise((r) => setTimeout(r, 20))
+    }
+    // sleep, bash, the init, the kept helper's copy (shown as `--run`), then this host
+    const below = chain.indexOf(process.pid) - 1
+    expect(below).toBeGreaterThan(1)
+    expect(chain[below]).not.toBe(kept)
+    const runHelper = readFileSync(`/proc/${chain[below]}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0')
+    expect(runHelper.length).toBe(2)
+    expect(runHelper[0]).toMatch(/exec-native-sandbox$/)
+    expect(runHelper[1]).toBe('--run')
+    expect((await probe).stdout).toBe('ok\n')
+    // an attacker who knows its pid can neither signal it nor look into it
+    const attack = await executeAndCapture(
+      `kill -9 ${kept} 2>/dev/null && echo killed
+       kill -0 ${kept} 2>/dev/null && echo seen
+       cat /proc/${kept}/environ 2>/dev/null && echo read
+       ls /proc/${kept}/fd 2>/dev/null && echo listed
+       echo x > /proc/${kept}/fd/0 2>/dev/null && echo wrote
+       echo done`,
+      'bash',
+      { cwd: work, sandbox: true },
+    )
+    expect(attack.stdout).toBe('done\n')
+    expect(isRunning(kept)).toBe(true)
+    expect(keptHelpersOf(process.pid)).toEqual([kept])
+    // killed from outside: the next run starts another
+    process.kill(kept, 'SIGKILL')
+    const after = await executeAndCapture('echo again', 'bash', { cwd: work, sandbox: true })
+    expect(after).toMatchObject({ exitCode: 0, stdout: 'again\n' })
+    const [next] = keptHelpersOf(process.pid)
+    expect(next).toBeGreaterThan(1)
+    expect(next).not.toBe(kept)
+  })
+
+  it('ends with its host: a host killed with SIGKILL leaves no kept helper behind', async () => {
+    const { work } = fresh()
+    const code = `
+      const { executeAndCapture } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      executeAndCapture('true', 'bash', { cwd: ${JSON.stringify(work)}, sandbox: true }).then((r) => { console.log('ran', r.exitCode); setInterval(() => {}, 1000) })`
+    const host = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    host.stdout.on('data', (d) => (out += d))
+    for (let i = 0; i < 200 && !out.includes('ran'); i++) await new Promise((r) => setTimeout(r, 25))
+    expect(out).toBe('ran 0\n')
+    const kept = keptHelpersOf(host.pid!)
+    expect(kept).toHaveLength(1)
+    host.kill('SIGKILL')
+    await new Promise((r) => host.once('exit', r))
+    let left = true
+    for (let i = 0; i < 200 && left; i++) {
+      left = isRunning(kept[0])
+      if (left) await new Promise((r) => setTimeout(r, 25))
+    }
+    expect(left).toBe(false)
   })
 })

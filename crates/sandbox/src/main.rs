@@ -52,7 +52,15 @@ fn main() {
 // then only the entry point the code hangs from.)
 #[cfg(all(target_os = "linux", not(test)))]
 #[no_mangle]
-pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+pub extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+  linux::ARGV.store(
+    if argc > 1 {
+      argv as *mut _
+    } else {
+      std::ptr::null_mut()
+    },
+    std::sync::atomic::Ordering::Relaxed,
+  );
   linux::main()
 }
 
@@ -68,6 +76,32 @@ mod linux {
   use std::path::{Path, PathBuf};
 
   use exec_native_sandbox::restrict;
+
+  /// The process's own `argv` (its strings are what `/proc/<pid>/cmdline`
+  /// shows), null when it has no argument.
+  pub static ARGV: std::sync::atomic::AtomicPtr<*const libc::c_char> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+  /// A run forked from the kept helper shows `--run` where the kept helper
+  /// shows `--zygote` (in `ps`, and to whoever looks for the kept helper).
+  fn show_as_run() {
+    let argv = ARGV.load(std::sync::atomic::Ordering::Relaxed);
+    if argv.is_null() {
+      return;
+    }
+    // SAFETY: `argv` is the argument vector C's main received (argc > 1, so argv[1] is a valid
+    // NUL-terminated string in the process's argument area); it is overwritten within its own
+    // length, and nothing else reads it (std copied the arguments at start-up).
+    unsafe {
+      let arg = *argv.add(1) as *mut u8;
+      let len = CStr::from_ptr(arg.cast()).to_bytes().len();
+      let mark = b"--run";
+      if len >= mark.len() {
+        std::ptr::copy_nonoverlapping(mark.as_ptr(), arg, mark.len());
+        std::ptr::write_bytes(arg.add(mark.len()), 0, len - mark.len());
+      }
+    }
+  }
 
   /// Exit code of a sandbox that could not be set up (nothing ran).
   pub const SETUP_FAILED: i32 = 125;
@@ -551,6 +585,7 @@ mod linux {
       }));
     }
     // the run
+    show_as_run();
     for (to, from) in stdio.iter().enumerate() {
       // SAFETY: `from` is a descriptor received with the request and open; dup2(2) makes `to` a
       // copy (closing the socket at 0 in this process), without close-on-exec.
