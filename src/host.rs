@@ -42,7 +42,7 @@ pub fn init_env(env: &Env) -> Result<()> {
     // the waits for this environment's JavaScript end first, so that the
     // pumps of the runs killed below read on to EOF and close their pipes
     TEARDOWN.with(|t| t.cancel());
-    exec_core::process::registry::shutdown(Some(id));
+    exec_core::process::shutdown(Some(id));
   })?;
   // process.exit() on the main thread does not run env cleanup hooks, but it
   // does run exit(3), and so atexit handlers
@@ -72,7 +72,7 @@ pub fn init_env(env: &Env) -> Result<()> {
 
 #[cfg(unix)]
 extern "C" fn kill_everything_at_exit() {
-  exec_core::process::registry::shutdown(None);
+  exec_core::process::shutdown(None);
   // `serve`'s token files: the listener they open is gone
   exec_core::server::remove_token_files();
   // the cgroups of runs with limits (emptied, removed)

@@ -199,5 +199,5 @@ fn remove_token_files_at_exit(env: &Env) -> Result<()> {
 /// groups were killed.
 #[napi]
 pub fn kill_all_process_groups() -> u32 {
-  exec_core::process::registry::kill_all(Some(host::owner())) as u32
+  exec_core::process::kill_all(Some(host::owner())) as u32
 }

@@ -489,16 +489,21 @@ impl LimitGuard {
   /// limit gets no grace.
   pub fn kill_tree(&self, pgid: i32) {
     self.hit.store(true, Ordering::Relaxed);
-    // the tree in its one order (the leader is not reaped: its watchdog runs)
-    crate::process::ProcessTree::new(pgid, &self.mark).kill(true);
-    // and what only the cgroups or the parent links still tie to it
-    for p in self.cgroups.procs() {
-      crate::platform::signal(p, libc::SIGKILL);
-    }
-    for m in crate::process::marks::members(&self.mark, pgid, &[]) {
-      crate::process::reaper::note(m.pid);
-      crate::platform::signal(m.pid, libc::SIGKILL);
-    }
+    // what only the cgroups or the parent links tie to it, found while the
+    // links are intact
+    let mut also = self.cgroups.procs();
+    also.extend(
+      crate::process::marks::members(&self.mark, pgid, &[])
+        .into_iter()
+        .map(|m| m.pid),
+    );
+    also.sort_unstable();
+    also.dedup();
+    // the tree in its one order, those with it (the leader is not reaped:
+    // its watchdog runs)
+    crate::process::ProcessTree::new(pgid, &self.mark)
+      .with(&also)
+      .kill(true);
   }
 
   /// What an exit by `signal` (or a shell's 128+N) means under the limits.
@@ -574,9 +579,7 @@ fn reap_cgroup(mut cg: crate::process::cgroup::TreeCgroups, kill: bool) {
         return;
       }
       if kill {
-        for p in procs {
-          crate::platform::signal(p, libc::SIGKILL);
-        }
+        crate::process::ProcessTree::processes(&procs).kill(false);
       }
       std::thread::sleep(Duration::from_millis(20));
     }

@@ -49,7 +49,9 @@ pub mod supervise;
 mod tree;
 
 pub use options::ProcessOptions;
+#[cfg(windows)]
+pub use registry::{kill_all, shutdown};
 #[cfg(unix)]
 pub use spawn::{ChildSetup, Prepared, Spawned};
 #[cfg(unix)]
-pub use tree::ProcessTree;
+pub use tree::{kill_all, shutdown, ProcessTree};

@@ -153,7 +153,7 @@ fn settle_spawns() {
 
 /// Refuse new spawns of `owner` (or of everyone with `None`) and let those in
 /// flight register, so that a kill that follows sees them all.
-fn close_spawns(owner: Option<u64>) {
+pub(crate) fn close_spawns(owner: Option<u64>) {
   match owner {
     None => CLOSING_ALL.store(true, Ordering::SeqCst),
     Some(o) => CLOSED_OWNERS
@@ -223,20 +223,16 @@ pub fn live_count() -> usize {
     .map_or(0, |m| m.len())
 }
 
-/// The host environment `owner` (or the whole process, `None`) goes away:
-/// refuse its new spawns, let those in flight register, and SIGKILL all it
-/// runs. For exit, env teardown and worker termination.
-pub fn shutdown(owner: Option<u64>) -> usize {
-  close_spawns(owner);
-  kill_all(owner)
-}
-
-/// SIGKILL every live group of `owner` (or of everyone with `None`). Used when
-/// the host environment shuts down: there is no time for a grace period.
-pub fn kill_all(owner: Option<u64>) -> usize {
+/// Stop tracking every live group of `owner` (or of everyone with `None`)
+/// and return them: the host environment shuts down, and
+/// [`crate::process::tree::kill_all`] kills them (the signal-safe kill-all
+/// still sees each until [`forget_group`]).
+pub fn take_groups(owner: Option<u64>) -> Vec<i32> {
   let groups: Vec<i32> = {
     let mut guard = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(m) = guard.as_mut() else { return 0 };
+    let Some(m) = guard.as_mut() else {
+      return Vec::new();
+    };
     let picked: Vec<i32> = m
       .iter()
       .filter(|(_, o)| owner.is_none_or(|w| **o == w))
@@ -247,19 +243,12 @@ pub fn kill_all(owner: Option<u64>) -> usize {
     }
     picked
   };
-  for &p in &groups {
-    signal_group(p, Signal::SIGKILL);
-    slot_clear(p);
-  }
-  // and whatever left the groups but still carries one of the owner's marks
-  if let Some(n) =
-    crate::process::marks::Needle::new(&crate::process::marks::owner_prefix(owner), false)
-  {
-    crate::process::marks::scan(&n, &mut |pid| {
-      crate::platform::signal(pid, libc::SIGKILL);
-    });
-  }
-  groups.len()
+  groups
+}
+
+/// Forget a group the signal-safe kill-all would kill (it was killed).
+pub(crate) fn forget_group(pgid: i32) {
+  slot_clear(pgid);
 }
 
 /// The conventional name of a signal number (`SIGTERM`), or `SIG<n>`.

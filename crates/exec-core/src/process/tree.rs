@@ -20,6 +20,11 @@
 //!    while any process is in the group, but once the group emptied, the id
 //!    may be a new process's, and a new group's.
 //!
+//! A job adopted from a finished command is signalled as a *subtree*
+//! ([`ProcessTree::subtree`]): the process, its marked descendants, then
+//! its group if it leads one, since the jobs adopted from one command share
+//! its mark.
+//!
 //! Left alone by that rule: a process that scrubbed its environment
 //! (`env -i`) and stays in the group after the leader was reaped.
 //!
@@ -50,6 +55,24 @@ pub struct ProcessTree<'a> {
   pub pgid: i32,
   /// The run's mark (`None`: only the group is known).
   pub mark: Option<&'a str>,
+  /// What the tree is made of besides a run's group and mark.
+  shape: Shape<'a>,
+}
+
+/// The kinds of [`ProcessTree`].
+#[derive(Debug, Clone, Copy)]
+enum Shape<'a> {
+  /// A run: its leader, its marked processes, `also` (processes that only
+  /// its cgroups or parent links tie to it), then its group.
+  Run { also: &'a [i32] },
+  /// The subtree of a process (see [`ProcessTree::subtree`]).
+  Subtree(i32),
+  /// The group alone (see [`ProcessTree::group`]).
+  Group,
+  /// These processes alone (see [`ProcessTree::processes`]).
+  Processes(&'a [i32]),
+  /// Every process whose mark starts with `mark` (see [`ProcessTree::owned`]).
+  Owned,
 }
 
 impl<'a> ProcessTree<'a> {
@@ -57,6 +80,62 @@ impl<'a> ProcessTree<'a> {
     ProcessTree {
       pgid,
       mark: (!mark.is_empty()).then_some(mark),
+      shape: Shape::Run { also: &[] },
+    }
+  }
+
+  /// The run's tree and `also`: processes that only its cgroups or parent
+  /// links tie to it (they left the group and scrubbed the mark), signalled
+  /// after the marked ones and before the group.
+  pub fn with(self, also: &'a [i32]) -> Self {
+    ProcessTree {
+      shape: Shape::Run { also },
+      ..self
+    }
+  }
+
+  /// The process group `pgid` alone: what a terminal's ^C reaches (a
+  /// session's interrupt), and a session worker's group.
+  pub fn group(pgid: i32) -> Self {
+    ProcessTree {
+      pgid,
+      mark: None,
+      shape: Shape::Group,
+    }
+  }
+
+  /// These processes alone (a cgroup's members, the rest of a session
+  /// worker's group), each recorded for the orphan reaper first.
+  pub fn processes(pids: &'a [i32]) -> Self {
+    ProcessTree {
+      pgid: 0,
+      mark: None,
+      shape: Shape::Processes(pids),
+    }
+  }
+
+  /// Every process whose mark starts with `prefix` (a host environment's,
+  /// or the host's, at its shutdown: see [`crate::process::marks::owner_prefix`]).
+  pub fn owned(prefix: &'a str) -> Self {
+    ProcessTree {
+      pgid: 0,
+      mark: Some(prefix),
+      shape: Shape::Owned,
+    }
+  }
+
+  /// The subtree of `pid`, a process carrying `mark` that is not the run's
+  /// leader (a job adopted from a finished command, which shares the
+  /// command's mark with the other jobs adopted from it): `pid` itself,
+  /// its descendants that carry the mark, then, if `pid` leads a process
+  /// group, that group. Each process is recorded for the orphan reaper
+  /// before its signal, as a marked one is in a whole tree.
+  pub fn subtree(pid: i32, mark: &'a str) -> Self {
+    let leads = crate::process::marks::pgid_of(pid) == Some(pid);
+    ProcessTree {
+      pgid: if leads { pid } else { 0 },
+      mark: (!mark.is_empty()).then_some(mark),
+      shape: Shape::Subtree(pid),
     }
   }
 
@@ -94,6 +173,39 @@ impl<'a> ProcessTree<'a> {
   /// marked ones found by a scan of `/proc` made now).
   pub fn signal_with(&self, leader_live: bool, f: &mut dyn FnMut(Target)) {
     let pgid = self.pgid;
+    let also = match self.shape {
+      Shape::Run { also } => also,
+      Shape::Subtree(root) => {
+        for pid in subtree_of(root, self.mark.unwrap_or("")) {
+          f(Target::Marked(pid));
+        }
+        if pgid > 1 {
+          f(Target::Group(pgid));
+        }
+        return;
+      }
+      Shape::Group => {
+        if pgid > 1 {
+          f(Target::Group(pgid));
+        }
+        return;
+      }
+      Shape::Processes(pids) => {
+        for &pid in pids.iter().filter(|&&p| p > 1) {
+          f(Target::Marked(pid));
+        }
+        return;
+      }
+      Shape::Owned => {
+        if let Some(n) = self
+          .mark
+          .and_then(|m| crate::process::marks::Needle::new(m, false))
+        {
+          crate::process::marks::scan(&n, &mut |pid| f(Target::Marked(pid)));
+        }
+        return;
+      }
+    };
     if pgid > 1 && leader_live {
       f(Target::Leader(pgid));
     }
@@ -116,6 +228,9 @@ impl<'a> ProcessTree<'a> {
       } else {
         crate::process::marks::scan(&n, &mut marked);
       }
+    }
+    for &pid in also.iter().filter(|&&p| p > 1) {
+      f(Target::Marked(pid));
     }
     if pgid > 1 && group_ours {
       f(Target::Group(pgid));
@@ -197,6 +312,56 @@ impl<'a> ProcessTree<'a> {
       }
     }
   }
+}
+
+/// SIGKILL every live group of `owner` (or of everyone with `None`) and
+/// whatever left them but still carries one of `owner`'s marks. Used when
+/// the host environment shuts down: there is no time for a grace period.
+/// Returns the number of groups.
+pub fn kill_all(owner: Option<u64>) -> usize {
+  let groups = crate::process::registry::take_groups(owner);
+  for &p in &groups {
+    ProcessTree::group(p).kill(false);
+    crate::process::registry::forget_group(p);
+  }
+  let prefix = crate::process::marks::owner_prefix(owner);
+  ProcessTree::owned(&prefix).kill(false);
+  groups.len()
+}
+
+/// The host environment `owner` (or the whole process, `None`) goes away:
+/// refuse its new spawns, let those in flight register, and SIGKILL all it
+/// runs. For exit, env teardown and worker termination. (From a signal
+/// handler, `registry::kill_all_signal_safe` instead: no lock, no
+/// allocation.)
+pub fn shutdown(owner: Option<u64>) -> usize {
+  crate::process::registry::close_spawns(owner);
+  kill_all(owner)
+}
+
+/// `pid` and, after it, its descendants among the processes marked with
+/// `mark` (parents before their children).
+fn subtree_of(pid: i32, mark: &str) -> Vec<i32> {
+  let marked: Vec<(i32, i32)> = if mark.is_empty() {
+    Vec::new()
+  } else {
+    crate::process::marks::running_marked(mark)
+      .into_iter()
+      .filter_map(|p| crate::process::marks::stat(p).map(|st| (p, st.ppid)))
+      .collect()
+  };
+  let mut out = vec![pid];
+  let mut i = 0;
+  while i < out.len() {
+    let parent = out[i];
+    for (p, pp) in &marked {
+      if *pp == parent && !out.contains(p) {
+        out.push(*p);
+      }
+    }
+    i += 1;
+  }
+  out
 }
 
 /// Whether `sig` is followed by a SIGCONT (see the module doc).
@@ -300,6 +465,63 @@ mod tests {
       std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert!(tree.is_gone());
+  }
+
+  #[test]
+  fn a_subtree_is_its_root_its_marked_descendants_and_its_own_group_only() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mark = crate::process::marks::new_mark(80);
+    // two jobs adopted from one command (one mark): a group leader with a
+    // child, and a sibling outside its group
+    let mut job = Command::new("sh")
+      .args(["-c", "sleep 30 & echo $!; wait"])
+      .env(crate::process::marks::MARK_VAR, &mark)
+      .process_group(0)
+      .stdout(Stdio::piped())
+      .spawn()
+      .unwrap();
+    let root = job.id() as i32;
+    let mut line = String::new();
+    std::io::BufReader::new(job.stdout.take().unwrap())
+      .read_line(&mut line)
+      .unwrap();
+    let child: i32 = line.trim().parse().unwrap();
+    let mut sibling = Command::new("sleep")
+      .arg("30")
+      .env(crate::process::marks::MARK_VAR, &mark)
+      .spawn()
+      .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while crate::process::marks::marked(&mark).len() < 3 && std::time::Instant::now() < deadline {
+      std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut steps = Vec::new();
+    ProcessTree::subtree(root, &mark).signal_with(true, &mut |t| steps.push(t));
+    assert_eq!(
+      steps,
+      vec![
+        Target::Marked(root),
+        Target::Marked(child),
+        Target::Group(root)
+      ]
+    );
+    // one that leads no group: no group step
+    let mut steps = Vec::new();
+    let lone = sibling.id() as i32;
+    ProcessTree::subtree(lone, &mark).signal_with(true, &mut |t| steps.push(t));
+    assert_eq!(steps, vec![Target::Marked(lone)]);
+    // killing the first job's subtree leaves the sibling running
+    assert!(ProcessTree::subtree(root, &mark).kill(true));
+    job.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while crate::process::marks::marked(&mark).len() > 1 && std::time::Instant::now() < deadline {
+      std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(crate::process::marks::marked(&mark), vec![lone]);
+    assert!(sibling.try_wait().unwrap().is_none());
+    sibling.kill().unwrap();
+    sibling.wait().unwrap();
   }
 
   #[test]

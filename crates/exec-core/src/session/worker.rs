@@ -54,14 +54,14 @@ pub(crate) struct Interrupt {
 impl Interrupt {
   /// Send it; false when the group is gone.
   pub fn send(&self) -> bool {
-    registry::signal_group(self.pgid, Signal::SIGINT)
+    ProcessTree::group(self.pgid).signal(Signal::SIGINT, true)
   }
 }
 
 /// The engine's last resort (a session dropped with its worker running):
 /// SIGKILL the worker's group.
 pub(crate) fn kill_now(pid: i32) {
-  registry::signal_group(pid, Signal::SIGKILL);
+  ProcessTree::group(pid).kill(true);
 }
 
 /// The long-lived process of a session.
@@ -293,7 +293,7 @@ impl Worker {
 
   /// Signal the worker's whole group.
   pub fn signal(&self, sig: Signal) -> bool {
-    registry::signal_group(self.pid, sig)
+    ProcessTree::group(self.pid).signal(sig, true)
   }
 
   /// How an interrupt reaches this worker's running request.
@@ -337,7 +337,7 @@ impl Worker {
   pub async fn kill(&mut self) -> Option<ExitStatus> {
     // the worker's children first, while it is alive to reap them (killed
     // together, they would be orphans left for init to reap)
-    if self.exit.is_none() && self.kill_others() > 0 {
+    if self.exit.is_none() && self.kill_others() {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // then the tree: the worker itself, what left the group (setsid, double
@@ -362,20 +362,16 @@ impl Worker {
     ProcessTree::new(self.pid, self.guard.mark())
   }
 
-  /// SIGKILL the processes of the worker's group other than the worker itself.
-  pub fn kill_others(&self) -> usize {
-    let mut n = 0;
-    for pid in group_members(self.pid) {
-      if pid == self.pid {
-        continue;
-      }
-      // it may die, and come to the host as an orphan, before it is seen
-      crate::process::reaper::note(pid);
-      if crate::platform::signal(pid, libc::SIGKILL) {
-        n += 1;
-      }
-    }
-    n
+  /// SIGKILL the processes of the worker's group other than the worker
+  /// itself; whether there was any.
+  pub fn kill_others(&self) -> bool {
+    let others: Vec<i32> = group_members(self.pid)
+      .into_iter()
+      .filter(|&p| p != self.pid)
+      .collect();
+    // each recorded for the orphan reaper first: it may die, and come to
+    // the host as an orphan, before it is seen
+    ProcessTree::processes(&others).kill(true)
   }
 }
 

@@ -19,6 +19,8 @@ use crate::command::offload::SharedCapture;
 use crate::command::truncate::OutputLimits;
 use crate::process::marks;
 use crate::process::supervise::RunOutcome;
+use crate::process::ProcessTree;
+use nix::sys::signal::Signal;
 
 /// `/proc/<pid>/cmdline` as a shell would show it: one line (what follows
 /// a newline is cut, `…` says so), at most 200 characters.
@@ -147,44 +149,12 @@ pub(super) fn still_alive(pid: i32, start: u64) -> bool {
   marks::stat(pid).is_some_and(|st| st.start == start && marks::alive(&st))
 }
 
-/// `pid` and its descendants among the processes marked with `mark`.
-fn subtree(pid: i32, mark: &str) -> Vec<i32> {
-  let marked: Vec<(i32, i32)> = marks::running_marked(mark)
-    .into_iter()
-    .filter_map(|p| marks::stat(p).map(|st| (p, st.ppid)))
-    .collect();
-  let mut out = vec![pid];
-  let mut i = 0;
-  while i < out.len() {
-    let parent = out[i];
-    for (p, pp) in &marked {
-      if *pp == parent && !out.contains(p) {
-        out.push(*p);
-      }
-    }
-    i += 1;
-  }
-  out
-}
-
-/// Signal an adopted process, its descendants and, if it leads one, its
-/// process group, in [`crate::process::tree`]'s order (the process, its
-/// marked descendants, each recorded for the reaper, then the group). Not a whole
-/// [`crate::process::ProcessTree`]: the jobs adopted from one command share
-/// its mark, and only this job's subtree is signalled.
-pub(super) fn signal_adopted(pid: i32, mark: &str, sig: i32) {
-  let leads = marks::pgid_of(pid) == Some(pid);
-  // a stopped process acts on SIGTERM once continued (see process::tree)
-  let wake = sig == libc::SIGTERM;
-  for p in subtree(pid, mark) {
-    crate::process::reaper::note(p);
-    if crate::platform::signal(p, sig) && wake {
-      crate::platform::signal(p, libc::SIGCONT);
-    }
-  }
-  if leads && crate::platform::signal(-pid, sig) && wake {
-    crate::platform::signal(-pid, libc::SIGCONT);
-  }
+/// Signal an adopted process, its marked descendants and, if it leads one,
+/// its process group: its subtree as a [`ProcessTree`] (the jobs adopted
+/// from one command share its mark, and only this job's subtree is
+/// signalled), in the tree's one order.
+pub(super) fn signal_adopted(pid: i32, mark: &str, sig: Signal) {
+  ProcessTree::subtree(pid, mark).signal(sig, true);
 }
 
 /// Watch an adopted process until it ends (polling /proc: it is not our
@@ -222,14 +192,14 @@ async fn watch_adopted(
   }
   let mut signal = "SIGTERM";
   if still_alive(pid, start) {
-    signal_adopted(pid, &mark, libc::SIGTERM);
+    signal_adopted(pid, &mark, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     while still_alive(pid, start) && Instant::now() < deadline {
       tokio::time::sleep(Duration::from_millis(10)).await;
     }
     if still_alive(pid, start) {
       signal = "SIGKILL";
-      signal_adopted(pid, &mark, libc::SIGKILL);
+      signal_adopted(pid, &mark, Signal::SIGKILL);
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while still_alive(pid, start) && Instant::now() < deadline {

@@ -136,7 +136,7 @@ impl CommandRunner {
         let mut left = joined((&mut run.handle).await, pid);
         // bash may have exited just before: what it left goes too
         for p in left.left.drain(..) {
-          signal_adopted(p, &left.mark, libc::SIGKILL);
+          signal_adopted(p, &left.mark, nix::sys::signal::Signal::SIGKILL);
         }
         Some(left)
       }

@@ -23,7 +23,7 @@ use crate::process::supervise::{ProcessSpec, StdinMode};
 /// Settings of a runner.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
-  /// Id of the host environment (see [`crate::process::registry::kill_all`]).
+  /// Id of the host environment (see [`crate::process::kill_all`]).
   pub owner: u64,
   /// Where logs go unless a command says otherwise.
   pub output_dir: PathBuf,

@@ -68,7 +68,7 @@ pub struct RunPolicy {
   /// descendant, even one that left the group) when the child exits.
   pub cleanup_group_on_exit: bool,
   /// Id of the host environment that owns the run (see
-  /// [`registry::kill_all`](crate::process::registry::kill_all)).
+  /// [`process::kill_all`](crate::process::kill_all)).
   pub owner: u64,
 }
 
