@@ -154,11 +154,18 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 impl SandboxPolicy {
   /// The writable paths for a run in `cwd`: checked to exist, made absolute.
   pub fn writable_paths(&self, cwd: &Path) -> Result<Vec<PathBuf>, ExecError> {
-    let mut out: Vec<PathBuf> = DEVICES
-      .iter()
-      .map(PathBuf::from)
-      .filter(|p| p.exists())
-      .collect();
+    // device files come and go with the system, not between two runs:
+    // looked up once
+    static PRESENT: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    let mut out: Vec<PathBuf> = PRESENT
+      .get_or_init(|| {
+        DEVICES
+          .iter()
+          .map(PathBuf::from)
+          .filter(|p| p.exists())
+          .collect()
+      })
+      .clone();
     if self.mode == SandboxMode::ReadOnly {
       return Ok(out);
     }
