@@ -482,13 +482,17 @@ async function heapChild(gib, count) {
   process.stdout.write(JSON.stringify(rows))
 }
 
+/** Extra Node flags for the heap children, a diagnosis knob (`BENCH_HEAP_NODE_FLAGS=--single-threaded-gc`:
+ * without V8's concurrent GC threads, which compete with the spawned processes for a small machine's cores). */
+const HEAP_NODE_FLAGS = (process.env.BENCH_HEAP_NODE_FLAGS ?? '').split(' ').filter(Boolean)
+
 async function caseHeap() {
   const count = n(200, 20)
   const rows = []
   for (const gib of [0, 1, 1.5, 2]) {
     const r = spawnSync(
       process.execPath,
-      [`--max-old-space-size=${Math.max(2048, Math.ceil(gib + 2) * 1024)}`, '--expose-gc', fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
+      [`--max-old-space-size=${Math.max(2048, Math.ceil(gib + 2) * 1024)}`, '--expose-gc', ...HEAP_NODE_FLAGS, fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
       { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] },
     )
     if (r.status !== 0) throw new Error(`bench: heap child (${gib} GiB) failed with ${r.status} ${r.signal ?? ''}`)
