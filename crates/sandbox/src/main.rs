@@ -510,7 +510,7 @@ mod linux {
         Ok(None) => unsafe { libc::_exit(0) },
         Err(e) => fail(format!("zygote: {e}")),
       };
-      if header.magic != z::MAGIC || header.len > MAX_REQUEST {
+      if header.len > MAX_REQUEST {
         fail(format!("zygote: bad request header {header:?}"));
       }
       let mut body = vec![0u8; header.len as usize];
@@ -521,7 +521,7 @@ mod linux {
         Err(e) => fail(format!("zygote: {e}")),
       }
       let reply = match z::decode(&header, &body) {
-        Ok(req) if stdio.len() == 3 => fork_run(SOCK, req, stdio),
+        Ok(req) if stdio.len() == 3 => fork_run(req, stdio),
         Ok(_) => Err(libc::EBADF),
         Err(e) => fail(format!("zygote: {e}")),
       };
@@ -551,7 +551,6 @@ mod linux {
   /// directory and environment; it then does what a helper started with
   /// `req.argv` does. Returns its pid and pidfd, or an errno.
   fn fork_run(
-    sock: i32,
     req: exec_native_sandbox::zygote::Request,
     stdio: Vec<std::os::fd::OwnedFd>,
   ) -> Result<(i32, std::os::fd::OwnedFd), i32> {
@@ -593,9 +592,9 @@ mod linux {
         fail(format!("zygote: dup2: {}", errno()));
       }
     }
+    // (the kept helper's socket, at 0, was replaced by the run's stdin)
     drop(stdio);
-    let _ = sock; // replaced by the run's stdin above
-                  // SAFETY: setpgid(0, 0) makes this process a group leader; plain integers.
+    // SAFETY: setpgid(0, 0) makes this process a group leader; plain integers.
     if unsafe { libc::setpgid(0, 0) } != 0 {
       fail(format!("setpgid: {}", errno()));
     }

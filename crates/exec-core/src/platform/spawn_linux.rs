@@ -346,26 +346,47 @@ impl RawChild {
     if self.status.is_some() {
       return Ok(());
     }
-    // SAFETY: the pidfd is owned by `self.pidfd` and open; a null siginfo is allowed by
-    // pidfd_send_signal(2).
-    let r = unsafe {
-      libc::syscall(
-        libc::SYS_pidfd_send_signal,
-        self.pidfd.get_ref().as_raw_fd(),
-        libc::SIGKILL,
-        std::ptr::null::<libc::siginfo_t>(),
-        0u32,
-      )
-    };
-    if r != 0 {
-      let e = io::Error::last_os_error();
-      // already ended (a zombie, not yet reaped): nothing to kill
-      if e.raw_os_error() != Some(libc::ESRCH) {
-        return Err(e);
-      }
-    }
-    Ok(())
+    kill_pidfd(self.pidfd.get_ref())
   }
+}
+
+/// SIGKILL the process of `pidfd`; one that already ended (a zombie, not
+/// yet reaped) is not an error.
+pub fn kill_pidfd(pidfd: &OwnedFd) -> io::Result<()> {
+  // SAFETY: `pidfd` is an open pidfd the caller owns; a null siginfo is allowed by
+  // pidfd_send_signal(2).
+  let r = unsafe {
+    libc::syscall(
+      libc::SYS_pidfd_send_signal,
+      pidfd.as_raw_fd(),
+      libc::SIGKILL,
+      std::ptr::null::<libc::siginfo_t>(),
+      0u32,
+    )
+  };
+  if r != 0 {
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ESRCH) {
+      return Err(e);
+    }
+  }
+  Ok(())
+}
+
+/// Wait for the process of `pidfd` (a child of this process) to end and reap
+/// it, blocking.
+pub fn reap_pidfd(pidfd: &OwnedFd) {
+  // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
+  let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+  // SAFETY: `pidfd` is open for the call and `info` a live siginfo_t.
+  unsafe {
+    libc::waitid(
+      libc::P_PIDFD,
+      pidfd.as_raw_fd() as libc::id_t,
+      &mut info,
+      libc::WEXITED,
+    )
+  };
 }
 
 impl Drop for RawChild {

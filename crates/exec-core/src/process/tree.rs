@@ -383,12 +383,17 @@ mod tests {
   use super::*;
   use std::process::{Command, Stdio};
 
-  fn wait_marked(mark: &str) {
-    // a process mid-exec shows an empty environment: wait for its exec
+  /// Poll `done` every 5 ms until it holds or 5 s passed.
+  fn wait_until(mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while crate::process::marks::marked(mark).is_empty() && std::time::Instant::now() < deadline {
+    while !done() && std::time::Instant::now() < deadline {
       std::thread::sleep(std::time::Duration::from_millis(5));
     }
+  }
+
+  fn wait_marked(mark: &str) {
+    // a process mid-exec shows an empty environment: wait for its exec
+    wait_until(|| !crate::process::marks::marked(mark).is_empty());
   }
 
   #[test]
@@ -460,10 +465,7 @@ mod tests {
     tree.signal_with(false, &mut |t| steps.push(t));
     assert_eq!(steps, vec![Target::Marked(member), Target::Group(pgid)]);
     assert!(tree.kill(false));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !tree.is_gone() && std::time::Instant::now() < deadline {
-      std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until(|| tree.is_gone());
     assert!(tree.is_gone());
   }
 
@@ -492,10 +494,7 @@ mod tests {
       .env(crate::process::marks::MARK_VAR, &mark)
       .spawn()
       .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while crate::process::marks::marked(&mark).len() < 3 && std::time::Instant::now() < deadline {
-      std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until(|| crate::process::marks::marked(&mark).len() >= 3);
     let mut steps = Vec::new();
     ProcessTree::subtree(root, &mark).signal_with(true, &mut |t| steps.push(t));
     assert_eq!(
@@ -514,10 +513,7 @@ mod tests {
     // killing the first job's subtree leaves the sibling running
     assert!(ProcessTree::subtree(root, &mark).kill(true));
     job.wait().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while crate::process::marks::marked(&mark).len() > 1 && std::time::Instant::now() < deadline {
-      std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until(|| crate::process::marks::marked(&mark).len() <= 1);
     assert_eq!(crate::process::marks::marked(&mark), vec![lone]);
     assert!(sibling.try_wait().unwrap().is_none());
     sibling.kill().unwrap();
@@ -557,10 +553,7 @@ mod tests {
         })
         .unwrap_or(false)
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !stopped() && std::time::Instant::now() < deadline {
-      std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until(stopped);
     assert!(stopped(), "the leader never stopped");
     let tree = ProcessTree::new(pgid, &mark);
     assert!(tree.signal(Signal::SIGTERM, true));

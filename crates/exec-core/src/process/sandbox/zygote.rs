@@ -13,7 +13,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,62 +30,18 @@ struct Kept {
 }
 
 impl Drop for Kept {
-  /// Close the socket (a live kept helper then exits) and reap it.
+  /// Kill the kept helper and reap it (its socket closes with `self`).
   fn drop(&mut self) {
-    let sock = std::mem::replace(&mut self.sock, dev_null_fd());
-    drop(sock);
-    // SAFETY: `pidfd` is this kept helper's pidfd, open; pidfd_send_signal(2) reads plain integers.
-    unsafe {
-      libc::syscall(
-        libc::SYS_pidfd_send_signal,
-        self.pidfd.as_raw_fd(),
-        libc::SIGKILL,
-        std::ptr::null::<libc::siginfo_t>(),
-        0u32,
-      )
-    };
-    // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill; `pidfd` is open.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; the kept helper was just killed, so the wait is short.
-    unsafe {
-      libc::waitid(
-        libc::P_PIDFD,
-        self.pidfd.as_raw_fd() as libc::id_t,
-        &mut info,
-        libc::WEXITED,
-      )
-    };
+    let _ = crate::platform::kill_pidfd(&self.pidfd);
+    crate::platform::reap_pidfd(&self.pidfd);
   }
-}
-
-fn dev_null_fd() -> OwnedFd {
-  std::fs::File::open("/dev/null")
-    .map(OwnedFd::from)
-    .unwrap_or_else(|_| {
-      // SAFETY: dup of stdin as a placeholder descriptor the caller only closes.
-      unsafe { OwnedFd::from_raw_fd(libc::dup(0)) }
-    })
 }
 
 static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
 
 /// Start the kept helper `helper`.
 fn start(helper: &Path) -> io::Result<Kept> {
-  let mut sv = [0 as libc::c_int; 2];
-  // SAFETY: `sv` is a live [c_int; 2] for socketpair(2) to fill.
-  if unsafe {
-    libc::socketpair(
-      libc::AF_UNIX,
-      libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-      0,
-      sv.as_mut_ptr(),
-    )
-  } != 0
-  {
-    return Err(io::Error::last_os_error());
-  }
-  // SAFETY: both descriptors were just made by socketpair and are owned from here.
-  let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+  let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
   let null = std::fs::OpenOptions::new()
     .read(true)
     .write(true)
@@ -108,7 +64,7 @@ fn start(helper: &Path) -> io::Result<Kept> {
   let (_pid, pidfd) = crate::platform::raw_spawn(&req)?;
   Ok(Kept {
     helper: helper.to_path_buf(),
-    sock: ours,
+    sock: OwnedFd::from(ours),
     pidfd,
   })
 }

@@ -88,14 +88,18 @@ fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// The sandbox helper with nothing to run before its exec (`plain`): a
 /// request to the kept helper instead of an exec of it (see
 /// [`crate::process::sandbox::zygote`]). The helper's path and the run's
-/// directory; `None` for any other spawn. (The spec here is the sandboxed
-/// one: the helper's command line.)
+/// directory; `None` for any other spawn, and for a helper given under
+/// another file name (`EXEC_NATIVE_SANDBOX_HELPER`), which is exec'd. (The
+/// spec here is the sandboxed one: the helper's command line.)
 #[cfg(target_os = "linux")]
 fn kept_helper_run(
   spec: &ProcessSpec,
   plain: bool,
 ) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-  if !plain {
+  // every spawn passes here: the name first (no environment lookup, no
+  // lock), the helper's path only for a spawn of a program so named
+  let name = spec.program.file_name()?;
+  if !plain || name != crate::process::sandbox::HELPER_NAME {
     return None;
   }
   let helper = crate::process::sandbox::helper()
