@@ -23,7 +23,7 @@ use super::{
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program};
 #[cfg(unix)]
-use crate::process::supervise::pump;
+use crate::process::supervise::Discard;
 use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
 
 impl ProcessManager {
@@ -135,8 +135,7 @@ impl ProcessManager {
     cwd: PathBuf,
     stdin_open: bool,
   ) -> Result<Arc<Proc>, ExecError> {
-    let cfg = &self.inner.config;
-    let weak = Arc::downgrade(&self.inner);
+    let owner = self.inner.config.owner;
     let program = &spec.argv[0];
     if crate::platform::WINDOWS && spec.arg0.is_some() {
       return Err(ExecError::invalid(
@@ -146,16 +145,15 @@ impl ProcessManager {
     let mut ps = ProcessSpec::new(resolved);
     ps.args = spec.argv[1..].iter().map(OsString::from).collect();
     ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
-    ps.process.cwd = Some(cwd);
-    ps.process.env = spec.process.env;
     ps.stdin = if stdin_open {
       StdinMode::Piped
     } else {
       StdinMode::Null
     };
-    ps.process.limits = spec.process.limits;
-    ps.process.die_with_parent = spec.process.die_with_parent;
-    ps.process.sandbox = spec.process.sandbox.clone();
+    ps.process = crate::process::ProcessOptions {
+      cwd: Some(cwd),
+      ..spec.process
+    };
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -164,41 +162,11 @@ impl ProcessManager {
       proc: p.clone(),
       stream: Stream::Stderr,
     };
-    let mut exec = Execution::spawn(&ps, cfg.owner, out, err)?;
-    p.pid.store(exec.pid(), Ordering::Release);
-    #[cfg(unix)]
-    let _ = p.tree.set(Tree::new(exec.pid(), exec.mark().to_owned()));
-    #[cfg(windows)]
-    let _ = p.tree.set(Tree::new(exec.pid(), exec.job()));
+    let mut exec = Execution::spawn(&ps, owner, out, err)?;
     if let Some(stdin) = exec.take_stdin() {
       *p.input.try_lock().expect("new process") = Input::Pipe(stdin);
     }
-    p.lock().release_started(exec.pid());
-    p.bump();
-    let policy = RunPolicy {
-      timeout: None,
-      timeout_label: None,
-      kill_grace: cfg.close_grace,
-      drain: cfg.drain,
-      cleanup_group_on_exit: true,
-      owner: cfg.owner,
-    };
-    let proc = p.clone();
-    let retention = cfg.exited_retention;
-    tokio::spawn(async move {
-      let f = exec.wait(&policy, &CancellationToken::new()).await;
-      proc
-        .finish(ExitInfo {
-          exit_code: f.outcome.exit_code,
-          signal: f.outcome.signal,
-          // no timeout and no cancel here: only a limit gives an error
-          error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
-          sandbox: f.outcome.sandbox,
-        })
-        .await;
-      expire_later(weak, proc, retention);
-    });
-    Ok(p)
+    Ok(self.follow(p, exec))
   }
 
   /// Start a child on a new terminal of `rows` x `cols` for `p`.
@@ -212,14 +180,12 @@ impl ProcessManager {
     rows: u16,
     cols: u16,
   ) -> Result<Arc<Proc>, ExecError> {
-    let cfg = &self.inner.config;
-    let weak = Arc::downgrade(&self.inner);
     if rows == 0 || cols == 0 {
       return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
     }
     let env = pty_env(&spec.process.env);
     let setup = crate::process::ChildSetup {
-      owner: cfg.owner,
+      owner: self.inner.config.owner,
       limits: &spec.process.limits,
       // the limits are set in the child before exec, as for pipes (a PTY
       // child is forked anyway); dieWithParent does not apply (see StartSpec)
@@ -236,69 +202,71 @@ impl ProcessManager {
       &setup,
       prepared,
     )?;
-    let pid = spawned.pid as u32;
-    let sandbox = spawned.sandbox;
-    let (mark, mut guard) = (spawned.mark, spawned.guard);
-    let spawned = spawned.child;
-    *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(spawned.master);
-    p.pid.store(pid, Ordering::Release);
-    let _ = p.tree.set(Tree::new(pid, mark.clone()));
-    let io = Arc::new(spawned.io);
-    *p.input.try_lock().expect("new process") = Input::Pty(io.clone());
-    p.lock().release_started(pid);
-    p.bump();
-    let stop = CancellationToken::new();
-    // the terminal is pumped as a pipe is (EIO is its end of stream)
+    let pty::PtyParts { child, master, io } = spawned.child;
+    let spawned = crate::process::Spawned {
+      child,
+      pid: spawned.pid,
+      mark: spawned.mark,
+      guard: spawned.guard,
+      sandbox: spawned.sandbox,
+    };
+    let io = Arc::new(io);
+    // the terminal is pumped as a pipe is (EIO is its end of stream), the
+    // run followed to its end as a pipe child's is
     let sink = ProcSink {
       proc: p.clone(),
       stream: Stream::Pty,
     };
-    let reader = tokio::spawn(pump(io, sink, stop.clone(), Default::default()));
+    let exec = Execution::on_terminal(spawned, io.clone(), sink, Discard);
+    *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(master);
+    *p.input.try_lock().expect("new process") = Input::Pty(io);
+    Ok(self.follow(p, exec))
+  }
+
+  /// Record `exec`'s pid and its tree in `p`, and follow it to its end on a
+  /// task: the exit (or a limit), the tree's sweep, the bounded drain; then
+  /// its terminal (if any) goes, its end is recorded and expires later.
+  fn follow<O: crate::process::supervise::OutputSink>(
+    &self,
+    p: Arc<Proc>,
+    exec: Execution<O, impl crate::process::supervise::OutputSink>,
+  ) -> Arc<Proc> {
+    let cfg = &self.inner.config;
+    let pid = exec.pid();
+    p.pid.store(pid, Ordering::Release);
+    #[cfg(unix)]
+    let _ = p.tree.set(Tree::new(pid, exec.mark().to_owned()));
+    #[cfg(windows)]
+    let _ = p.tree.set(Tree::new(pid, exec.job()));
+    p.lock().release_started(pid);
+    p.bump();
+    let policy = RunPolicy {
+      timeout: None,
+      timeout_label: None,
+      kill_grace: cfg.close_grace,
+      drain: cfg.drain,
+      cleanup_group_on_exit: true,
+      owner: cfg.owner,
+    };
+    let (weak, retention) = (Arc::downgrade(&self.inner), cfg.exited_retention);
     let proc = p.clone();
-    let owner = cfg.owner;
-    let grace = cfg.close_grace;
-    let drain = cfg.drain;
-    let retention = cfg.exited_retention;
-    let mut child = spawned.child;
     tokio::spawn(async move {
-      // reaped as a pipe child is (tokio's child wait), its status decoded the same way
-      let mut limit_hit = None;
-      let status = tokio::select! {
-        st = child.wait() => st,
-        e = guard.watch() => {
-          limit_hit = Some(e);
-          guard.kill_tree(pid as i32);
-          child.wait().await
-        }
-      };
-      let (exit_code, signal) = match status {
-        Ok(st) => crate::process::supervise::decode_status(st),
-        Err(_) => (-1, None),
-      };
-      let mut exit = ExitInfo {
-        exit_code,
-        signal,
-        error: None,
-        sandbox: None,
-      };
-      exit.sandbox = sandbox;
-      exit.error = limit_hit.or_else(|| guard.explain(exit.signal.as_deref(), exit.exit_code));
-      guard.release();
-      // the output is read to EIO, but no longer than `drain` after the exit
-      let stopper = tokio::spawn(async move {
-        tokio::time::sleep(drain).await;
-        stop.cancel();
-      });
-      let _ = reader.await;
-      stopper.abort();
+      let f = exec.wait(&policy, &CancellationToken::new()).await;
       // the terminal is done: its master goes now, not after the retention
+      #[cfg(unix)]
       drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
-      // what is left of the tree (the group, and marked escapees)
-      crate::process::ProcessTree::new(pid as i32, &mark).terminate_later(owner, grace);
-      proc.finish(exit).await;
+      proc
+        .finish(ExitInfo {
+          exit_code: f.outcome.exit_code,
+          signal: f.outcome.signal,
+          // no timeout and no cancel here: only a limit gives an error
+          error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
+          sandbox: f.outcome.sandbox,
+        })
+        .await;
       expire_later(weak, proc, retention);
     });
-    Ok(p)
+    p
   }
 }
 

@@ -11,7 +11,7 @@ use std::process::ExitStatus;
 pub type StdinPipe = tokio::net::unix::pipe::Sender;
 
 pub enum Child {
-  #[cfg_attr(target_os = "linux", allow(dead_code))]
+  /// A PTY child everywhere; a pipe child off Linux.
   Tokio(tokio::process::Child),
   #[cfg(target_os = "linux")]
   Raw(crate::platform::RawChild),

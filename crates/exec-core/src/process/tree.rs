@@ -237,6 +237,29 @@ impl<'a> ProcessTree<'a> {
     }
   }
 
+  /// The graceful sequence, written once for every tree its caller waits
+  /// on (a run's timeout, cancel or limit kill, an adopted job's kill):
+  /// SIGTERM the tree, SIGKILL it if `ended` (its end as the caller sees it:
+  /// the child's wait, an adopted process's exit) has not completed within
+  /// `grace`, then wait for `ended`. Returns what `ended` gave and whether
+  /// the SIGKILL was sent.
+  pub async fn stop<F: std::future::Future>(
+    &self,
+    grace: Duration,
+    leader_live: bool,
+    ended: F,
+  ) -> (F::Output, bool) {
+    self.signal(Signal::SIGTERM, leader_live);
+    let mut ended = std::pin::pin!(ended);
+    match tokio::time::timeout(grace, ended.as_mut()).await {
+      Ok(v) => (v, false),
+      Err(_) => {
+        self.signal(Signal::SIGKILL, leader_live);
+        (ended.await, true)
+      }
+    }
+  }
+
   /// SIGKILL the tree now.
   pub fn kill(&self, leader_live: bool) -> bool {
     self.signal(Signal::SIGKILL, leader_live)

@@ -192,18 +192,19 @@ async fn watch_adopted(
   }
   let mut signal = "SIGTERM";
   if still_alive(pid, start) {
-    signal_adopted(pid, &mark, Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while still_alive(pid, start) && Instant::now() < deadline {
-      tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if still_alive(pid, start) {
+    // the tree's one graceful sequence; the process is not our child, so
+    // its end is seen in /proc (bounded: 5 s after the SIGKILL)
+    let gone = async {
+      while still_alive(pid, start) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+      }
+    };
+    let tree = ProcessTree::subtree(pid, &mark);
+    let stop = tree.stop(grace, true, gone);
+    if let Ok(((), true)) | Err(_) =
+      tokio::time::timeout(grace + Duration::from_secs(5), stop).await
+    {
       signal = "SIGKILL";
-      signal_adopted(pid, &mark, Signal::SIGKILL);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while still_alive(pid, start) && Instant::now() < deadline {
-      tokio::time::sleep(Duration::from_millis(10)).await;
     }
   }
   let _ = tx.send(Some((outcome(true, Some(signal)), Instant::now())));

@@ -97,11 +97,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     self.catch_up(policy.drain).await;
     // the leftovers are the caller's now; the host's exit still kills them by their mark
     registry::unregister(pgid);
-    let (out_task, err_task) = self.pumps.take().expect("the pumps are handed out once");
+    let (out, err) = self.pumps.take().expect("the pumps are handed out once");
     let outcome = self.outcome_of(phase, policy, 0, 0);
     let pumps = tokio::spawn(async move {
-      let _ = out_task.await;
-      let _ = err_task.await;
+      let _ = out.join().await;
+      let _ = err.join().await;
     });
     LeftRunning {
       outcome,
@@ -113,9 +113,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
 
   /// Have both pumps read what their pipes hold now (bounded by `within`).
   async fn catch_up(&self, within: Duration) {
-    let asks = self.catchup.iter().map(|c| c.ask()).collect::<Vec<_>>();
+    let Some((out, err)) = &self.pumps else {
+      return;
+    };
+    let catchups = [out.catchup(), err.catchup()];
+    let asks = catchups.map(|c| c.map(|c| (c, c.ask())));
     let all = async {
-      for (c, g) in self.catchup.iter().zip(asks) {
+      for (c, g) in asks.into_iter().flatten() {
         c.answered_from(g).await;
       }
     };
@@ -125,8 +129,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Read until EOF, but no longer than `drain` after the exit (a timer in
   /// this future, not a task: no spawn per run).
   async fn drain(&mut self, policy: &RunPolicy) -> PumpResults<O, E> {
-    let (out_task, err_task) = self.pumps.take().expect("the pumps are drained once");
-    let pumps = async { (out_task.await, err_task.await) };
+    let (out, err) = self.pumps.take().expect("the pumps are drained once");
+    let pumps = async { (out.join().await, err.join().await) };
     tokio::pin!(pumps);
     tokio::select! {
       r = &mut pumps => r,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::launch::{launch_child, LaunchedChild};
-use super::pump::{pump, watch_pipe, Catchup};
+use super::pump::{watch_pipe, PipeIn, Pump};
 use super::{OutputSink, ProcessSpec, StdinMode};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::child::{Child, StdinPipe};
@@ -21,11 +21,15 @@ use crate::process::limits::LimitGuard;
 use crate::process::ProcessTree;
 
 #[cfg(unix)]
-/// The two pump tasks of a run.
-type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+/// The two output streams of a run (stdout, stderr).
+pub(super) type Pumps<O, E> = (Pump<O>, Pump<E>);
 
 #[cfg(unix)]
-/// A spawned child whose output is being pumped.
+/// A spawned child whose output is being pumped: a pipe child
+/// ([`Execution::spawn`]) or a child on a terminal
+/// ([`Execution::on_terminal`]), followed to its end the same way
+/// ([`Execution::wait`]: the exit, a timeout, a cancel or a limit, the
+/// tree's sweep, the bounded drain, the status decoded and explained).
 pub struct Execution<O: OutputSink, E: OutputSink> {
   pub(super) child: Child,
   pub(super) pid: u32,
@@ -35,8 +39,6 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   /// `None` once handed out (by the drain, or to the caller).
   pub(super) pumps: Option<Pumps<O, E>>,
   pub(super) stop: CancellationToken,
-  /// Asks each pump to read what its pipe holds now (see [`Catchup`]).
-  pub(super) catchup: [Arc<Catchup>; 2],
   pub(super) mark: String,
   pub(super) guard: LimitGuard,
   pub(super) sandbox: Option<crate::process::sandbox::SandboxReport>,
@@ -189,9 +191,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         ));
       }
     };
-    let catchup = [Arc::new(Catchup::default()), Arc::new(Catchup::default())];
-    let out_task = tokio::spawn(pump(out, stdout, stop.clone(), catchup[0].clone()));
-    let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
+    let pumps = (
+      Pump::start(out, stdout, &stop),
+      Pump::start(err, stderr, &stop),
+    );
 
     let mut stdin = stdin;
     let input_task = feed_input(&spec.stdin, &mut stdin);
@@ -202,13 +205,38 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       started,
       stdin,
       input_task,
-      pumps: Some((out_task, err_task)),
+      pumps: Some(pumps),
       stop,
-      catchup,
       mark,
       guard,
       sandbox,
     })
+  }
+
+  /// A child spawned on a terminal (`spawned`, by [`crate::process::ChildSetup::spawn`]),
+  /// whose one output stream is the terminal's master, `master` (shared with
+  /// the caller, who writes to it). It is read into `sink` until EIO (every
+  /// slave closed), which ends it as EOF ends a pipe; the second stream gets
+  /// nothing.
+  pub fn on_terminal(
+    spawned: crate::process::Spawned<tokio::process::Child>,
+    master: Arc<PipeIn>,
+    sink: O,
+    none: E,
+  ) -> Self {
+    let stop = CancellationToken::new();
+    Execution {
+      child: Child::Tokio(spawned.child),
+      pid: spawned.pid as u32,
+      started: Instant::now(),
+      stdin: None,
+      input_task: None,
+      pumps: Some((Pump::start(master, sink, &stop), Pump::Idle(none))),
+      stop,
+      mark: spawned.mark,
+      guard: spawned.guard,
+      sandbox: spawned.sandbox,
+    }
   }
 
   pub fn pid(&self) -> u32 {

@@ -9,8 +9,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-#[cfg(unix)]
-use nix::sys::signal::Signal;
 use tokio::time::Instant;
 #[cfg(unix)]
 use tokio_util::sync::CancellationToken;
@@ -187,24 +185,17 @@ pub(super) async fn sleep_until_opt(deadline: Option<Instant>) {
 
 #[cfg(unix)]
 /// SIGTERM the tree (the child itself, its marked descendants, the group:
-/// [`ProcessTree`]'s order); SIGKILL after `grace`.
+/// [`ProcessTree`]'s order); SIGKILL after `grace` ([`ProcessTree::stop`]).
 pub async fn kill_sequence(
   child: &mut Child,
   pgid: i32,
   mark: &str,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  // the child is ours and not reaped until `wait` returns: its pid is its own
+  // the child is ours and not reaped until `wait` returns: its pid is its
+  // own, and the tree's SIGKILL reaches it first
   let tree = ProcessTree::new(pgid, mark);
-  tree.signal(Signal::SIGTERM, true);
-  match tokio::time::timeout(grace, child.wait()).await {
-    Ok(st) => st,
-    Err(_) => {
-      tree.signal(Signal::SIGKILL, true);
-      let _ = child.start_kill();
-      child.wait().await
-    }
-  }
+  tree.stop(grace, true, child.wait()).await.0
 }
 
 #[cfg(unix)]

@@ -84,6 +84,48 @@ impl Catchup {
 }
 
 #[cfg(unix)]
+/// One output stream of a run: the task that pumps it and the catch-up it
+/// answers, or (the second stream of a child on a terminal, which has one)
+/// only the sink, which then gets nothing.
+pub(super) enum Pump<S> {
+  Reading {
+    task: tokio::task::JoinHandle<(S, u64)>,
+    catchup: Arc<Catchup>,
+  },
+  Idle(S),
+}
+
+#[cfg(unix)]
+impl<S: OutputSink> Pump<S> {
+  /// Start pumping `io` into `sink`.
+  pub(super) fn start(
+    io: impl std::borrow::Borrow<PipeIn> + Send + 'static,
+    sink: S,
+    stop: &CancellationToken,
+  ) -> Self {
+    let catchup = Arc::new(Catchup::default());
+    let task = tokio::spawn(pump(io, sink, stop.clone(), catchup.clone()));
+    Pump::Reading { task, catchup }
+  }
+
+  /// The sink and the bytes it was given, once the pump ended.
+  pub(super) async fn join(self) -> Result<(S, u64), tokio::task::JoinError> {
+    match self {
+      Pump::Reading { task, .. } => task.await,
+      Pump::Idle(sink) => Ok((sink, 0)),
+    }
+  }
+
+  /// The pump's catch-up barrier (`None`: nothing reads this stream).
+  pub(super) fn catchup(&self) -> Option<&Catchup> {
+    match self {
+      Pump::Reading { catchup, .. } => Some(catchup),
+      Pump::Idle(_) => None,
+    }
+  }
+}
+
+#[cfg(unix)]
 /// The read end of a child's output pipe (or a PTY's master): non-blocking,
 /// watched by the runtime.
 pub(crate) type PipeIn = AsyncFd<OwnedFd>;
@@ -110,7 +152,7 @@ pub(super) fn watch_pipe(fd: std::io::Result<OwnedFd>) -> std::io::Result<PipeIn
 /// and whatever it holds beyond them is spliced to /dev/null, counted but
 /// never copied to user space. At EOF, at the drain and at a catch-up the
 /// bytes left in the pipe are read into the sink as usual.
-pub(crate) async fn pump<S>(
+pub(super) async fn pump<S>(
   io: impl std::borrow::Borrow<PipeIn>,
   mut sink: S,
   stop: CancellationToken,
