@@ -23,6 +23,7 @@ use super::engine::{
   closed_error, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate, Followed,
   Outcome, Slot,
 };
+use super::lifecycle::{Kind, Session};
 use super::notebook::HistoryCell;
 use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
@@ -197,14 +198,21 @@ impl CellResult {
   }
 }
 
+/// A driver's part of a session: its options and its history.
+pub struct Driver {
+  opts: DriverSpec,
+  history: std::sync::Mutex<History>,
+}
+
+impl Kind for Driver {
+  type State = ();
+  fn fresh(&self) {}
+}
+
 /// A long-lived interpreter run by a driver (`PythonSession`, `NodeSession`).
 /// Executions are queued (FIFO) and run one at a time; `interrupt` does not
 /// wait for the queue.
-pub struct DriverSession {
-  opts: DriverSpec,
-  engine: Engine<()>,
-  history: std::sync::Mutex<History>,
-}
+pub type DriverSession = Session<Driver>;
 
 impl DriverSession {
   /// Start the interpreter and run `init_code`. Must be called within a tokio
@@ -218,22 +226,12 @@ impl DriverSession {
       separator: b'\n',
       process: opts.process.clone(),
     };
-    let engine = Engine::new(spec, opts.owner, opts.startup_timeout, ())?;
-    let session = DriverSession {
+    let (owner, startup_timeout) = (opts.owner, opts.startup_timeout);
+    let driver = Driver {
       opts,
-      engine,
       history: Default::default(),
     };
-    {
-      let mut slot = session.engine.slot.lock().await;
-      session.boot(&mut slot).await?;
-    }
-    Ok(session)
-  }
-
-  /// The interpreter's pid (0 when none runs: before a restart, after close).
-  pub fn pid(&self) -> i32 {
-    self.engine.pid()
+    Session::boot_new(driver, spec, owner, startup_timeout).await
   }
 
   /// Send one request and follow it to its end. Returns how it ended, whether
@@ -331,9 +329,7 @@ impl DriverSession {
     impl Future<Output = Result<CellResult, ExecError>> + Send + 'static,
   ) {
     // the place in the queue is taken now, in call order
-    let (turn, ticket) = self.engine.queue.join_execution();
-    let this = self.clone();
-    (ticket, async move {
+    self.in_turn(move |this, turn| async move {
       let r = this
         .execute_in_turn(turn, &code, &opts, out, err, display)
         .await;
@@ -566,31 +562,6 @@ impl DriverSession {
         drop(w);
       }
     }
-  }
-
-  /// Interrupt the running cell (SIGINT: `KeyboardInterrupt` in a Python
-  /// cell; JavaScript: synchronous code stops, a pending `await` is
-  /// abandoned, anything else is killed after the grace). False when no
-  /// cell runs.
-  pub fn interrupt(&self) -> bool {
-    self.engine.queue.interrupt()
-  }
-
-  /// A fresh interpreter (runs `init_code` again). Waits for queued cells.
-  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.engine.queue.join();
-    let this = self.clone();
-    async move { this.engine.reset(turn, &*this, |_| {}).await }
-  }
-
-  /// End the interpreter and everything it started. A running cell ends with
-  /// `died`; queued and later calls fail with ECANCELED.
-  pub async fn close(&self) {
-    self.engine.close().await
-  }
-
-  pub fn is_closed(&self) -> bool {
-    self.engine.closing.is_cancelled()
   }
 }
 

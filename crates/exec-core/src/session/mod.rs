@@ -48,6 +48,7 @@ mod channel;
 pub mod display;
 mod driver;
 mod engine;
+mod lifecycle;
 mod node;
 pub mod notebook;
 mod python;
@@ -67,7 +68,8 @@ use std::time::Duration;
 pub use capture::OutputPiece;
 pub use cell::{CellException, CellResult, DriverKind, DriverSpec};
 pub use display::{Bundle, DisplaySink, NoDisplay};
-pub use driver::DriverSession;
+pub use driver::{Driver, DriverSession};
+pub use lifecycle::{Kind, Session};
 pub use node::{prepare_cell, NodeOptions};
 pub use python::PythonOptions;
 pub use queue::Ticket;
@@ -79,7 +81,7 @@ pub type NodeSession = DriverSession;
 /// An exception raised by a Python cell.
 pub type PythonException = CellException;
 #[cfg(unix)]
-pub use shell::{ansi_c_quote, ShellOptions, ShellResult, ShellSession};
+pub use shell::{ansi_c_quote, Shell, ShellOptions, ShellResult, ShellSession};
 
 /// How an execution in a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,6 +27,7 @@ use super::engine::{
   closed_error, exit_info, init_ended, init_timeout, Boot, Engine, Entered, Entry, Escalate,
   Followed, Outcome, Slot,
 };
+use super::lifecycle::{Kind, Session};
 use super::queue::{Ticket, Turn};
 use super::worker::{Worker, WorkerSpec};
 use super::{CellOptions, SessionStatus};
@@ -158,12 +159,21 @@ impl ShellResult {
   }
 }
 
-/// A long-lived bash. Commands are queued (FIFO) and run one at a time.
-pub struct ShellSession {
+/// The shell's part of a session: its options.
+pub struct Shell {
   opts: ShellOptions,
-  /// The state is the shell's cwd.
-  engine: Engine<String>,
 }
+
+impl Kind for Shell {
+  /// The shell's cwd.
+  type State = String;
+  fn fresh(&self) -> String {
+    self.opts.process.cwd().display().to_string()
+  }
+}
+
+/// A long-lived bash. Commands are queued (FIFO) and run one at a time.
+pub type ShellSession = Session<Shell>;
 
 /// `$'...'` quoting: every byte of `s` reaches bash unchanged.
 pub fn ansi_c_quote(s: &str) -> String {
@@ -197,23 +207,12 @@ impl ShellSession {
       separator: 0,
       process: opts.process.clone(),
     };
-    let cwd = opts.process.cwd().display().to_string();
     let mut spec = spec;
     // bash logs itself out after TMOUT seconds at the prompt, which is where
     // a session's shell waits between commands
     spec.process.env.remove.push("TMOUT".into());
-    let engine = Engine::new(spec, opts.owner, opts.startup_timeout, cwd)?;
-    let session = ShellSession { opts, engine };
-    {
-      let mut slot = session.engine.slot.lock().await;
-      session.boot(&mut slot).await?;
-    }
-    Ok(session)
-  }
-
-  /// The shell's pid (0 when none runs).
-  pub fn pid(&self) -> i32 {
-    self.engine.pid()
+    let (owner, startup_timeout) = (opts.owner, opts.startup_timeout);
+    Session::boot_new(Shell { opts }, spec, owner, startup_timeout).await
   }
 
   /// Send one command and follow it to its end. Returns how it ended, whether
@@ -349,9 +348,7 @@ impl ShellSession {
     impl Future<Output = Result<ShellResult, ExecError>> + Send + 'static,
   ) {
     // the place in the queue is taken now, in call order
-    let (turn, ticket) = self.engine.queue.join_execution();
-    let this = self.clone();
-    (ticket, async move {
+    self.in_turn(move |this, turn| async move {
       this.execute_in_turn(turn, &command, &opts, out, err).await
     })
   }
@@ -527,32 +524,6 @@ impl ShellSession {
       ));
     }
     slot.state = self.opts.process.cwd().display().to_string();
-  }
-
-  /// Interrupt the running command (SIGINT to the session's group, as Ctrl+C
-  /// at a prompt). False when no command runs.
-  pub fn interrupt(&self) -> bool {
-    self.engine.queue.interrupt()
-  }
-
-  /// A fresh shell (runs `init_script` again). Waits for queued commands.
-  pub fn reset(self: &Arc<Self>) -> impl Future<Output = Result<(), ExecError>> + Send + 'static {
-    let turn = self.engine.queue.join();
-    let this = self.clone();
-    async move {
-      let cwd = this.opts.process.cwd().display().to_string();
-      this.engine.reset(turn, &*this, |s| *s = cwd).await
-    }
-  }
-
-  /// End the shell and every process of its group. A running command ends
-  /// with `died`; queued and later calls fail with ECANCELED.
-  pub async fn close(&self) {
-    self.engine.close().await
-  }
-
-  pub fn is_closed(&self) -> bool {
-    self.engine.closing.is_cancelled()
   }
 }
 
