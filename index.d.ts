@@ -105,6 +105,9 @@ export declare class NodeSession {
    * code that keeps running after an `await` cannot be stopped in-process
    * and `node` is killed after `forceKillAfterDelay` (`interrupted`,
    * `stateLost`). Targets the oldest cell whose promise has not settled.
+   * Windows: a control message, which abandons a pending `await` (state
+   * kept); synchronous code cannot read it, so `node` is killed after
+   * `forceKillAfterDelay` (`interrupted`, `stateLost`).
    */
   interrupt(): boolean
   /** Replace `node` by a fresh one (`initCode` runs again). */

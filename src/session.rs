@@ -45,7 +45,6 @@ js_options! {
   }
 }
 
-#[cfg(unix)]
 js_options! {
   /// Options of `NodeSession.start`. `dieWithParent` kills only `node`
   /// itself; `limits`, `sandbox` hold for every cell and again after a restart.
@@ -134,7 +133,6 @@ impl<'env> FromJs<'env> for Language {
 }
 
 /// An error thrown by a JavaScript cell.
-#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct NodeCellError {
   /// `error.name`, e.g. `'TypeError'`; `'SyntaxError'` for a cell that does
@@ -149,7 +147,6 @@ pub struct NodeCellError {
 /// The result of `NodeSession.execute`. It resolves for every outcome of the
 /// cell; it rejects only when the session is closed (ECANCELED) or a lost
 /// `node` cannot be restarted.
-#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct NodeExecuteResult {
   /// `ok`; `error` (the cell threw, or did not compile); `interrupted`
@@ -207,7 +204,6 @@ pub struct NodeExecuteResult {
 
 /// What a cell raised or threw, the same shape for Python and Node (and in
 /// `history()`).
-#[cfg(unix)]
 #[napi(object, object_from_js = false)]
 pub struct SessionException {
   /// The class: `'ZeroDivisionError'`, `'TypeError'`.
@@ -800,7 +796,6 @@ fn python_result(r: core::CellResult) -> PythonExecuteResult {
   }
 }
 
-#[cfg(unix)]
 fn node_result(r: core::CellResult) -> NodeExecuteResult {
   NodeExecuteResult {
     status: status(r.status),
@@ -839,13 +834,11 @@ fn node_result(r: core::CellResult) -> NodeExecuteResult {
 /// `class` and `function` declarations survive from one `execute` to the
 /// next and can be declared again; top-level `await`; `import` from the
 /// session's cwd; TypeScript cells. Calls are queued and run in order.
-#[cfg(unix)]
 #[napi]
 pub struct NodeSession {
   inner: Arc<core::NodeSession>,
 }
 
-#[cfg(unix)]
 #[napi]
 impl NodeSession {
   /// Start `node` (and run `initCode`). Rejects with `err.code`: ENOENT
@@ -905,16 +898,14 @@ impl NodeSession {
 }
 
 session_lifecycle! {
-  #[cfg(unix)]
   NodeSession,
-  interrupt: [" Interrupt the running cell (SIGINT): synchronous code stops with the", " state kept; a pending `await` is abandoned (`interrupted`, state kept);", " code that keeps running after an `await` cannot be stopped in-process", " and `node` is killed after `forceKillAfterDelay` (`interrupted`,", " `stateLost`). Targets the oldest cell whose promise has not settled."],
+  interrupt: [" Interrupt the running cell (SIGINT): synchronous code stops with the", " state kept; a pending `await` is abandoned (`interrupted`, state kept);", " code that keeps running after an `await` cannot be stopped in-process", " and `node` is killed after `forceKillAfterDelay` (`interrupted`,", " `stateLost`). Targets the oldest cell whose promise has not settled.", " Windows: a control message, which abandons a pending `await` (state", " kept); synchronous code cannot read it, so `node` is killed after", " `forceKillAfterDelay` (`interrupted`, `stateLost`)."],
   reset: [" Replace `node` by a fresh one (`initCode` runs again)."],
   close: [" End `node` and every process it started."],
   pid: [" `node`'s pid; 0 while none runs."],
 }
 
 notebook_methods! {
-  #[cfg(unix)]
   NodeSession,
   result: NodeExecuteResult,
   ts_results: "Promise<NodeExecuteResult[]>",

@@ -27,26 +27,6 @@ fn reject<'env>(env: &'env Env, what: &str) -> Result<PromiseRaw<'env, ()>> {
   reject_with(env, not_yet(what))
 }
 
-macro_rules! unsupported_class {
-  ($($name:ident => $what:literal),* $(,)?) => {$(
-    #[doc = concat!("Not supported on Windows yet: the constructor throws `ENOTSUP`.")]
-    #[napi]
-    pub struct $name {}
-
-    #[napi]
-    impl $name {
-      #[napi(constructor)]
-      pub fn new(env: Env) -> Result<Self> {
-        throw(&env, $what)
-      }
-    }
-  )*};
-}
-
-unsupported_class! {
-  NodeSession => "NodeSession",
-}
-
 fn reject_with(env: &Env, e: ExecError) -> Result<PromiseRaw<'_, ()>> {
   let err = JsError::from(Error::new(e.code.as_str(), e.message()));
   PromiseRaw::reject(env, err.into_unknown(*env))

@@ -305,6 +305,46 @@ test('PythonSession: state persists, an exception cell, interrupt of a while-Tru
   assert.equal(addon.liveProcessGroups(), 0, 'the worker\'s job is gone')
 })
 
+test('NodeSession: state persists, a throwing cell, TypeScript, interrupt of an awaiting cell (a control message), a busy loop killed after the grace, close', async () => {
+  const s = await addon.NodeSession.start({ nodePath: node, startupTimeout: 60000, forceKillAfterDelay: 1500 })
+  try {
+    const a = await s.execute('let x = 6 * 7; console.log("hi"); x')
+    assert.equal(a.status, 'ok', JSON.stringify(a))
+    assert.equal(a.stdout.replace(/\r\n/g, '\n'), 'hi\n')
+    assert.equal(a.value, '42')
+    const b = await s.execute('[process.platform, x + 1]')
+    assert.equal(b.value, "[ 'win32', 43 ]")
+    assert.equal(b.restarted, false)
+    const e = await s.execute('throw new TypeError("no")')
+    assert.equal(e.status, 'error')
+    assert.equal(e.error.name, 'TypeError')
+    const ts = await s.execute('const n: number = x; n + 1', { language: 'typescript' })
+    assert.equal(ts.value, '43', JSON.stringify(ts))
+    // the interrupt: {"op":"interrupt"} on the channel settles a pending await
+    const wait = s.execute('await new Promise(() => {})', { timeout: 60000 })
+    await new Promise((r) => setTimeout(r, 1500))
+    assert.equal(s.interrupt(), true)
+    const i = await wait
+    assert.equal(i.status, 'interrupted', JSON.stringify(i))
+    assert.equal(i.stateLost, false)
+    assert.equal((await s.execute('x')).value, '42', 'the session lived on, its state kept')
+    // synchronous code cannot read the message: node is killed after the grace
+    const loop = s.execute('while (true) {}', { timeout: 60000 })
+    await new Promise((r) => setTimeout(r, 1500))
+    assert.equal(s.interrupt(), true)
+    const l = await loop
+    assert.equal(l.status, 'interrupted', JSON.stringify(l))
+    assert.equal(l.stateLost, true)
+    const fresh = await s.execute('typeof x')
+    assert.equal(fresh.restarted, true)
+    assert.equal(fresh.value, "'undefined'")
+  } finally {
+    await s.close()
+  }
+  await assert.rejects(s.execute('1'), { code: 'ECANCELED' })
+  assert.equal(addon.liveProcessGroups(), 0, 'the worker\'s job is gone')
+})
+
 test('PythonSession: a missing interpreter is ENOENT; sandbox ESANDBOX; fileSizeBytes EINVAL', async () => {
   await assert.rejects(addon.PythonSession.start({ python: 'no-such-python-here' }), { code: 'ENOENT' })
   await assert.rejects(addon.PythonSession.start({ python: node, sandbox: true }), { code: 'ESANDBOX' })
@@ -584,13 +624,13 @@ function assertSeqOrder(notes) {
   assert.equal(notes[0].method, 'process/started')
 }
 
-test('serve (stdio): initialize says what Windows has (pipes, no pty, python sessions)', async () => {
+test('serve (stdio): initialize says what Windows has (pipes, no pty, python and node sessions)', async () => {
   const srv = serveStdio()
   try {
     const r = await srv.rpc.ok('initialize', { clientInfo: { name: 'wine' } }, 60000)
     assert.equal(r.protocolVersion, '1')
     assert.equal(r.serverInfo.name, 'exec-native')
-    assert.deepEqual(r.capabilities, { pty: false, pipes: true, sessions: ['python'] })
+    assert.deepEqual(r.capabilities, { pty: false, pipes: true, sessions: ['python', 'node'] })
     assert.equal(r.limits.maxProcesses, 64)
   } finally {
     await stopServer(srv)
@@ -690,7 +730,7 @@ test('serve (stdio): process/terminate of a long child ends its tree (Job Object
   }
 })
 
-test('serve (stdio): what Windows does not have is a JSON-RPC error, nothing started (pty ENOTSUP, sandbox ESANDBOX, arg0 EINVAL, node/shell sessions)', async () => {
+test('serve (stdio): what Windows does not have is a JSON-RPC error, nothing started (pty ENOTSUP, sandbox ESANDBOX, arg0 EINVAL, shell sessions)', async () => {
   const srv = serveStdio()
   try {
     const pty = await srv.rpc.call('process/start', { processId: 'p', argv: [node, '-e', 'setInterval(() => {}, 1000)'], io: { type: 'pty', rows: 24, cols: 80 } }, 60000)
@@ -710,9 +750,6 @@ test('serve (stdio): what Windows does not have is a JSON-RPC error, nothing sta
     assert.deepEqual((await srv.rpc.ok('process/list')).processes, [])
     assert.equal(srv.rpc.notes.filter((n) => n.method === 'process/started').length, 0)
     assert.equal((await srv.rpc.ok('process/start', { processId: 'p', argv: [node, '-e', '1'] })).processId, 'p')
-    const ns = await srv.rpc.call('session/start', { kind: 'node' })
-    assert.equal(ns.error.data.errorCode, 'ENOTSUP')
-    assert.match(ns.error.message, /node session .* is not supported on Windows yet/)
     const sh = await srv.rpc.call('session/start', { kind: 'shell' })
     // Wine has no Git bash: its ENOENT naming the fix; with one, ENOTSUP
     if (underWine) assert.match(sh.error.message, /bash was not found: install Git for Windows/)
@@ -741,6 +778,24 @@ test('serve (stdio): a python session streams its output and keeps its state', a
     const b = await srv.rpc.ok('session/execute', { sessionId: 's1', code: 'x + 1' }, 60000)
     assert.equal(b.value, '43')
     assert.deepEqual(await srv.rpc.ok('session/close', { sessionId: 's1' }), {})
+    assert.ok(await until(() => !alive(s.pid)), 'the worker is gone')
+  } finally {
+    await stopServer(srv)
+  }
+})
+
+test('serve (stdio): a node session streams its output and keeps its state', async () => {
+  const srv = serveStdio()
+  try {
+    const s = await srv.rpc.ok('session/start', { kind: 'node', program: node, startupTimeoutMs: 60000 }, 90000)
+    assert.ok(s.pid > 0)
+    const a = await srv.rpc.ok('session/execute', { sessionId: s.sessionId, code: 'let x = 6 * 7; console.log("hi"); x' }, 60000)
+    assert.equal(a.status, 'ok', JSON.stringify(a))
+    assert.equal(a.value, '42')
+    const streamed = srv.rpc.notes.filter((n) => n.method === 'session/output').map((n) => n.params.data).join('')
+    assert.equal(streamed.replace(/\r\n/g, '\n'), 'hi\n', 'the output came as notifications before the answer')
+    assert.equal((await srv.rpc.ok('session/execute', { sessionId: s.sessionId, code: 'x + 1' }, 60000)).value, '43')
+    assert.deepEqual(await srv.rpc.ok('session/close', { sessionId: s.sessionId }), {})
     assert.ok(await until(() => !alive(s.pid)), 'the worker is gone')
   } finally {
     await stopServer(srv)

@@ -5,9 +5,8 @@
 //! `session/output {sessionId, stream: 'stdout'|'stderr', data}` (text, split
 //! on UTF-8 boundaries) and `session/display {sessionId, data: {mime: ...}}`.
 //!
-//! Windows: only `python` sessions; `node` is ENOTSUP (its driver reads its
-//! channel from fd 0), `shell` is bash's ENOENT without Git bash, else
-//! ENOTSUP, as the addon's `NodeSession` and `ShellSession` say there.
+//! Windows: `python` and `node` sessions; `shell` is bash's ENOENT without
+//! Git bash, else ENOTSUP, as the addon's `ShellSession` says there.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,9 +20,11 @@ use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
 use crate::process::spec::EnvSpec;
 use crate::process::supervise::OutputSink;
 use crate::process::ProcessOptions;
-use crate::session::{Bundle, CellLanguage, CellOptions, CellResult, DriverSession, PythonOptions};
+use crate::session::{
+  Bundle, CellLanguage, CellOptions, CellResult, DriverSession, NodeOptions, PythonOptions,
+};
 #[cfg(unix)]
-use crate::session::{NodeOptions, ShellOptions, ShellSession};
+use crate::session::{ShellOptions, ShellSession};
 
 /// Longest `sessionId` accepted (bytes).
 const MAX_SESSION_ID_BYTES: usize = 256;
@@ -295,7 +296,6 @@ async fn start_python(c: Common, program: Option<String>) -> Result<Session, Rpc
   Ok(Session::Driver(Arc::new(DriverSession::start(o).await?)))
 }
 
-#[cfg(unix)]
 async fn start_node(
   c: Common,
   program: Option<String>,
@@ -313,16 +313,6 @@ async fn start_node(
     max_history: d.max_history,
   };
   Ok(Session::Driver(Arc::new(DriverSession::start(o).await?)))
-}
-
-/// Windows: Node's driver reads its channel from fd 0 (issue 25).
-#[cfg(windows)]
-async fn start_node(
-  _: Common,
-  _: Option<String>,
-  _: Option<Vec<String>>,
-) -> Result<Session, RpcError> {
-  Err(crate::ExecError::not_on_windows("a node session (session/start kind 'node')").into())
 }
 
 #[cfg(unix)]

@@ -42,6 +42,14 @@
 // be stopped in-process: the addon kills the session after a grace period.
 // Uncaught exceptions (a throwing timer) and process.exit() end the process,
 // as they would in a script: the addon reports `died` and restarts.
+//
+// Windows (no socket can be handed over as stdin there): the addon listens on
+// a loopback port and names it in EXEC_NATIVE_SESSION_CTL ("port token"); the
+// driver connects, sends the token line and removes the variable (cells and
+// their children never see it); stdin is NUL. An interrupt is the message
+// {"op": "interrupt"}: it settles a cell waiting on a promise as a SIGINT
+// does; synchronous code cannot read it, so the addon kills `node` after the
+// grace (as for code running after an `await` on POSIX).
 
 import fs from 'node:fs'
 import inspector from 'node:inspector'
@@ -52,7 +60,23 @@ import util from 'node:util'
 import vm from 'node:vm'
 
 const cwd = process.cwd()
-const ctl = new net.Socket({ fd: 0, readable: true, writable: true })
+const windows = process.platform === 'win32'
+const ctl = await channel()
+
+/** The control channel: fd 0 (a socketpair), or on Windows the addon's loopback port. */
+async function channel() {
+  const where = process.env.EXEC_NATIVE_SESSION_CTL
+  if (where === undefined) return new net.Socket({ fd: 0, readable: true, writable: true })
+  delete process.env.EXEC_NATIVE_SESSION_CTL
+  const [port, token] = where.split(' ')
+  const s = net.connect({ port: Number(port), host: '127.0.0.1' })
+  await new Promise((resolve, reject) => {
+    s.once('connect', resolve)
+    s.once('error', reject)
+  })
+  s.write(token + '\n')
+  return s
+}
 
 // ---- the Node this needs: 20.17 or later (docs/SESSIONS.md); an older one
 // says so and ends (the addon rejects start with ENOTSUP) ----
@@ -65,13 +89,14 @@ const ctl = new net.Socket({ fd: 0, readable: true, writable: true })
 }
 
 // ---- fd 0 is the channel: keep it from cells and their children ----
-const nullFd = fs.openSync('/dev/null', 'r') // libuv opens it close-on-exec
+const devNull = windows ? '\\\\.\\NUL' : '/dev/null'
+const nullFd = fs.openSync(devNull, 'r') // libuv opens it close-on-exec
 let nullStdin = null
 Object.defineProperty(process, 'stdin', {
   configurable: true,
   enumerable: true,
   get() {
-    nullStdin ??= fs.createReadStream('/dev/null')
+    nullStdin ??= fs.createReadStream(devNull)
     return nullStdin
   },
 })
@@ -405,6 +430,8 @@ ctl.on('data', (chunk) => {
       continue
     }
     if (req.op === 'run') queue = queue.then(() => run(req)).catch((e) => process.stderr.write(`exec-native driver: ${e?.stack ?? e}\n`))
+    // Windows: the interrupt comes as a message (see the top of this file)
+    else if (req.op === 'interrupt' && current) current.settle(interruptedOutcome())
   }
 })
 ctl.on('end', () => process.exit(0))
