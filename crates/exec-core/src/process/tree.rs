@@ -462,6 +462,59 @@ mod tests {
     assert!(tree.is_gone());
   }
 
+  #[tokio::test]
+  async fn stop_is_sigterm_then_sigkill_after_the_grace_unless_the_tree_ended() {
+    use std::os::unix::process::CommandExt;
+    use std::os::unix::process::ExitStatusExt;
+    let mark = crate::process::marks::new_mark(81);
+    // one that ends at SIGTERM, one that ignores it (the trap is set before
+    // it says it is ready)
+    let spawn = |script: &str| {
+      let mut c = tokio::process::Command::from({
+        let mut c = Command::new("bash");
+        c.args(["-c", script])
+          .env(crate::process::marks::MARK_VAR, &mark)
+          .stdout(Stdio::piped())
+          .process_group(0);
+        c
+      })
+      .spawn()
+      .unwrap();
+      let out = c.stdout.take().unwrap();
+      (c, out)
+    };
+    let ready = |out: tokio::process::ChildStdout| async move {
+      use tokio::io::AsyncBufReadExt;
+      let mut line = String::new();
+      tokio::io::BufReader::new(out)
+        .read_line(&mut line)
+        .await
+        .unwrap();
+      assert_eq!(line, "ready\n");
+    };
+    let grace = std::time::Duration::from_millis(300);
+    let (mut polite, out) = spawn("echo ready; exec sleep 30");
+    ready(out).await;
+    let pgid = polite.id().unwrap() as i32;
+    let (st, forced) = ProcessTree::new(pgid, &mark)
+      .stop(grace, true, polite.wait())
+      .await;
+    assert!(!forced, "it ended at SIGTERM, within the grace");
+    assert_eq!(st.unwrap().signal(), Some(libc::SIGTERM));
+
+    let (mut stubborn, out) = spawn("trap '' TERM; echo ready; while :; do sleep 0.05; done");
+    ready(out).await;
+    let pgid = stubborn.id().unwrap() as i32;
+    let started = std::time::Instant::now();
+    let (st, forced) = ProcessTree::new(pgid, &mark)
+      .stop(grace, true, stubborn.wait())
+      .await;
+    assert!(forced, "it ignored SIGTERM: SIGKILL after the grace");
+    assert_eq!(st.unwrap().signal(), Some(libc::SIGKILL));
+    assert!(started.elapsed() >= grace);
+    wait_until(|| ProcessTree::new(pgid, &mark).is_gone());
+  }
+
   #[test]
   fn a_reaped_leaders_group_is_signalled_while_a_marked_process_is_in_it() {
     use std::io::BufRead;
