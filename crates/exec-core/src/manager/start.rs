@@ -227,15 +227,7 @@ impl ProcessManager {
       sandbox: spec.process.sandbox.as_ref(),
       cwd: &cwd,
     };
-    let prepared = setup.prepare()?;
-    let spawned = pty::spawn(
-      &resolved,
-      &spec.argv,
-      env,
-      pty::size(rows, cols),
-      &setup,
-      prepared,
-    )?;
+    let spawned = pty::spawn(&resolved, &spec.argv, env, pty::size(rows, cols), &setup)?;
     let pid = spawned.pid as u32;
     let sandbox = spawned.sandbox;
     let (mark, mut guard) = (spawned.mark, spawned.guard);
