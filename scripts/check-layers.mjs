@@ -37,7 +37,7 @@ export const LAYERS = [
   ['features', ['command', 'session', 'manager', 'language', 'ts_strip']],
   // the process layer, top to bottom
   ['process: runs', ['process', 'process::supervise']],
-  ['process: spawn', ['process::spawn', 'process::child']],
+  ['process: spawn', ['process::setup', 'process::child']],
   ['process: what a spawn applies', ['process::options', 'process::limits', 'process::cgroup', 'process::sandbox']],
   ['process: kill order', ['process::tree']],
   ['process: reaper', ['process::reaper']],

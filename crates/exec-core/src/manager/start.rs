@@ -193,15 +193,7 @@ impl ProcessManager {
       sandbox: spec.process.sandbox.as_ref(),
       cwd: &cwd,
     };
-    let prepared = setup.prepare()?;
-    let spawned = pty::spawn(
-      &resolved,
-      &spec.argv,
-      env,
-      pty::size(rows, cols),
-      &setup,
-      prepared,
-    )?;
+    let spawned = pty::spawn(&resolved, &spec.argv, env, pty::size(rows, cols), &setup)?;
     let pty::PtyParts { child, master, io } = spawned.child;
     let spawned = crate::process::Spawned {
       child,

@@ -6,8 +6,10 @@
 //!   phase, timeout and cancel, the drain, the catch-up barrier;
 //! - [`child`]: a spawned pipe child (the addon's own clone+exec on Linux)
 //!   and how it is waited for and killed;
-//! - [`spawn`]: the one spawn sequence of pipes, the session worker and the
-//!   PTY (`ChildSetup`: mark, limits plan, ticket, sandbox, registration);
+//! - [`setup`]: the one spawn sequence of pipes, the session worker and the
+//!   PTY (`ChildSetup`), one small module per concern (mark, limits and
+//!   parent death, sandbox, group or terminal) and the one child routine
+//!   they compose, then ticket and registration;
 //! - what a spawn applies: [`limits`] (resource limits, the limit guard and
 //!   its watchdog), [`cgroup`] (the cgroups the guard makes), [`sandbox`]
 //!   (the policy, the helper's command line or the child's restriction);
@@ -42,7 +44,7 @@ pub mod sandbox;
 #[path = "registry_windows.rs"]
 pub mod registry;
 #[cfg(unix)]
-mod spawn;
+mod setup;
 pub mod spec;
 pub mod supervise;
 #[cfg(unix)]
@@ -52,6 +54,6 @@ pub use options::ProcessOptions;
 #[cfg(windows)]
 pub use registry::{kill_all, shutdown};
 #[cfg(unix)]
-pub use spawn::{ChildSetup, Prepared, Spawned};
+pub use setup::{ChildCommand, ChildEnv, ChildSetup, Leader, Spawned};
 #[cfg(unix)]
 pub use tree::{kill_all, shutdown, ProcessTree};

@@ -1,8 +1,8 @@
 //! The worker: the long-lived interpreter or shell process of a session.
 //!
-//! It is spawned through the one spawn sequence ([`crate::process::ChildSetup`])
-//! in its own process group, with the control socket as its stdin and its
-//! run's mark in the environment. A task owns the child and reaps it, so its
+//! It is spawned through the one spawn sequence ([`crate::process::ChildSetup`],
+//! which adds the run's mark, the limits and the sandbox) in its own process
+//! group, with the control socket as its stdin. A task owns the child and reaps it, so its
 //! exit is seen when it happens, also between executions. A watchdog (only
 //! with watched limits) runs for the worker's whole life: what a cell left
 //! running counts too. Every way of ending it (kill, shutdown, drop) kills
@@ -11,7 +11,6 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -28,10 +27,11 @@ use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::group_members;
 use crate::process::limits::LimitGuard;
-use crate::process::marks::MARK_VAR;
-use crate::process::spec::{check_cwd, ExecImage};
+use crate::process::spec::check_cwd;
 use crate::process::supervise::{decode_status, OutputSink};
-use crate::process::{registry, ChildSetup, Prepared, ProcessOptions, ProcessTree};
+use crate::process::{
+  registry, ChildCommand, ChildEnv, ChildSetup, Leader, ProcessOptions, ProcessTree,
+};
 
 /// What the worker runs.
 pub(crate) struct WorkerSpec {
@@ -86,8 +86,6 @@ impl Worker {
     // checked again at each (re)start: the cwd may have been removed since
     // the session started, and the spawn's ENOENT would blame the program
     check_cwd(spec.process.cwd())?;
-    let shown = spec.program.display().to_string();
-    let cwd = spec.process.cwd().to_path_buf();
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
       ExecError::new(
         ErrorCode::ESPAWN,
@@ -101,31 +99,21 @@ impl Worker {
       sandbox: spec.process.sandbox.as_ref(),
       cwd: spec.process.cwd(),
     };
-    let mut prepared = setup.prepare()?;
-    // under a sandbox, its helper in front of the program
-    let inv = setup.invocation(
-      &mut prepared,
-      crate::process::sandbox::Invocation {
-        program: spec.program.clone(),
-        argv0: None,
-        args: spec.args.clone(),
-      },
-      (spec.process.sandbox.as_ref()).and_then(|_| spec.process.env.path_var()),
-    )?;
-    let mut cmd = tokio::process::Command::from(command(spec, &inv, &mut prepared, theirs)?);
-    let spawned = setup.spawn(prepared, move || {
-      // removed between the check and the spawn: still the cwd's error
-      let child = cmd.spawn().map_err(|e| {
-        check_cwd(&cwd)
-          .err()
-          .unwrap_or_else(|| ExecError::from_spawn(&shown, &e))
-      });
-      // closes our copy of the worker's end: EOF then means the worker is gone
-      drop(cmd);
-      let child = child?;
-      let pid = child.id().unwrap_or(0) as i32;
-      Ok((child, pid))
-    })?;
+    let cmd = ChildCommand {
+      program: &spec.program,
+      argv0: None,
+      args: &spec.args,
+      env: ChildEnv::Spec(&spec.process.env),
+      cwd: Some(spec.process.cwd()),
+    };
+    // the control socket as stdin (our copy of its end is closed once the
+    // worker is spawned: EOF then means the worker is gone), piped output
+    let stdio = [
+      Stdio::from(OwnedFd::from(theirs)),
+      Stdio::piped(),
+      Stdio::piped(),
+    ];
+    let spawned = setup.spawn(&cmd, Leader::Group, stdio)?;
     let (mut child, pid) = (spawned.child, spawned.pid);
     let guard = Arc::new(spawned.guard);
     let limit_hit = Arc::new(Mutex::new(None));
@@ -386,65 +374,6 @@ impl Drop for Worker {
   }
 }
 
-/// The worker's command: its program, arguments, cwd and environment (with
-/// the run's mark, which every descendant inherits, so it can be found if it
-/// leaves the group), its own process group, the control socket as stdin,
-/// piped output, and the pre-exec step of `prepared`'s plan if it has one.
-fn command(
-  spec: &WorkerSpec,
-  inv: &crate::process::sandbox::Invocation,
-  prepared: &mut Prepared,
-  ctl: UnixStream,
-) -> Result<std::process::Command, ExecError> {
-  let mut cmd = std::process::Command::new(&inv.program);
-  cmd.args(&inv.args);
-  cmd.current_dir(spec.process.cwd());
-  if !spec.process.env.is_plain_inherit() {
-    cmd.env_clear();
-    cmd.envs(spec.process.env.build());
-  }
-  cmd.env(MARK_VAR, &prepared.mark);
-  // limits are set in the child before exec (a real fork instead of
-  // posix_spawn, only when asked for)
-  if let Some(plan) = prepared.plan.take() {
-    let image = exec_image(spec, inv, &prepared.mark)?;
-    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
-    // allocate and lock nothing: `plan.apply()` (signal dispositions, prctl, setrlimit, a write to
-    // a cgroup file) and `image.exec()` (execve of the argv/envp `exec_image` built before the
-    // fork, moved into the closure so they live in the child).
-    unsafe {
-      cmd.pre_exec(move || {
-        plan.apply()?;
-        Err(image.exec())
-      });
-    }
-  }
-  cmd.process_group(0);
-  cmd.stdin(Stdio::from(OwnedFd::from(ctl)));
-  cmd.stdout(Stdio::piped());
-  cmd.stderr(Stdio::piped());
-  Ok(cmd)
-}
-
-/// What the forked child execs itself (no execvp /bin/sh fallback): the last
-/// step of its pre-exec.
-fn exec_image(
-  spec: &WorkerSpec,
-  inv: &crate::process::sandbox::Invocation,
-  mark: &str,
-) -> Result<ExecImage, ExecError> {
-  let mut env: Vec<(OsString, OsString)> = if spec.process.env.is_plain_inherit() {
-    std::env::vars_os().collect()
-  } else {
-    spec.process.env.build()
-  };
-  env.retain(|(k, _)| k != MARK_VAR);
-  env.push((MARK_VAR.into(), mark.into()));
-  let mut argv = vec![inv.program.clone().into_os_string()];
-  argv.extend(inv.args.iter().cloned());
-  ExecImage::new(&inv.program, &argv, &env, Some(spec.process.cwd()))
-}
-
 /// The watchdog of the worker's tree, when its limits need one: it runs for
 /// the worker's whole life (also between executions: what a cell left
 /// running counts too); its kill makes the worker exit, which the running
@@ -493,6 +422,7 @@ pub(crate) fn live_members(pgid: i32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
   use super::*;
+  use std::os::unix::process::CommandExt;
 
   #[cfg(any(target_os = "linux", target_os = "macos"))]
   #[test]

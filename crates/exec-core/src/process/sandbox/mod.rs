@@ -728,6 +728,14 @@ impl InChild {
 #[cfg(not(target_os = "linux"))]
 pub struct InChild(());
 
+#[cfg(not(target_os = "linux"))]
+impl InChild {
+  /// Never made off Linux ([`launch`] gives none): nothing to apply.
+  pub fn apply(&self) -> std::io::Result<()> {
+    Ok(())
+  }
+}
+
 /// The command that runs `program` (with `argv0`, `args`) under `policy`
 /// in `cwd`, and the report of how. Linux: the sandbox helper
 /// (`exec-native-sandbox`), which restricts itself and then execs the

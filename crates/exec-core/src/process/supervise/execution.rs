@@ -1,6 +1,6 @@
 //! The [`Execution`]: a spawned child whose output is being pumped, and its
-//! spawn (checks, the sandbox's invocation, [`crate::process::ChildSetup`],
-//! the pumps and the stdin feed).
+//! spawn (checks, [`crate::process::ChildSetup`] through `launch`, the pumps
+//! and the stdin feed).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::launch::{launch_child, LaunchedChild};
+use super::launch::{self, LaunchedChild};
 use super::pump::{watch_pipe, PipeIn, Pump};
 use super::{OutputSink, ProcessSpec, StdinMode};
 use crate::error::{ErrorCode, ExecError};
@@ -56,45 +56,6 @@ fn spec_cwd(spec: &ProcessSpec) -> Result<PathBuf, ExecError> {
       )
     }),
   }
-}
-
-/// `spec` as it is spawned: under a sandbox, its helper in front of the
-/// program, or (no namespaces) the program itself with the restriction for
-/// the child to apply before exec (in `prepared`).
-#[cfg(unix)]
-fn sandboxed<'a>(
-  spec: &'a ProcessSpec,
-  setup: &crate::process::ChildSetup<'_>,
-  prepared: &mut crate::process::Prepared,
-) -> Result<std::borrow::Cow<'a, ProcessSpec>, ExecError> {
-  let path_var = spec
-    .process
-    .sandbox
-    .is_some()
-    .then(|| spec.process.env.path_var())
-    .flatten();
-  let inv = setup.launch(
-    prepared,
-    crate::process::sandbox::Invocation {
-      program: spec.program.clone(),
-      argv0: spec.arg0.clone(),
-      args: spec.args.clone(),
-    },
-    path_var,
-  )?;
-  if spec.process.sandbox.is_none() {
-    return Ok(std::borrow::Cow::Borrowed(spec));
-  }
-  Ok(std::borrow::Cow::Owned(ProcessSpec {
-    program: inv.program,
-    args: inv.args,
-    arg0: inv.argv0,
-    stdin: spec.stdin.clone(),
-    process: crate::process::ProcessOptions {
-      sandbox: None,
-      ..spec.process.clone()
-    },
-  }))
 }
 
 /// The checks of a spec before anything is made for it.
@@ -152,19 +113,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       sandbox: spec.process.sandbox.as_ref(),
       cwd: &cwd,
     };
-    let mut prepared = setup.prepare()?;
-    crate::trace::at("rt.mark");
-    let spec = &*sandboxed(spec, &setup, &mut prepared)?;
-    crate::trace::at("rt.sandboxed");
     let started = Instant::now();
-    let shown = spec.program.display().to_string();
-    let (plan, in_child) = (prepared.plan.take(), prepared.in_child.take());
-    let launch = launch_child(spec, &prepared.mark, plan, in_child)?;
-    let spawned = setup.spawn(prepared, move || {
-      let spawned = launch().map_err(|e| ExecError::from_spawn(&shown, &e))?;
-      let pid = spawned.pid;
-      Ok((spawned, pid))
-    })?;
+    let spawned = launch::spawn(&setup, spec)?;
     let pid = spawned.pid as u32;
     let (mark, guard) = (spawned.mark, spawned.guard);
     let sandbox = spawned.sandbox;

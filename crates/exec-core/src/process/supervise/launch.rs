@@ -1,81 +1,39 @@
-//! How a pipe child is started: its exec image and its pipes, spawned by the
-//! addon's own `clone(CLONE_VM|CLONE_VFORK)` on Linux, by std's `Command`
-//! (`posix_spawn`, a fork when limits ask for a step before exec) elsewhere.
+//! How a pipe child is started: its pipes, and the spawn through the one
+//! sequence ([`ChildSetup`]), which builds the command (the mark, the
+//! group, the sandbox's command line, the child routine applying the limits
+//! and the restriction): on Linux the addon's own
+//! `clone(CLONE_VM|CLONE_VFORK)` ([`ChildSetup::spawn_raw`]), or the kept
+//! sandbox helper; elsewhere std's `Command` (`posix_spawn`, a fork when
+//! something runs before exec), run by tokio.
 
-use std::ffi::OsString;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
-#[cfg(not(target_os = "linux"))]
-use std::os::unix::process::CommandExt;
-#[cfg(not(target_os = "linux"))]
-use std::process::Stdio;
 
 use super::{ProcessSpec, StdinMode};
 use crate::error::ExecError;
 #[cfg(target_os = "linux")]
 use crate::platform;
 use crate::process::child::{Child, StdinPipe};
-use crate::process::marks;
-
-/// Spawn through `posix_spawn` (no `pre_exec`, so the vfork fast path is kept
-/// whatever the host's memory) in a new process group.
-#[cfg(all(unix, not(target_os = "linux")))]
-fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
-  let mut cmd = std::process::Command::new(&spec.program);
-  cmd.args(&spec.args);
-  if let Some(a0) = &spec.arg0 {
-    cmd.arg0(a0);
-  }
-  if let Some(cwd) = &spec.process.cwd {
-    cmd.current_dir(cwd);
-  }
-  if !spec.process.env.is_plain_inherit() {
-    cmd.env_clear();
-    cmd.envs(spec.process.env.build());
-  }
-  // every descendant inherits the mark, so it can be found if it leaves the group
-  cmd.env(marks::MARK_VAR, mark);
-  cmd.process_group(0);
-  cmd.stdin(match spec.stdin {
-    StdinMode::Null => Stdio::null(),
-    _ => Stdio::piped(),
-  });
-  cmd.stdout(Stdio::piped());
-  cmd.stderr(Stdio::piped());
-  tokio::process::Command::from(cmd)
-}
-
-#[cfg(unix)]
-/// What the fork path execs: the program, argv (with `arg0`) and exactly the
-/// environment [`build_command`] gives the child.
-fn exec_image(
-  spec: &ProcessSpec,
-  mark: &str,
-) -> Result<crate::process::spec::ExecImage, ExecError> {
-  let mut env: Vec<(OsString, OsString)> = if spec.process.env.is_plain_inherit() {
-    std::env::vars_os().collect()
-  } else {
-    spec.process.env.build()
-  };
-  env.retain(|(k, _)| k != marks::MARK_VAR);
-  env.push((marks::MARK_VAR.into(), mark.into()));
-  let mut argv = vec![spec
-    .arg0
-    .clone()
-    .unwrap_or_else(|| spec.program.clone().into_os_string())];
-  argv.extend(spec.args.iter().cloned());
-  crate::process::spec::ExecImage::new(&spec.program, &argv, &env, spec.process.cwd.as_deref())
-}
+use crate::process::{ChildCommand, ChildEnv, ChildSetup, Spawned};
 
 /// A spawned pipe child and the host's ends of its pipes.
-#[cfg(unix)]
 pub(super) struct LaunchedChild {
   pub(super) child: Child,
-  pub(super) pid: i32,
   pub(super) stdin: Option<StdinPipe>,
   pub(super) stdout: OwnedFd,
   pub(super) stderr: OwnedFd,
+}
+
+/// What `spec` runs, as it would without a sandbox.
+fn command(spec: &ProcessSpec) -> ChildCommand<'_> {
+  ChildCommand {
+    program: &spec.program,
+    argv0: spec.arg0.as_deref(),
+    args: &spec.args,
+    env: ChildEnv::Spec(&spec.process.env),
+    cwd: spec.process.cwd.as_deref(),
+  }
 }
 
 /// A pipe, both ends close-on-exec: (read, write).
@@ -89,22 +47,23 @@ fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// request to the kept helper instead of an exec of it (see
 /// [`crate::process::sandbox::zygote`]). The helper's path and the run's
 /// directory; `None` for any other spawn, and for a helper given under
-/// another file name (`EXEC_NATIVE_SANDBOX_HELPER`), which is exec'd. (The
-/// spec here is the sandboxed one: the helper's command line.)
+/// another file name (`EXEC_NATIVE_SANDBOX_HELPER`), which is exec'd.
+/// (`program` is the one the child execs: the helper under a sandbox.)
 #[cfg(target_os = "linux")]
 fn kept_helper_run(
   spec: &ProcessSpec,
+  program: &std::path::Path,
   plain: bool,
 ) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
   // every spawn passes here: the name first (no environment lookup, no
   // lock), the helper's path only for a spawn of a program so named
-  let name = spec.program.file_name()?;
+  let name = program.file_name()?;
   if !plain || name != crate::process::sandbox::HELPER_NAME {
     return None;
   }
   let helper = crate::process::sandbox::helper()
     .ok()
-    .filter(|h| *h == spec.program)?;
+    .filter(|h| *h == program)?;
   let dir = spec
     .process
     .cwd
@@ -113,86 +72,62 @@ fn kept_helper_run(
   Some((helper, dir))
 }
 
-/// Prepare the spawn of `spec` (its exec image, its pipes' settings) and
-/// return what does it: the addon's own `clone(CLONE_VM|CLONE_VFORK)` spawn
-/// ([`platform::raw_spawn`]), whose child applies the limits' `plan` and
-/// the sandbox's restriction itself before exec. Nothing forks, whatever
-/// the host's heap, and a restriction never touches a task of the host.
+/// Spawn `spec` with its pipes through the addon's own
+/// `clone(CLONE_VM|CLONE_VFORK)` spawn (its `RawSpawner`),
+/// whose child runs the routine (limits, the sandbox's restriction) itself
+/// before exec. Nothing forks, whatever the host's heap, and a restriction
+/// never touches a task of the host.
 #[cfg(target_os = "linux")]
-pub(super) fn launch_child(
+pub(super) fn spawn(
+  setup: &ChildSetup,
   spec: &ProcessSpec,
-  mark: &str,
-  plan: Option<crate::process::limits::ChildPlan>,
-  in_child: Option<crate::process::sandbox::InChild>,
-) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
-  use std::os::unix::ffi::OsStrExt;
-  let image = exec_image(spec, mark)?;
-  crate::trace::at("rt.image");
-  let cwd = match &spec.process.cwd {
-    Some(c) => Some(
-      std::ffi::CString::new(c.as_os_str().as_bytes())
-        .map_err(|_| ExecError::invalid("cwd contains a NUL byte"))?,
-    ),
-    None => None,
-  };
+) -> Result<Spawned<LaunchedChild>, ExecError> {
   let null_stdin = matches!(spec.stdin, StdinMode::Null);
-  let zygote = kept_helper_run(spec, plan.is_none() && in_child.is_none());
-  Ok(move || {
-    let (stdin_child, stdin_host) = if null_stdin {
-      (
-        platform::open_noctty(std::path::Path::new("/dev/null"))?,
-        None,
-      )
-    } else {
-      let (r, w) = cloexec_pipe()?;
-      (r, Some(w))
-    };
-    let (out_r, out_w) = cloexec_pipe()?;
-    let (err_r, err_w) = cloexec_pipe()?;
-    let step = move || -> std::io::Result<()> {
-      if let Some(plan) = &plan {
-        plan.apply()?;
-      }
-      if let Some(r) = &in_child {
-        r.apply()?;
-      }
-      Ok(())
-    };
-    let (program, argv, envp) = image.parts();
-    let req = platform::RawSpawn {
-      program,
-      argv,
-      envp,
-      cwd: cwd.as_deref(),
-      stdio: [
-        stdin_child.as_raw_fd(),
-        out_w.as_raw_fd(),
-        err_w.as_raw_fd(),
-      ],
-      new_group: true,
-      step: Some(&step),
-    };
-    crate::trace::at("rt.pipes");
-    let kept = zygote.as_ref().and_then(|(helper, dir)| {
-      crate::process::sandbox::zygote::spawn(helper, &image, dir, req.stdio)
-    });
-    let (pid, pidfd) = match kept {
-      Some(started) => started?,
-      None => platform::raw_spawn(&req)?,
-    };
-    crate::trace::at("rt.cloned");
-    drop((stdin_child, out_w, err_w));
-    let child = platform::RawChild::new(pid, pidfd)?;
-    let stdin = match stdin_host {
-      Some(w) => Some(StdinPipe::from_owned_fd(w)?),
-      None => None,
-    };
-    Ok(LaunchedChild {
-      child: Child::Raw(child),
-      pid,
-      stdin,
-      stdout: out_r,
-      stderr: err_r,
+  setup.spawn_raw(&command(spec), |launch| {
+    let spawner = launch.spawner;
+    let zygote = kept_helper_run(spec, launch.program, spawner.plain_image().is_some());
+    let shown = launch.program.display().to_string();
+    Ok(move || {
+      let start = || -> std::io::Result<(LaunchedChild, i32)> {
+        let (stdin_child, stdin_host) = if null_stdin {
+          let null = platform::open_noctty(std::path::Path::new("/dev/null"))?;
+          (null, None)
+        } else {
+          let (r, w) = cloexec_pipe()?;
+          (r, Some(w))
+        };
+        let (out_r, out_w) = cloexec_pipe()?;
+        let (err_r, err_w) = cloexec_pipe()?;
+        let stdio = [
+          stdin_child.as_raw_fd(),
+          out_w.as_raw_fd(),
+          err_w.as_raw_fd(),
+        ];
+        crate::trace::at("rt.pipes");
+        let kept = zygote.as_ref().and_then(|(helper, dir)| {
+          let image = spawner.plain_image()?;
+          crate::process::sandbox::zygote::spawn(helper, image, dir, stdio)
+        });
+        let (pid, pidfd) = match kept {
+          Some(started) => started?,
+          None => spawner.spawn(stdio)?,
+        };
+        crate::trace::at("rt.cloned");
+        drop((stdin_child, out_w, err_w));
+        let child = platform::RawChild::new(pid, pidfd)?;
+        let stdin = match stdin_host {
+          Some(w) => Some(StdinPipe::from_owned_fd(w)?),
+          None => None,
+        };
+        let launched = LaunchedChild {
+          child: Child::Raw(child),
+          stdin,
+          stdout: out_r,
+          stderr: err_r,
+        };
+        Ok((launched, pid))
+      };
+      start().map_err(|e| ExecError::from_spawn(&shown, &e))
     })
   })
 }
@@ -200,52 +135,67 @@ pub(super) fn launch_child(
 /// Off Linux: std's `Command` (posix_spawn; a fork when limits ask for a
 /// step before exec), run by tokio.
 #[cfg(all(unix, not(target_os = "linux")))]
-pub(super) fn launch_child(
+pub(super) fn spawn(
+  setup: &ChildSetup,
   spec: &ProcessSpec,
-  mark: &str,
-  plan: Option<crate::process::limits::ChildPlan>,
-  _in_child: Option<crate::process::sandbox::InChild>,
-) -> Result<impl FnOnce() -> std::io::Result<LaunchedChild> + Send + 'static, ExecError> {
-  let mut cmd = build_command(spec, mark);
-  // limits are set in the child before exec (exact, but a real fork instead
-  // of posix_spawn: only when limits are asked for)
-  if let Some(plan) = plan {
-    // the child execs itself (no execvp /bin/sh fallback): the last step
-    let image = exec_image(spec, mark)?;
-    // SAFETY: the closure runs in the forked child before exec and only makes system calls that
-    // allocate and lock nothing: `plan.apply()` (signal dispositions, setrlimit) and `image.exec()`
-    // (execve of the argv/envp `exec_image` built before the fork, moved into the closure so they
-    // live in the child).
-    unsafe {
-      cmd.pre_exec(move || {
-        plan.apply()?;
-        Err(image.exec())
-      });
+) -> Result<Spawned<LaunchedChild>, ExecError> {
+  use std::process::Stdio;
+  let stdin = match spec.stdin {
+    StdinMode::Null => Stdio::null(),
+    _ => Stdio::piped(),
+  };
+  let stdio = [stdin, Stdio::piped(), Stdio::piped()];
+  let spawned = setup.spawn(&command(spec), crate::process::Leader::Group, stdio)?;
+  let Spawned {
+    mut child,
+    pid,
+    mark,
+    guard,
+    sandbox,
+  } = spawned;
+  match pipes(&mut child) {
+    Ok((stdin, stdout, stderr)) => Ok(Spawned {
+      child: LaunchedChild {
+        child: Child::Tokio(child),
+        stdin,
+        stdout,
+        stderr,
+      },
+      pid,
+      mark,
+      guard,
+      sandbox,
+    }),
+    Err(e) => {
+      // registered, but its output can't be read: it does not run on
+      let _ = child.start_kill();
+      crate::process::registry::unregister(pid);
+      Err(ExecError::from_spawn(
+        &spec.program.display().to_string(),
+        &e,
+      ))
     }
   }
-  Ok(move || {
-    let mut child = cmd.spawn()?;
-    let pid = child.id().unwrap_or(0) as i32;
-    let stdout = child
-      .stdout
-      .take()
-      .expect("stdout is piped")
-      .into_owned_fd()?;
-    let stderr = child
-      .stderr
-      .take()
-      .expect("stderr is piped")
-      .into_owned_fd()?;
-    let stdin = match child.stdin.take() {
-      Some(w) => Some(StdinPipe::from_owned_fd(w.into_owned_fd()?)?),
-      None => None,
-    };
-    Ok(LaunchedChild {
-      child: Child::Tokio(child),
-      pid,
-      stdin,
-      stdout,
-      stderr,
-    })
-  })
+}
+
+/// The host's ends of a tokio child's pipes.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn pipes(
+  child: &mut tokio::process::Child,
+) -> std::io::Result<(Option<StdinPipe>, OwnedFd, OwnedFd)> {
+  let stdout = child
+    .stdout
+    .take()
+    .expect("stdout is piped")
+    .into_owned_fd()?;
+  let stderr = child
+    .stderr
+    .take()
+    .expect("stderr is piped")
+    .into_owned_fd()?;
+  let stdin = match child.stdin.take() {
+    Some(w) => Some(StdinPipe::from_owned_fd(w.into_owned_fd()?)?),
+    None => None,
+  };
+  Ok((stdin, stdout, stderr))
 }

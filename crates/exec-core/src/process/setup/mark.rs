@@ -1,0 +1,60 @@
+//! The run's mark in the child's environment: `EXEC_NATIVE_RUN_ID=<mark>`
+//! (see [`crate::process::marks`]), which every descendant inherits, so a
+//! process that leaves the group or the session is still found. A mark the
+//! host itself carries is replaced.
+
+use std::ffi::OsString;
+
+use crate::process::marks::MARK_VAR;
+use crate::process::spec::EnvSpec;
+
+/// The environment a caller gives its child.
+#[derive(Clone, Copy)]
+pub enum ChildEnv<'a> {
+  /// Built from the options (the host's, filtered and extended).
+  Spec(&'a EnvSpec),
+  /// Exactly these variables.
+  Vars(&'a [(OsString, OsString)]),
+}
+
+impl ChildEnv<'_> {
+  /// The child's `PATH` (where a sandbox looks its program up).
+  pub(super) fn path_var(&self) -> Option<OsString> {
+    match self {
+      ChildEnv::Spec(s) => s.path_var(),
+      ChildEnv::Vars(v) => v
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone()),
+    }
+  }
+}
+
+/// The environment as the child execs it (the fork and clone paths).
+pub(super) fn environment(env: &ChildEnv, mark: &str) -> Vec<(OsString, OsString)> {
+  let mut vars: Vec<(OsString, OsString)> = match env {
+    ChildEnv::Spec(s) if s.is_plain_inherit() => std::env::vars_os().collect(),
+    ChildEnv::Spec(s) => s.build(),
+    ChildEnv::Vars(v) => v.to_vec(),
+  };
+  vars.retain(|(k, _)| k != MARK_VAR);
+  vars.push((MARK_VAR.into(), mark.into()));
+  vars
+}
+
+/// The same environment on std's `Command` (its `posix_spawn` path).
+pub(super) fn set_env(cmd: &mut std::process::Command, env: &ChildEnv, mark: &str) {
+  match env {
+    ChildEnv::Spec(s) if s.is_plain_inherit() => {}
+    ChildEnv::Spec(s) => {
+      cmd.env_clear();
+      cmd.envs(s.build());
+    }
+    ChildEnv::Vars(v) => {
+      cmd.env_clear();
+      cmd.envs(v.iter().map(|(k, v)| (k, v)));
+    }
+  }
+  cmd.env(MARK_VAR, mark);
+}
