@@ -25,6 +25,7 @@ use crate::process::spec::{check_cwd, resolve_program};
 #[cfg(unix)]
 use crate::process::supervise::pump;
 use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use crate::process::RunOptions;
 
 impl ProcessManager {
   /// Start a process. Must be called within a tokio runtime. On a spawn
@@ -156,6 +157,12 @@ impl ProcessManager {
     ps.process.limits = spec.process.limits;
     ps.process.die_with_parent = spec.process.die_with_parent;
     ps.process.sandbox = spec.process.sandbox.clone();
+    // no timeout: it runs until it exits or is terminated, with the
+    // manager's grace
+    ps.run = RunOptions {
+      kill_grace: cfg.close_grace,
+      ..RunOptions::untimed()
+    };
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -176,9 +183,6 @@ impl ProcessManager {
     p.lock().release_started(exec.pid());
     p.bump();
     let policy = RunPolicy {
-      timeout: None,
-      timeout_label: None,
-      kill_grace: cfg.close_grace,
       drain: cfg.drain,
       cleanup_group_on_exit: true,
       owner: cfg.owner,

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::launch::{launch_child, LaunchedChild};
 use super::pump::{pump, watch_pipe, Catchup};
-use super::{OutputSink, ProcessSpec, StdinMode};
+use super::{OutputSink, ProcessSpec};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::child::{Child, StdinPipe};
 use crate::process::limits::LimitGuard;
@@ -40,6 +40,8 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   pub(super) mark: String,
   pub(super) guard: LimitGuard,
   pub(super) sandbox: Option<crate::process::sandbox::SandboxReport>,
+  /// The spec's timeout and kill grace (its input was handed to the feed).
+  pub(super) run: crate::process::RunOptions,
 }
 
 #[cfg(unix)]
@@ -87,11 +89,12 @@ fn sandboxed<'a>(
     program: inv.program,
     args: inv.args,
     arg0: inv.argv0,
-    stdin: spec.stdin.clone(),
+    stdin: spec.stdin,
     process: crate::process::ProcessOptions {
       sandbox: None,
       ..spec.process.clone()
     },
+    run: spec.run.clone(),
   }))
 }
 
@@ -115,13 +118,12 @@ fn abandon(child: &mut Child, pid: u32, mark: &str, owner: u64) {
   tree.terminate_later(owner, Duration::ZERO);
 }
 
-/// With [`StdinMode::Bytes`], the task that writes them to the child's stdin
-/// (taken from `stdin`) and closes it.
+/// With an input ([`RunOptions::input`](crate::process::RunOptions::input)),
+/// the task that writes it to the child's stdin (taken from `stdin`) and
+/// closes it.
 #[cfg(unix)]
-fn feed_input(mode: &StdinMode, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
-  let StdinMode::Bytes(bytes) = mode else {
-    return None;
-  };
+fn feed_input(input: Option<&Vec<u8>>, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
+  let bytes = input?;
   let mut w = stdin.take()?;
   let bytes = bytes.clone();
   Some(tokio::spawn(async move {
@@ -194,7 +196,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let err_task = tokio::spawn(pump(err, stderr, stop.clone(), catchup[1].clone()));
 
     let mut stdin = stdin;
-    let input_task = feed_input(&spec.stdin, &mut stdin);
+    let input_task = feed_input(spec.run.input.as_ref(), &mut stdin);
     crate::trace::at("rt.started");
     Ok(Execution {
       child,
@@ -208,6 +210,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       mark,
       guard,
       sandbox,
+      run: spec.run.without_input(),
     })
   }
 
@@ -220,7 +223,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     &self.mark
   }
 
-  /// The stdin pipe, with [`StdinMode::Piped`].
+  /// The stdin pipe, with [`StdinMode::Piped`](super::StdinMode::Piped).
   pub fn take_stdin(&mut self) -> Option<StdinPipe> {
     self.stdin.take()
   }

@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 #[cfg(not(target_os = "linux"))]
 use std::process::Stdio;
 
-use super::{ProcessSpec, StdinMode};
+use super::ProcessSpec;
 use crate::error::ExecError;
 #[cfg(target_os = "linux")]
 use crate::platform;
@@ -37,9 +37,10 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> tokio::process::Command {
   // every descendant inherits the mark, so it can be found if it leaves the group
   cmd.env(marks::MARK_VAR, mark);
   cmd.process_group(0);
-  cmd.stdin(match spec.stdin {
-    StdinMode::Null => Stdio::null(),
-    _ => Stdio::piped(),
+  cmd.stdin(if spec.stdin_piped() {
+    Stdio::piped()
+  } else {
+    Stdio::null()
   });
   cmd.stdout(Stdio::piped());
   cmd.stderr(Stdio::piped());
@@ -135,7 +136,7 @@ pub(super) fn launch_child(
     ),
     None => None,
   };
-  let null_stdin = matches!(spec.stdin, StdinMode::Null);
+  let null_stdin = !spec.stdin_piped();
   let zygote = kept_helper_run(spec, plan.is_none() && in_child.is_none());
   Ok(move || {
     let (stdin_child, stdin_host) = if null_stdin {
