@@ -199,3 +199,57 @@ pub fn host_cwd() -> Result<PathBuf, ExecError> {
     )
   })
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_run_has_the_defaults_every_api_starts_from() {
+    let r = RunOptions::default();
+    assert_eq!(r.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(r.timeout_label, None);
+    assert_eq!(r.kill_grace, Duration::from_millis(500));
+    assert_eq!(r.input, None);
+    assert_eq!(r.max_output_bytes, 1 << 20);
+    let u = RunOptions::untimed();
+    assert_eq!(u.timeout, None);
+    assert_eq!(u.kill_grace, r.kill_grace);
+    let given = RunOptions {
+      input: Some(b"x".to_vec()),
+      timeout_label: Some("1s".into()),
+      ..RunOptions::default()
+    };
+    let kept = given.without_input();
+    assert_eq!(kept.input, None);
+    assert_eq!(kept.timeout_label.as_deref(), Some("1s"));
+    assert_eq!(kept.timeout, given.timeout);
+  }
+
+  #[test]
+  fn fields_not_given_take_the_defaults_and_a_sandbox_drops_the_secrets() {
+    let p = ProcessOptions::try_from(ProcessFields::default()).unwrap();
+    assert_eq!(p.cwd, None);
+    assert!(p.env.is_plain_inherit());
+    assert!(!p.die_with_parent);
+    assert!(p.sandbox.is_none());
+    let off = ProcessFields {
+      sandbox: Some(None),
+      ..ProcessFields::default()
+    };
+    assert!(ProcessOptions::try_from(off).unwrap().sandbox.is_none());
+    let sandboxed = ProcessFields {
+      sandbox: Some(Some(SandboxPolicy::default())),
+      ..ProcessFields::default()
+    };
+    let p = ProcessOptions::try_from(sandboxed.clone()).unwrap();
+    assert!(p.sandbox.is_some());
+    assert!(!p.env.deny.is_empty(), "the host's secrets are dropped");
+    let listed = ProcessFields {
+      env_denylist: Some(vec!["X_*".into()]),
+      ..sandboxed
+    };
+    let p = ProcessOptions::try_from(listed).unwrap();
+    assert_eq!(p.env.deny, vec!["X_*".to_owned()], "the caller's lists win");
+  }
+}
