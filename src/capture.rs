@@ -1,72 +1,28 @@
 //! `executeAndCapture`: run code in a language, capture both streams into
 //! head+tail buffers, resolve with a structured result.
 
-use std::time::Duration;
-
 use exec_core::buffer::HeadTailBuffer;
 use exec_core::language::{self, Language};
-use exec_core::process::supervise::{run, ProcessSpec, RunPolicy, StdinMode};
-use exec_core::{CancellationToken, ErrorCode, ExecError};
+use exec_core::process::supervise::{run, ProcessSpec, RunPolicy};
+use exec_core::{CancellationToken, ErrorCode, ExecError, ProcessOptions, RunOptions};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::abort::{self, AbortBinding};
 use crate::call;
 use crate::host;
-use crate::options::{CapturedExecutionResult, ExecuteOptions, ProcessOptions};
-use crate::read::{self, ArgResult, At, Input, Ms, Timeout};
+use crate::options::{CaptureRun, CapturedExecutionResult, ExecuteOptions};
+use crate::read::{self, ArgResult, At};
 use crate::text::JsText;
 
-/// What every run of a program takes, checked, with the core's defaults.
-pub struct CommonOptions {
-  /// The process's own options, its cwd resolved (the host's when absent).
-  pub process: ProcessOptions,
-  pub policy: RunPolicy,
-  pub input: Option<Vec<u8>>,
-}
-
-impl CommonOptions {
-  /// `timeout` absent: `default_timeout` (`RunPolicy`'s for the calls that
-  /// capture, none for `spawn`, as with Node's).
-  pub fn new(
-    mut process: ProcessOptions,
-    timeout: Option<Timeout>,
-    default_timeout: Option<Duration>,
-    grace: Option<Ms>,
-    input: Option<Input>,
-  ) -> ArgResult<Self> {
-    let timeout = timeout.map_or(default_timeout, |t| t.0);
-    let mut policy = RunPolicy {
-      timeout,
-      timeout_label: timeout.map(exec_core::process::supervise::format_duration),
-      owner: host::owner(),
-      ..RunPolicy::default()
-    };
-    if let Some(g) = grace {
-      policy.kill_grace = g.0;
-    }
-    process.resolve_cwd()?;
-    Ok(CommonOptions {
-      process,
-      policy,
-      input: input.map(|i| i.0),
-    })
-  }
-
-  /// Put what the options say about the process itself into `spec`.
-  pub fn apply_to(self, spec: &mut ProcessSpec) -> RunPolicy {
-    spec.process = self.process;
-    spec.stdin = self.input.map_or(StdinMode::Null, StdinMode::Bytes);
-    self.policy
-  }
-}
-
-/// The options of `executeAndCapture` and `captureCall`, read.
+/// The options of `executeAndCapture` and `captureCall`, read and converted.
 struct CaptureArgs {
-  common: CommonOptions,
-  cap: usize,
+  process: ProcessOptions,
+  run: RunOptions,
   raw: bool,
   ts: exec_core::TsPath,
+  /// The environment that owns the run (read on the JS thread).
+  owner: u64,
   cancel: CancellationToken,
 }
 
@@ -75,24 +31,16 @@ fn capture_args(
   options: Option<Unknown>,
 ) -> ArgResult<(CaptureArgs, Option<AbortBinding>)> {
   let at = At::arg("options");
-  let mut o: ExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
-  let setup = ProcessOptions::try_from(o.process())?;
-  let common = CommonOptions::new(
-    setup,
-    o.timeout,
-    RunPolicy::default().timeout,
-    o.force_kill_after_delay,
-    o.input.take(),
-  )?;
+  let o: ExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
+  let c = CaptureRun::try_from(o)?;
   let cancel = CancellationToken::new();
-  let binding = abort::bind(env, o.signal, &at.key("signal"), &cancel)?;
+  let binding = abort::bind(env, c.signal, &at.key("signal"), &cancel)?;
   let args = CaptureArgs {
-    common,
-    cap: o
-      .max_output_bytes
-      .map_or(HeadTailBuffer::DEFAULT_CAP, |s| s.0),
-    raw: o.encoding.unwrap_or_default().raw,
-    ts: o.typescript.map_or(exec_core::TsPath::Auto, |t| t.0),
+    process: c.process,
+    run: c.run,
+    raw: c.raw,
+    ts: c.ts,
+    owner: host::owner(),
     cancel,
   };
   Ok((args, binding))
@@ -184,13 +132,14 @@ impl Captured {
   }
 }
 
-/// Run `spec` capturing both streams with `cap` bytes each.
-pub async fn capture(
-  spec: ProcessSpec,
-  policy: RunPolicy,
-  cap: usize,
-  cancel: CancellationToken,
-) -> Captured {
+/// Run `spec` for `owner`, capturing both streams with its
+/// `run.max_output_bytes` each.
+pub async fn capture(spec: ProcessSpec, owner: u64, cancel: CancellationToken) -> Captured {
+  let cap = spec.run.max_output_bytes;
+  let policy = RunPolicy {
+    owner,
+    ..RunPolicy::default()
+  };
   match run(
     &spec,
     &policy,
@@ -261,18 +210,17 @@ pub fn execute_and_capture<'env>(
     |(code, language, a)| async move {
       // errors before execution resolve with success: false; preparing (a
       // temp file, the TypeScript strip) happens here, off the JS thread
-      let common = a.common;
       let prepared = (|| -> std::result::Result<_, ExecError> {
         let lang: Language = language.parse()?;
-        exec_core::process::spec::check_cwd(common.process.cwd())?;
+        exec_core::process::spec::check_cwd(a.process.cwd())?;
         language::prepare_with(
           lang,
           &code,
-          common.process.cwd(),
-          &common.process.env,
+          a.process.cwd(),
+          &a.process.env,
           host::toolchain(),
           a.ts,
-          common.process.sandbox.as_ref().is_some_and(|s| !s.network),
+          a.process.sandbox.as_ref().is_some_and(|s| !s.network),
         )
       })();
       let launch = match prepared {
@@ -280,8 +228,9 @@ pub fn execute_and_capture<'env>(
         Ok(l) => l,
       };
       let mut spec = launch.spec;
-      let policy = common.apply_to(&mut spec);
-      let captured = capture(spec, policy, a.cap, a.cancel).await;
+      spec.process = a.process;
+      spec.run = a.run;
+      let captured = capture(spec, a.owner, a.cancel).await;
       drop(launch.temp);
       // decoded here, off the JS thread
       captured.into_js(a.raw)
@@ -316,12 +265,11 @@ pub fn capture_call<'env>(
     env,
     args,
     |(command, argv, a)| async move {
-      let common = a.common;
       let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-        exec_core::process::spec::check_cwd(common.process.cwd())?;
-        let path = common.process.env.path_var();
+        exec_core::process::spec::check_cwd(a.process.cwd())?;
+        let path = a.process.env.path_var();
         let program =
-          exec_core::process::spec::resolve_program(&command, path.as_ref(), common.process.cwd())?;
+          exec_core::process::spec::resolve_program(&command, path.as_ref(), a.process.cwd())?;
         let mut spec = ProcessSpec::new(program);
         spec.args = argv.into_iter().map(Into::into).collect();
         Ok(spec)
@@ -330,8 +278,9 @@ pub fn capture_call<'env>(
         Err(e) => return Captured::failed(e).into_js(a.raw),
         Ok(s) => s,
       };
-      let policy = common.apply_to(&mut spec);
-      capture(spec, policy, a.cap, a.cancel).await.into_js(a.raw)
+      spec.process = a.process;
+      spec.run = a.run;
+      capture(spec, a.owner, a.cancel).await.into_js(a.raw)
     },
     |_, result| Ok(result),
   )

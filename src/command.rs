@@ -3,13 +3,12 @@
 //! `truncateTail`. Only type conversion; the work is in `exec_core::command`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
 use exec_core::command::{
   self as core, BackgroundInfo, CallOptions, CheckResult, CommandDefaults, CommandReport,
-  CommandSpec, LogStatus, OutputLimits, RunnerConfig, StreamOutput, Truncation,
+  LogStatus, OutputLimits, RunnerConfig, StreamOutput, Truncation,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -17,7 +16,7 @@ use napi_derive::napi;
 use crate::call;
 use crate::error::throw_coded;
 use crate::host;
-use crate::options::{nullable, ProcessFields};
+use crate::options::{nullable, read_command_options, read_runner_options, read_start_options};
 use crate::read::{self, ArgResult, At, FromJs, Id, Ms, Positive, Timeout};
 
 // ---------------------------------------------------------------- options
@@ -106,7 +105,7 @@ js_options! {
 }
 
 /// A terminal's rows or columns: 1 to 10000.
-pub struct TermSize(u16);
+pub struct TermSize(pub u16);
 
 impl<'env> FromJs<'env> for TermSize {
   fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
@@ -492,73 +491,6 @@ fn info_to_js(i: BackgroundInfo) -> BackgroundProcessInfo {
 
 // ---------------------------------------------------------------- arguments
 
-/// What every options object of a command gives (the process fields, the
-/// output window, the timeout), as the core takes it.
-fn call_options(p: ProcessFields) -> CallOptions {
-  CallOptions {
-    cwd: p.cwd.map(PathBuf::from),
-    env: p.env.map(|e| e.0),
-    extend_env: p.extend_env,
-    env_allowlist: p.env_allowlist,
-    env_denylist: p.env_denylist,
-    resource_limits: p.limits.map(Into::into),
-    die_with_parent: p.die_with_parent,
-    sandbox: p.sandbox.map(|s| s.0),
-    ..Default::default()
-  }
-}
-
-/// `options.truncation`: `'tail'` or `'head_tail'`.
-fn read_truncation(given: Option<&str>) -> ArgResult<Option<core::TruncationMode>> {
-  given
-    .map(|s| {
-      s.parse()
-        .map_err(|e: exec_core::error::ExecError| At::arg("options.truncation").error(e.what))
-    })
-    .transpose()
-}
-
-/// The options of one `run` (at `options`) over the runner's.
-fn read_command_options(options: Option<Unknown>, d: &CommandDefaults) -> ArgResult<CommandSpec> {
-  let mut o: CommandOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
-  let given = call_options(o.process());
-  let call = CallOptions {
-    timeout: o.timeout.map(|t| t.0),
-    max_lines: o.max_lines.map(|n| n.0),
-    max_bytes: o.max_bytes.map(|n| n.0),
-    truncation: read_truncation(o.truncation.as_deref())?,
-    output_dir: o.output_dir.map(PathBuf::from),
-    background: o.background,
-    cleanup: o.cleanup,
-    ..given
-  };
-  d.merge(call, exec_core::process::options::host_cwd)
-}
-
-/// The options of `new CommandRunner()`.
-fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaults, RunnerConfig)> {
-  let mut o: CommandRunnerOptions =
-    read::optional(options, &At::arg("options"))?.unwrap_or_default();
-  let d = RunnerConfig::default();
-  let config = RunnerConfig {
-    owner: host::owner(),
-    output_dir: o.output_dir.take().map_or(d.output_dir, PathBuf::from),
-    retention: o.retention.map_or(d.retention, |t| t.0),
-    kill_grace: o.force_kill_after_delay.map_or(d.kill_grace, |m| m.0),
-    stateful: o.stateful.unwrap_or(false),
-    shell: d.shell,
-  };
-  let given = call_options(o.process());
-  let defaults = CommandDefaults::new(CallOptions {
-    timeout: o.timeout.map(|t| t.0),
-    max_lines: o.max_lines.map(|n| n.0),
-    max_bytes: o.max_bytes.map(|n| n.0),
-    truncation: read_truncation(o.truncation.as_deref())?,
-    ..given
-  })?;
-  Ok((defaults, config))
-}
-
 // ---------------------------------------------------------------- calls
 
 fn run_with<'env>(
@@ -756,28 +688,7 @@ impl CommandRunner {
   ) -> Result<PromiseRaw<'env, InteractiveResult>> {
     let args = (|| -> ArgResult<_> {
       let command: String = read::required(command, &At::arg("command"))?;
-      let mut o: StartCommandOptions =
-        read::optional(options, &At::arg("options"))?.unwrap_or_default();
-      let given = call_options(o.process());
-      let call = CallOptions {
-        max_lines: o.max_lines.map(|n| n.0),
-        max_bytes: o.max_bytes.map(|n| n.0),
-        truncation: read_truncation(o.truncation.as_deref())?,
-        ..given
-      };
-      let base = self
-        .defaults
-        .merge(call, exec_core::process::options::host_cwd)?;
-      let mut s = core::StartOptions::with_process(base.process);
-      s.cwd_given = base.cwd_given;
-      s.limits = base.limits;
-      if let Some(y) = o.yield_ms {
-        s.yield_time = y.0;
-      }
-      s.tty = o.tty.unwrap_or(s.tty);
-      s.rows = o.rows.map_or(s.rows, |n| n.0);
-      s.cols = o.cols.map_or(s.cols, |n| n.0);
-      Ok((command, s))
+      Ok((command, read_start_options(options, &self.defaults)?))
     })();
     let runner = self.runner.clone();
     let fut = args.map(|(command, opts)| async move { runner.start(&command, opts).await });
@@ -1018,15 +929,16 @@ pub fn serve_mcp<'env>(
           .error(format_args!("must be 'bash' or 'powershell', got '{name}'"))
       })?,
     };
-    let given = call_options(o.process());
-    let cwd = match &given.cwd {
+    let mut process = o.process();
+    let cwd = match &process.cwd {
       Some(c) => c.clone(),
       None => exec_core::process::options::host_cwd()?,
     };
+    process.cwd = Some(cwd.clone());
     let defaults = CommandDefaults::new(CallOptions {
-      cwd: Some(cwd.clone()),
+      process,
       timeout: Some(Some(core::tools::MCP_DEFAULT_TIMEOUT)),
-      ..given
+      ..Default::default()
     })?;
     let mut config = exec_core::mcp::McpConfig::new(cwd.clone());
     config.settings.sandbox = defaults

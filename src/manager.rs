@@ -17,8 +17,9 @@ use exec_core::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 use crate::call;
 use crate::error::throw_coded;
 use crate::host;
-use crate::options::{nullable, ProcessOptions};
+use crate::options::nullable;
 use crate::read::{self, ArgResult, At, FromJs, Input, Ms, Required, Size};
+use exec_core::ProcessOptions;
 
 const DEFAULT_TERMINATE_TIMEOUT: Duration = Duration::from_millis(DEFAULT_TERMINATE_TIMEOUT_MS);
 

@@ -601,7 +601,8 @@ pub fn parsed<'env, T>(
 /// path of the value. Every field is an `Option` (or a [`Required`]) of a
 /// type that implements `FromJs`. `..process,` first in the body adds the fields every process
 /// takes (cwd, env, limits, sandbox, ...), declared once below, and a
-/// `process()` method that moves them out as [`crate::options::ProcessFields`].
+/// `process()` method that moves them out as the core's `exec_core::ProcessFields` (the one
+/// route of every API's process fields: `ProcessOptions::try_from`, or a command call's merge).
 macro_rules! js_options {
   (
     $(#[$meta:meta])*
@@ -649,16 +650,16 @@ macro_rules! js_options {
 
     impl $(<$lt>)? $name $(<$lt>)? {
       /// The fields every process takes, moved out.
-      pub fn process(&mut self) -> $crate::options::ProcessFields {
-        $crate::options::ProcessFields {
-          cwd: self.cwd.take(),
-          env: self.env.take(),
+      pub fn process(&mut self) -> exec_core::ProcessFields {
+        exec_core::ProcessFields {
+          cwd: self.cwd.take().map(std::path::PathBuf::from),
+          env: self.env.take().map(|e| e.0),
           extend_env: self.extend_env.take(),
           env_allowlist: self.env_allowlist.take(),
           env_denylist: self.env_denylist.take(),
-          limits: self.limits.take(),
+          limits: self.limits.take().map(Into::into),
           die_with_parent: self.die_with_parent.take(),
-          sandbox: self.sandbox.take(),
+          sandbox: self.sandbox.take().map(|s| s.0),
         }
       }
     }

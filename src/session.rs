@@ -12,10 +12,11 @@ use napi_derive::napi;
 
 use crate::call;
 use crate::host;
-use crate::options::{nullable, ProcessOptions};
+use crate::options::nullable;
 use crate::read::{self, ArgResult, At, FromJs, JsFn, Ms, Size, Timeout};
 use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
+use exec_core::ProcessOptions;
 
 const CALLBACK_INTERVAL: Duration = crate::subprocess::DEFAULT_INTERVAL;
 

@@ -4,7 +4,7 @@
 
 use exec_core::language::{self, Language, Launch};
 use exec_core::process::spec::{check_cwd, resolve_program};
-use exec_core::process::supervise::{canceled_before_start, ProcessSpec, RunPolicy};
+use exec_core::process::supervise::{canceled_before_start, ProcessSpec};
 use exec_core::{ExecError, TsPath};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -12,9 +12,9 @@ use napi_derive::napi;
 use crate::abort::AbortBinding;
 use crate::call;
 use crate::host;
-use crate::options::{ProcessOptions, SpawnOptions, SpawnResult};
+use crate::options::{SpawnOptions, SpawnResult, StreamRun};
 use crate::read::{self, ArgResult, At};
-use crate::subprocess::{failed, settle, start, streaming, StreamFields, Streaming};
+use crate::subprocess::{failed, settle, start, streaming, Streaming};
 
 /// The options and callbacks of `spawnCall` / `executeStreaming`, read.
 fn read_streaming<'env>(
@@ -24,26 +24,12 @@ fn read_streaming<'env>(
   on_stderr: Option<Unknown<'env>>,
 ) -> ArgResult<(Streaming, Option<AbortBinding>, TsPath)> {
   let at = At::arg("options");
-  let mut o: SpawnOptions = read::optional(options, &at)?.unwrap_or_default();
-  let setup = ProcessOptions::try_from(o.process())?;
-  let ts = o.typescript.map_or(TsPath::Auto, |t| t.0);
-  let fields = StreamFields {
-    timeout: o.timeout,
-    grace: o.force_kill_after_delay,
-    input: o.input,
-    signal: o.signal,
-    interval: o.callback_interval_ms,
-    encoding: o.encoding,
-    on_stdout: (
-      read::optional(on_stdout, &At::arg("onStdout"))?,
-      At::arg("onStdout"),
-    ),
-    on_stderr: (
-      read::optional(on_stderr, &At::arg("onStderr"))?,
-      At::arg("onStderr"),
-    ),
-  };
-  let (st, binding) = streaming(env, setup, fields, RunPolicy::default().timeout, &at)?;
+  let o: SpawnOptions = read::optional(options, &at)?.unwrap_or_default();
+  let mut r = StreamRun::try_from(o)?;
+  r.on_stdout.0 = read::optional(on_stdout, &r.on_stdout.1)?;
+  r.on_stderr.0 = read::optional(on_stderr, &r.on_stderr.1)?;
+  let ts = r.ts;
+  let (st, binding) = streaming(env, r, &at)?;
   Ok((st, binding, ts))
 }
 
@@ -54,7 +40,9 @@ where
   P: FnOnce() -> std::result::Result<Launch, ExecError> + Send + 'static,
 {
   let Streaming {
-    common,
+    process,
+    run,
+    owner,
     out,
     err,
     cancel,
@@ -71,7 +59,7 @@ where
   if cancel.is_cancelled() {
     return failed(canceled_before_start());
   }
-  let (exec, policy) = match start(launch.spec, common, false, out, err) {
+  let (exec, policy) = match start(launch.spec, (process, run, owner), false, out, err) {
     Err(e) => return failed(e),
     Ok(s) => s,
   };
@@ -108,8 +96,8 @@ pub fn spawn_call<'env>(
     env,
     args,
     |(command, argv, st)| {
-      let cwd = st.common.process.cwd().to_path_buf();
-      let path = st.common.process.env.path_var();
+      let cwd = st.process.cwd().to_path_buf();
+      let path = st.process.env.path_var();
       stream_run(st, move || {
         check_cwd(&cwd)?;
         let program = resolve_program(&command, path.as_ref(), &cwd)?;
@@ -146,14 +134,9 @@ pub fn execute_streaming<'env>(
     env,
     args,
     |(code, language, ts, st)| {
-      let cwd = st.common.process.cwd().to_path_buf();
-      let child_env = st.common.process.env.clone();
-      let no_unix = st
-        .common
-        .process
-        .sandbox
-        .as_ref()
-        .is_some_and(|s| !s.network);
+      let cwd = st.process.cwd().to_path_buf();
+      let child_env = st.process.env.clone();
+      let no_unix = st.process.sandbox.as_ref().is_some_and(|s| !s.network);
       stream_run(st, move || {
         let lang: Language = language.parse()?;
         check_cwd(&cwd)?;

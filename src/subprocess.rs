@@ -18,6 +18,7 @@ use exec_core::process::supervise::{
 #[cfg(unix)]
 use exec_core::process::ProcessTree;
 use exec_core::{process::registry, CancellationToken, ErrorCode, ExecError};
+use exec_core::{ProcessOptions, RunOptions};
 use napi::bindgen_prelude::*;
 use napi::JsError;
 use napi_derive::napi;
@@ -29,9 +30,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::abort::{self, AbortBinding};
 use crate::call;
-use crate::capture::CommonOptions;
 use crate::error::{coded_error, reject_type_error, throw_type, type_error};
-use crate::options::{ProcessOptions, SpawnResult};
+use crate::host;
+use crate::options::{SpawnResult, StreamRun};
 use crate::read::{self, ArgResult, At, Encoding, FromJs, Input, JsFn, JsSignal, Ms, Timeout};
 use crate::stream::{Callback, CallbackSink};
 use std::time::Duration;
@@ -90,13 +91,10 @@ js_options! {
   }
 }
 
-/// Where `spawn`'s options are, for the paths of its callbacks.
-static OPTIONS: At<'static> = At::arg("options");
-
 /// `stdin: 'pipe' | 'ignore'`.
 #[derive(Clone, Copy)]
 pub struct StdinOption {
-  piped: bool,
+  pub piped: bool,
 }
 
 impl<'env> FromJs<'env> for StdinOption {
@@ -121,46 +119,33 @@ pub fn output_callback(f: Option<JsFn>, at: &At, raw: bool) -> ArgResult<Option<
 
 /// Everything a streaming run needs, read from the arguments.
 pub struct Streaming {
-  pub common: CommonOptions,
+  /// Its cwd resolved (the host's when absent).
+  pub process: ProcessOptions,
+  pub run: RunOptions,
+  /// The environment that owns the run (read on the JS thread).
+  pub owner: u64,
   pub out: CallbackSink,
   pub err: CallbackSink,
   pub cancel: CancellationToken,
 }
 
-/// The options of a streaming run besides the process's own.
-pub struct StreamFields<'env> {
-  pub timeout: Option<Timeout>,
-  pub grace: Option<Ms>,
-  pub input: Option<Input>,
-  pub signal: Option<JsSignal<'env>>,
-  pub interval: Option<Ms>,
-  pub encoding: Option<Encoding>,
-  /// The callbacks, from the arguments (`spawnCall`) or the options
-  /// (`spawn`), and where they were found.
-  pub on_stdout: (Option<JsFn<'env>>, At<'static>),
-  pub on_stderr: (Option<JsFn<'env>>, At<'static>),
-}
-
-/// Check the options of a streaming run and bind its signal (`options` is
-/// where they were found, for errors).
+/// The callbacks and the signal of a streaming run, bound (`options` is
+/// where its options were found, for errors).
 pub fn streaming(
   env: &Env,
-  setup: ProcessOptions,
-  f: StreamFields,
-  default_timeout: Option<Duration>,
+  r: StreamRun,
   options: &At,
 ) -> ArgResult<(Streaming, Option<AbortBinding>)> {
-  let common = CommonOptions::new(setup, f.timeout, default_timeout, f.grace, f.input)?;
-  let interval = f.interval.map_or(DEFAULT_INTERVAL, |m| m.0);
-  let raw = f.encoding.unwrap_or_default().raw;
-  let out = output_callback(f.on_stdout.0, &f.on_stdout.1, raw)?;
-  let err = output_callback(f.on_stderr.0, &f.on_stderr.1, raw)?;
+  let out = output_callback(r.on_stdout.0, &r.on_stdout.1, r.raw)?;
+  let err = output_callback(r.on_stderr.0, &r.on_stderr.1, r.raw)?;
   let cancel = CancellationToken::new();
-  let binding = abort::bind(env, f.signal, &options.key("signal"), &cancel)?;
+  let binding = abort::bind(env, r.signal, &options.key("signal"), &cancel)?;
   let st = Streaming {
-    common,
-    out: CallbackSink::new(out, interval),
-    err: CallbackSink::new(err, interval),
+    process: r.process,
+    run: r.run,
+    owner: host::owner(),
+    out: CallbackSink::new(out, r.interval),
+    err: CallbackSink::new(err, r.interval),
     cancel,
   };
   Ok((st, binding))
@@ -209,20 +194,25 @@ pub async fn settle(
   }
 }
 
-/// Start `spec` now, on this thread (in the runtime's context, so that the
-/// pumps are spawned on it).
+/// Start `spec` with the run's options now, on this thread (in the
+/// runtime's context, so that the pumps are spawned on it). `stdin_piped`
+/// without an input: a pipe the caller writes to.
 pub fn start(
   mut spec: ProcessSpec,
-  common: CommonOptions,
+  (process, run, owner): (ProcessOptions, RunOptions, u64),
   stdin_piped: bool,
   out: CallbackSink,
   err: CallbackSink,
 ) -> std::result::Result<(Execution<CallbackSink, CallbackSink>, RunPolicy), ExecError> {
-  let policy = common.apply_to(&mut spec);
-  if stdin_piped && matches!(spec.stdin, StdinMode::Null) {
+  spec.process = process;
+  spec.run = run;
+  if stdin_piped && spec.run.input.is_none() {
     spec.stdin = StdinMode::Piped;
   }
-  let owner = policy.owner;
+  let policy = RunPolicy {
+    owner,
+    ..RunPolicy::default()
+  };
   let exec = within_runtime_if_available(|| Execution::spawn(&spec, owner, out, err))?;
   Ok((exec, policy))
 }
@@ -551,43 +541,25 @@ fn start_child(
   command: &str,
   argv: Vec<String>,
   piped: bool,
-  common: CommonOptions,
-  out: CallbackSink,
-  err: CallbackSink,
-  cancel: &CancellationToken,
+  st: Streaming,
 ) -> std::result::Result<Started, ExecError> {
   // an already aborted signal: nothing is spawned (as Node's spawn)
-  if cancel.is_cancelled() {
+  if st.cancel.is_cancelled() {
     return Err(canceled_before_start());
   }
-  check_cwd(common.process.cwd())?;
+  check_cwd(st.process.cwd())?;
   let program = resolve_program(
     command,
-    common.process.env.path_var().as_ref(),
-    common.process.cwd(),
+    st.process.env.path_var().as_ref(),
+    st.process.cwd(),
   )?;
   let mut spec = ProcessSpec::new(program);
   spec.args = argv.into_iter().map(Into::into).collect();
-  let piped = piped && common.input.is_none();
-  let (mut exec, policy) = start(spec, common, piped, out, err)?;
+  let piped = piped && st.run.input.is_none();
+  let run = (st.process, st.run, st.owner);
+  let (mut exec, policy) = start(spec, run, piped, st.out, st.err)?;
   let stdin = if piped { exec.take_stdin() } else { None };
   Ok((exec, policy, stdin))
-}
-
-impl<'env> SubprocessOptions<'env> {
-  /// The options of the output's streaming, taken out of these.
-  fn stream_fields(&mut self) -> StreamFields<'env> {
-    StreamFields {
-      timeout: self.timeout.take(),
-      grace: self.force_kill_after_delay.take(),
-      input: self.input.take(),
-      signal: self.signal.take(),
-      interval: self.callback_interval_ms.take(),
-      encoding: self.encoding.take(),
-      on_stdout: (self.on_stdout.take(), OPTIONS.key("onStdout")),
-      on_stderr: (self.on_stderr.take(), OPTIONS.key("onStderr")),
-    }
-  }
 }
 
 /// What a `Subprocess` holds of JS: its `exited` promise, and its stdin
@@ -637,8 +609,7 @@ pub fn spawn<'env>(
     let command: String = read::required(command, &At::arg("command"))?;
     let argv: Option<Vec<String>> = read::optional(argv, &At::arg("args"))?;
     let at = At::arg("options");
-    let mut o: SubprocessOptions = read::optional(options, &at)?.unwrap_or_default();
-    let piped = o.stdin.is_some_and(|s| s.piped);
+    let o: SubprocessOptions = read::optional(options, &at)?.unwrap_or_default();
     let on_error = o
       .on_error
       // SAFETY: a JsFn is made only from a value checked to be a Function (`JsFn::from_js`), the
@@ -646,19 +617,15 @@ pub fn spawn<'env>(
       .map(|f| unsafe { f.0.cast::<Function<Unknown, Unknown>>() }?.create_ref())
       .transpose()
       .map_err(|e| at.key("onError").error(e))?;
-    let setup = ProcessOptions::try_from(o.process())?;
-    let st = streaming(env, setup, o.stream_fields(), None, &at)?;
+    let r = StreamRun::try_from(o)?;
+    let piped = r.piped;
+    let st = streaming(env, r, &at)?;
     Ok((command, argv.unwrap_or_default(), piped, on_error, st))
   })();
   let (command, argv, piped, on_error, (st, binding)) = call::sync_args(env, parsed)?;
-  let Streaming {
-    common,
-    out,
-    err,
-    cancel,
-  } = st;
+  let cancel = st.cancel.clone();
 
-  let started = start_child(&command, argv, piped, common, out, err, &cancel);
+  let started = start_child(&command, argv, piped, st);
 
   let state = Arc::new(Mutex::new(State::default()));
   let stdin_closer = CancellationToken::new();

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::error::ExecError;
 use crate::process::spec::EnvSpec;
-use crate::process::ProcessOptions;
+use crate::process::{ProcessFields, ProcessOptions};
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
 pub use format::{ProcessState, Vocabulary};
@@ -175,22 +175,14 @@ impl CommandSpec {
 /// merged over a runner's ([`CommandDefaults::merge`]).
 #[derive(Debug, Default)]
 pub struct CallOptions {
-  pub cwd: Option<PathBuf>,
-  /// `env`: variables to set, or (`None`) to remove.
-  pub env: Option<Vec<(String, Option<String>)>>,
-  pub extend_env: Option<bool>,
-  pub env_allowlist: Option<Vec<String>>,
-  pub env_denylist: Option<Vec<String>>,
+  /// cwd, env, its lists, limits, parent death, sandbox, as given.
+  pub process: ProcessFields,
   /// `Some(None)`: no timeout (0 or Infinity).
   pub timeout: Option<Option<Duration>>,
   pub max_lines: Option<usize>,
   pub max_bytes: Option<usize>,
   /// Which part of a long output is shown (tail, or head and tail).
   pub truncation: Option<TruncationMode>,
-  pub resource_limits: Option<crate::process::limits::Limits>,
-  pub die_with_parent: Option<bool>,
-  /// `Some(None)`: `sandbox: false`.
-  pub sandbox: Option<Option<crate::process::sandbox::SandboxPolicy>>,
   pub output_dir: Option<PathBuf>,
   pub background: Option<bool>,
   pub cleanup: Option<bool>,
@@ -222,23 +214,8 @@ impl CommandDefaults {
   /// it was given env lists.
   pub fn new(o: CallOptions) -> Result<Self, ExecError> {
     let d = CommandDefaults::default();
-    let explicit_lists = o.env_allowlist.is_some() || o.env_denylist.is_some();
-    let mut env = EnvSpec::from_options(
-      o.extend_env,
-      o.env.unwrap_or_default(),
-      o.env_allowlist,
-      o.env_denylist,
-    )?;
-    let sandbox = o.sandbox.flatten();
-    crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
     Ok(CommandDefaults {
-      process: ProcessOptions {
-        cwd: o.cwd,
-        env,
-        limits: o.resource_limits.unwrap_or_default(),
-        die_with_parent: o.die_with_parent.unwrap_or(false),
-        sandbox,
-      },
+      process: ProcessOptions::try_from(o.process)?,
       timeout: o.timeout.unwrap_or(d.timeout),
       limits: OutputLimits {
         max_lines: o.max_lines.unwrap_or(d.limits.max_lines),
@@ -258,35 +235,37 @@ impl CommandDefaults {
     call: CallOptions,
     host_cwd: impl FnOnce() -> Result<PathBuf, ExecError>,
   ) -> Result<CommandSpec, ExecError> {
-    let call_cwd = call.cwd.clone();
-    let cwd = match call.cwd.or_else(|| self.process.cwd.clone()) {
+    let given = call.process;
+    let call_cwd = given.cwd.clone();
+    let cwd = match given.cwd.or_else(|| self.process.cwd.clone()) {
       Some(c) => c,
       None => host_cwd()?,
     };
     let mut env = self.process.env.clone();
-    if call.env.is_some() || call.extend_env.is_some() {
-      let given = EnvSpec::from_options(call.extend_env, call.env.unwrap_or_default(), None, None)?;
-      env.vars.extend(given.vars);
-      env.remove.extend(given.remove);
-      env.extend = env.extend && given.extend;
+    if given.env.is_some() || given.extend_env.is_some() {
+      let vars =
+        EnvSpec::from_options(given.extend_env, given.env.unwrap_or_default(), None, None)?;
+      env.vars.extend(vars.vars);
+      env.remove.extend(vars.remove);
+      env.extend = env.extend && vars.extend;
     }
-    let explicit_lists = call.env_allowlist.is_some() || call.env_denylist.is_some();
-    if let Some(allow) = call.env_allowlist {
+    let explicit_lists = given.env_allowlist.is_some() || given.env_denylist.is_some();
+    if let Some(allow) = given.env_allowlist {
       env.allow = Some(allow);
     }
-    if let Some(deny) = call.env_denylist {
+    if let Some(deny) = given.env_denylist {
       env.deny = deny;
     }
-    let sandbox = self.merge_sandbox(call.sandbox, explicit_lists, &mut env)?;
+    let sandbox = self.merge_sandbox(given.sandbox, explicit_lists, &mut env)?;
     self.check_call_cwd(sandbox.as_ref(), call_cwd.as_deref())?;
     Ok(CommandSpec {
       process: ProcessOptions {
         cwd: Some(cwd),
         env,
-        limits: call
-          .resource_limits
-          .unwrap_or_else(|| self.process.limits.clone()),
-        die_with_parent: call.die_with_parent.unwrap_or(self.process.die_with_parent),
+        limits: given.limits.unwrap_or_else(|| self.process.limits.clone()),
+        die_with_parent: given
+          .die_with_parent
+          .unwrap_or(self.process.die_with_parent),
         sandbox,
       },
       timeout: call.timeout.unwrap_or(self.timeout),

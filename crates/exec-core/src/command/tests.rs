@@ -7,11 +7,25 @@ fn host() -> Result<PathBuf, ExecError> {
   Ok(PathBuf::from("/host"))
 }
 
+/// A call that gives only `sandbox` (`None`: `sandbox: false`).
+fn sandboxed(sandbox: Option<SandboxPolicy>) -> CallOptions {
+  CallOptions {
+    process: ProcessFields {
+      sandbox: Some(sandbox),
+      ..Default::default()
+    },
+    ..Default::default()
+  }
+}
+
 #[test]
 fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
   let runner = CommandDefaults::new(CallOptions {
-    env: Some(vec![("A".into(), Some("1".into()))]),
-    env_denylist: Some(vec!["X_*".into()]),
+    process: ProcessFields {
+      env: Some(vec![("A".into(), Some("1".into()))]),
+      env_denylist: Some(vec!["X_*".into()]),
+      ..Default::default()
+    },
     max_lines: Some(10),
     ..Default::default()
   })
@@ -19,8 +33,11 @@ fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
   let o = runner
     .merge(
       CallOptions {
-        env: Some(vec![("B".into(), Some("2".into())), ("A".into(), None)]),
-        env_allowlist: Some(vec!["PATH".into()]),
+        process: ProcessFields {
+          env: Some(vec![("B".into(), Some("2".into())), ("A".into(), None)]),
+          env_allowlist: Some(vec!["PATH".into()]),
+          ..Default::default()
+        },
         ..Default::default()
       },
       host,
@@ -47,7 +64,10 @@ fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
     .merge(
       CallOptions {
         timeout: Some(None),
-        cwd: Some("/c".into()),
+        process: ProcessFields {
+          cwd: Some("/c".into()),
+          ..Default::default()
+        },
         ..Default::default()
       },
       || panic!("the host's cwd is not asked for when a cwd is given"),
@@ -58,11 +78,7 @@ fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
 
 #[test]
 fn a_call_may_only_narrow_the_runners_sandbox() {
-  let runner = CommandDefaults::new(CallOptions {
-    sandbox: Some(Some(SandboxPolicy::default())),
-    ..Default::default()
-  })
-  .unwrap();
+  let runner = CommandDefaults::new(sandboxed(Some(SandboxPolicy::default()))).unwrap();
   assert!(
     !runner.process.env.deny.is_empty(),
     "a sandboxed runner drops the host's secrets"
@@ -71,10 +87,7 @@ fn a_call_may_only_narrow_the_runners_sandbox() {
     mode: SandboxMode::ReadOnly,
     ..Default::default()
   };
-  let narrowed = CallOptions {
-    sandbox: Some(Some(read_only)),
-    ..Default::default()
-  };
+  let narrowed = sandboxed(Some(read_only));
   assert_eq!(
     runner
       .merge(narrowed, host)
@@ -85,22 +98,16 @@ fn a_call_may_only_narrow_the_runners_sandbox() {
       .mode,
     SandboxMode::ReadOnly
   );
-  let off = CallOptions {
-    sandbox: Some(None),
-    ..Default::default()
-  };
+  let off = sandboxed(None);
   assert!(runner
     .merge(off, host)
     .unwrap_err()
     .message()
     .contains("cannot turn off"));
-  let wider = CallOptions {
-    sandbox: Some(Some(SandboxPolicy {
-      network: true,
-      ..Default::default()
-    })),
+  let wider = sandboxed(Some(SandboxPolicy {
+    network: true,
     ..Default::default()
-  };
+  }));
   assert!(runner
     .merge(wider, host)
     .unwrap_err()

@@ -25,6 +25,7 @@ use crate::process::spec::{check_cwd, resolve_program};
 #[cfg(unix)]
 use crate::process::supervise::Discard;
 use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use crate::process::RunOptions;
 
 impl ProcessManager {
   /// Start a process. Must be called within a tokio runtime. On a spawn
@@ -154,6 +155,9 @@ impl ProcessManager {
       cwd: Some(cwd),
       ..spec.process
     };
+    // no timeout: it runs until it exits or is terminated, with the
+    // manager's grace
+    ps.run = self.untimed();
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -209,10 +213,19 @@ impl ProcessManager {
       proc: p.clone(),
       stream: Stream::Pty,
     };
-    let exec = Execution::on_terminal(spawned, io.clone(), sink, Discard);
+    let exec = Execution::on_terminal(spawned, io.clone(), sink, Discard, &self.untimed());
     *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(master);
     *p.input.try_lock().expect("new process") = Input::Pty(io);
     Ok(self.follow(p, exec))
+  }
+
+  /// A run of the manager's: no timeout (it runs until it exits or is
+  /// terminated), the manager's grace.
+  fn untimed(&self) -> RunOptions {
+    RunOptions {
+      kill_grace: self.inner.config.close_grace,
+      ..RunOptions::untimed()
+    }
   }
 
   /// Record `exec`'s pid and its tree in `p`, and follow it to its end on a
@@ -233,9 +246,6 @@ impl ProcessManager {
     p.lock().release_started(pid);
     p.bump();
     let policy = RunPolicy {
-      timeout: None,
-      timeout_label: None,
-      kill_grace: cfg.close_grace,
       drain: cfg.drain,
       cleanup_group_on_exit: true,
       owner: cfg.owner,

@@ -223,13 +223,14 @@ pub async fn execute_code(
   spec.process.cwd = Some(config.cwd.clone());
   spec.process.sandbox = config.defaults.process.sandbox.clone();
   spec.process.limits = config.defaults.process.limits.clone();
+  let limits = OutputLimits::default();
+  spec.run.timeout = (!timeout.is_zero()).then_some(timeout);
+  spec.run.max_output_bytes = limits.max_bytes * 2;
   let policy = RunPolicy {
-    timeout: (!timeout.is_zero()).then_some(timeout),
     owner: config.runner.owner,
     ..Default::default()
   };
-  let limits = OutputLimits::default();
-  let cap = limits.max_bytes * 2;
+  let cap = spec.run.max_output_bytes;
   let f = match run(
     &spec,
     &policy,

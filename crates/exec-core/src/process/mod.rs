@@ -14,7 +14,8 @@
 //!   its watchdog), [`cgroup`] (the cgroups the guard makes), [`sandbox`]
 //!   (the policy, the helper's command line or the child's restriction);
 //! - [`options`]: `ProcessOptions`, what every process takes (cwd, env,
-//!   limits, parent death, sandbox), embedded in the features' specs;
+//!   limits, parent death, sandbox), embedded in the features' specs, and
+//!   `RunOptions`, how a run ends (timeout, kill grace, input, output cap);
 //! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
 //! - [`reaper`]: orphans of our runs reaped when the host is PID 1 or a
 //!   subreaper (its decisions a pure part, `reaper::pass`);
@@ -50,7 +51,7 @@ pub mod supervise;
 #[cfg(unix)]
 mod tree;
 
-pub use options::ProcessOptions;
+pub use options::{ProcessFields, ProcessOptions, RunOptions};
 #[cfg(windows)]
 pub use registry::{kill_all, shutdown};
 #[cfg(unix)]

@@ -34,7 +34,6 @@ use super::drain::joined;
 use super::exit::sleep_until_opt;
 use super::{
   canceled_before_start, format_duration, Finished, OutputSink, ProcessSpec, RunOutcome, RunPolicy,
-  StdinMode,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::{self, Job, JobLimitHit, JobLimits};
@@ -58,6 +57,8 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   stop: CancellationToken,
   mark: String,
   limits: Limits,
+  /// The spec's timeout and kill grace (its input was handed to the feed).
+  run: crate::process::RunOptions,
 }
 
 /// The limits a job can hold; the others have no Windows form.
@@ -160,9 +161,10 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Comma
   }
   cmd.env(MARK_VAR, mark);
   cmd.creation_flags(platform::CREATE_NEW_PROCESS_GROUP | platform::CREATE_SUSPENDED);
-  cmd.stdin(match spec.stdin {
-    StdinMode::Null => Stdio::null(),
-    _ => Stdio::piped(),
+  cmd.stdin(if spec.stdin_piped() {
+    Stdio::piped()
+  } else {
+    Stdio::null()
   });
   cmd.stdout(Stdio::piped());
   cmd.stderr(Stdio::piped());
@@ -225,7 +227,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
 
     let mut stdin = child.stdin.take();
     let mut input_task = None;
-    if let StdinMode::Bytes(bytes) = &spec.stdin {
+    if let Some(bytes) = &spec.run.input {
       if let Some(mut w) = stdin.take() {
         let bytes = bytes.clone();
         input_task = Some(tokio::spawn(async move {
@@ -246,6 +248,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       stop,
       mark,
       limits: spec.process.limits.clone(),
+      run: spec.run.without_input(),
     })
   }
 
@@ -263,7 +266,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     self.job.clone()
   }
 
-  /// The stdin pipe, with [`StdinMode::Piped`].
+  /// The stdin pipe, with [`StdinMode::Piped`](super::StdinMode::Piped).
   pub fn take_stdin(&mut self) -> Option<ChildStdin> {
     self.stdin.take()
   }
@@ -271,17 +274,17 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Wait for the end: the child's exit (or the timeout, or `cancel`), then
   /// the end of what is left in its job, and the drain.
   pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
-    let deadline = policy.timeout.map(|t| self.started + t);
+    let deadline = self.run.timeout.map(|t| self.started + t);
     let (mut timed_out, mut canceled) = (false, false);
     let status = tokio::select! {
       st = self.child.wait() => st,
       _ = sleep_until_opt(deadline) => {
         timed_out = true;
-        kill_sequence(&mut self.child, &self.job, self.pid, policy.kill_grace).await
+        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
       }
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, &self.job, self.pid, policy.kill_grace).await
+        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
       }
     };
     // an exit caused by `kill('SIGKILL')` (cancel, then the job ended) may
@@ -289,7 +292,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     canceled |= !timed_out && cancel.is_cancelled();
     // what is left of the tree goes the same way (graceful, then ended)
     if policy.cleanup_group_on_exit || timed_out || canceled {
-      end_later(self.job.clone(), self.pid, policy.kill_grace);
+      end_later(self.job.clone(), self.pid, self.run.kill_grace);
     } else {
       registry::unregister(self.pid as i32);
     }
@@ -299,12 +302,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     if let Some(t) = self.input_task.take() {
       t.abort();
     }
-    let outcome = self.outcome(
-      status,
-      policy,
-      (timed_out, canceled),
-      (stdout_bytes, stderr_bytes),
-    );
+    let outcome = self.outcome(status, (timed_out, canceled), (stdout_bytes, stderr_bytes));
     Finished {
       outcome,
       stdout,
@@ -315,7 +313,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   fn outcome(
     &self,
     status: std::io::Result<ExitStatus>,
-    policy: &RunPolicy,
     (timed_out, canceled): (bool, bool),
     (stdout_bytes, stderr_bytes): (u64, u64),
   ) -> RunOutcome {
@@ -327,10 +324,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       Some(e)
     } else if timed_out {
       exit_code = 124;
-      let label = policy
+      let label = self
+        .run
         .timeout_label
         .clone()
-        .or_else(|| policy.timeout.map(format_duration))
+        .or_else(|| self.run.timeout.map(format_duration))
         .unwrap_or_default();
       Some(ExecError::new(
         ErrorCode::TIMEOUT,

@@ -16,7 +16,7 @@ use crate::manager::{
   TerminateMode, WaitResult,
 };
 use crate::process::limits::Limits;
-use crate::process::spec::EnvSpec;
+use crate::process::{ProcessFields, ProcessOptions};
 
 pub const PROTOCOL_VERSION: &str = "1";
 
@@ -505,18 +505,41 @@ pub(crate) fn sandbox_param(
   Ok(Some(p))
 }
 
+/// The process fields of a start's params (`process/start`,
+/// `session/start`), each parsed; checked with the defaults by
+/// `ProcessOptions::try_from`, as the addon's are.
+pub(crate) fn process_fields(
+  cwd: Option<PathBuf>,
+  env: Option<HashMap<String, Option<String>>>,
+  extend_env: Option<bool>,
+  (allow, deny): (Option<Value>, Option<Value>),
+  limits: Option<Value>,
+  die_with_parent: Option<bool>,
+  sandbox: Option<Value>,
+) -> Result<ProcessFields, RpcError> {
+  Ok(ProcessFields {
+    cwd,
+    env: env.map(|e| e.into_iter().collect()),
+    extend_env,
+    env_allowlist: patterns_param(allow, "envAllowlist")?,
+    env_denylist: patterns_param(deny, "envDenylist")?,
+    limits: Some(limits_param(limits)?),
+    die_with_parent,
+    sandbox: Some(sandbox_param(sandbox)?),
+  })
+}
+
 pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
   let p: StartParams = params(p)?;
-  let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
-  let mut env = EnvSpec::from_options(
+  let fields = process_fields(
+    p.cwd.map(PathBuf::from),
+    p.env,
     p.extend_env,
-    p.env.unwrap_or_default().into_iter().collect(),
-    patterns_param(p.env_allowlist, "envAllowlist")?,
-    patterns_param(p.env_denylist, "envDenylist")?,
+    (p.env_allowlist, p.env_denylist),
+    p.limits,
+    p.die_with_parent,
+    p.sandbox,
   )?;
-  let sandbox = sandbox_param(p.sandbox)?;
-  crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
-  let limits = limits_param(p.limits)?;
   let io = match p.io {
     None => ProcessIo::Pipe { stdin_open: false },
     Some(IoParams::Pipe { stdin }) => ProcessIo::Pipe {
@@ -530,13 +553,7 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       argv: p.argv,
       arg0: p.arg0,
       io,
-      process: crate::process::ProcessOptions {
-        cwd: p.cwd.map(PathBuf::from),
-        env,
-        limits,
-        die_with_parent: p.die_with_parent.unwrap_or(false),
-        sandbox,
-      },
+      process: ProcessOptions::try_from(fields)?,
     },
     p.events.unwrap_or(true),
   ))

@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
-use crate::process::spec::EnvSpec;
 use crate::process::supervise::OutputSink;
 use crate::process::ProcessOptions;
 use crate::session::{
@@ -173,23 +172,6 @@ pub async fn dispatch(
   }
 }
 
-/// The session's environment and sandbox (a sandbox drops the secrets from
-/// the environment unless the env lists were given).
-fn env_and_sandbox(
-  p: &mut StartParams,
-) -> Result<(EnvSpec, Option<crate::process::sandbox::SandboxPolicy>), RpcError> {
-  let explicit_lists = p.env_allowlist.is_some() || p.env_denylist.is_some();
-  let mut env = EnvSpec::from_options(
-    p.extend_env,
-    p.env.take().unwrap_or_default().into_iter().collect(),
-    protocol::patterns_param(p.env_allowlist.take(), "envAllowlist")?,
-    protocol::patterns_param(p.env_denylist.take(), "envDenylist")?,
-  )?;
-  let sandbox = protocol::sandbox_param(p.sandbox.take())?;
-  crate::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
-  Ok((env, sandbox))
-}
-
 /// The id of a new session: the one asked for, or the next `s<n>`; EEXIST
 /// when a session has it.
 fn new_id(sessions: &Sessions, asked: Option<String>) -> Result<String, RpcError> {
@@ -246,17 +228,21 @@ struct Common {
   startup_timeout: Option<Duration>,
 }
 
-async fn start(sessions: &Sessions, owner: u64, mut p: StartParams) -> Result<Value, RpcError> {
-  let (env, sandbox) = env_and_sandbox(&mut p)?;
+async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value, RpcError> {
+  let fields = protocol::process_fields(
+    None,
+    p.env,
+    p.extend_env,
+    (p.env_allowlist, p.env_denylist),
+    p.limits,
+    p.die_with_parent,
+    p.sandbox,
+  )?;
+  let mut process = ProcessOptions::try_from(fields)?;
+  process.cwd = Some(cwd_param(p.cwd)?);
   let ms = Duration::from_millis;
   let c = Common {
-    process: ProcessOptions {
-      cwd: Some(cwd_param(p.cwd)?),
-      env,
-      limits: protocol::limits_param(p.limits)?,
-      die_with_parent: p.die_with_parent.unwrap_or(false),
-      sandbox,
-    },
+    process,
     owner,
     init_code: p.init_code,
     kill_grace: p.force_kill_after_delay_ms.map(ms),

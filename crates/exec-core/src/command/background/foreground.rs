@@ -75,9 +75,6 @@ impl CommandRunner {
     let pid = exec.pid();
     let cancel = CancellationToken::new();
     let policy = RunPolicy {
-      timeout: None,
-      timeout_label: None,
-      kill_grace: self.inner.config.kill_grace,
       drain: Duration::from_millis(100),
       cleanup_group_on_exit: true,
       owner,

@@ -19,6 +19,7 @@ use crate::command::{command_env, CommandReport, CommandSpec, DEFAULT_RETENTION}
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
 use crate::process::supervise::{ProcessSpec, StdinMode};
+use crate::process::RunOptions;
 
 /// Settings of a runner.
 #[derive(Debug, Clone)]
@@ -195,9 +196,15 @@ impl CommandRunner {
     let script_text = stateful
       .as_ref()
       .map_or(command, |(_, r)| r.script.as_str());
-    let (spec, script) = match bash_spec(script_text, &opts, self.inner.config.shell) {
+    let (mut spec, script) = match bash_spec(script_text, &opts, self.inner.config.shell) {
       Ok(s) => s,
       Err(e) => return CommandReport::failed(e),
+    };
+    // the command's timeout moves it to the background (`wait_foreground`),
+    // it does not kill it; a kill has the runner's grace
+    spec.run = RunOptions {
+      kill_grace: self.inner.config.kill_grace,
+      ..RunOptions::untimed()
     };
     let dir = opts
       .output_dir

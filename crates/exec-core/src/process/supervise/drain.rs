@@ -38,11 +38,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// group cleanup and the drain.
   pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
     let pgid = self.pid as i32;
-    let phase = self.exit_phase(policy, cancel).await;
+    let phase = self.exit_phase(cancel).await;
     crate::trace::at("rt.exited");
     // what is left of the tree (the group, and marked escapees) goes the same way
     if policy.cleanup_group_on_exit || phase.ended_by_us() {
-      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
+      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, self.run.kill_grace);
     } else {
       registry::unregister(pgid);
     }
@@ -52,7 +52,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let (stderr, stderr_bytes) = joined(err).await;
     crate::trace::at("rt.drained");
     Finished {
-      outcome: self.outcome_of(phase, policy, stdout_bytes, stderr_bytes),
+      outcome: self.outcome_of(phase, stdout_bytes, stderr_bytes),
       stdout,
       stderr,
     }
@@ -69,21 +69,16 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     cancel: &CancellationToken,
   ) -> LeftRunning {
     let pgid = self.pid as i32;
-    let phase = self.exit_phase(policy, cancel).await;
+    let phase = self.exit_phase(cancel).await;
     let left = if phase.ended_by_us() {
       Vec::new()
     } else {
       leftovers(&self.mark, pgid).await
     };
     if left.is_empty() {
-      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, policy.kill_grace);
+      ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, self.run.kill_grace);
       let (out, err) = self.drain(policy).await;
-      let outcome = self.outcome_of(
-        phase,
-        policy,
-        out.map_or(0, |(_, n)| n),
-        err.map_or(0, |(_, n)| n),
-      );
+      let outcome = self.outcome_of(phase, out.map_or(0, |(_, n)| n), err.map_or(0, |(_, n)| n));
       return LeftRunning {
         outcome,
         mark: self.mark.clone(),
@@ -98,7 +93,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // the leftovers are the caller's now; the host's exit still kills them by their mark
     registry::unregister(pgid);
     let (out, err) = self.pumps.take().expect("the pumps are handed out once");
-    let outcome = self.outcome_of(phase, policy, 0, 0);
+    let outcome = self.outcome_of(phase, 0, 0);
     let pumps = tokio::spawn(async move {
       let _ = out.join().await;
       let _ = err.join().await;

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::launch::{self, LaunchedChild};
 use super::pump::{watch_pipe, PipeIn, Pump};
-use super::{OutputSink, ProcessSpec, StdinMode};
+use super::{OutputSink, ProcessSpec};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::child::{Child, StdinPipe};
 use crate::process::limits::LimitGuard;
@@ -42,6 +42,8 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   pub(super) mark: String,
   pub(super) guard: LimitGuard,
   pub(super) sandbox: Option<crate::process::sandbox::SandboxReport>,
+  /// The spec's timeout and kill grace (its input was handed to the feed).
+  pub(super) run: crate::process::RunOptions,
 }
 
 #[cfg(unix)]
@@ -78,13 +80,12 @@ fn abandon(child: &mut Child, pid: u32, mark: &str, owner: u64) {
   tree.terminate_later(owner, Duration::ZERO);
 }
 
-/// With [`StdinMode::Bytes`], the task that writes them to the child's stdin
-/// (taken from `stdin`) and closes it.
+/// With an input ([`RunOptions::input`](crate::process::RunOptions::input)),
+/// the task that writes it to the child's stdin (taken from `stdin`) and
+/// closes it.
 #[cfg(unix)]
-fn feed_input(mode: &StdinMode, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
-  let StdinMode::Bytes(bytes) = mode else {
-    return None;
-  };
+fn feed_input(input: Option<&Vec<u8>>, stdin: &mut Option<StdinPipe>) -> Option<JoinHandle<()>> {
+  let bytes = input?;
   let mut w = stdin.take()?;
   let bytes = bytes.clone();
   Some(tokio::spawn(async move {
@@ -147,7 +148,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     );
 
     let mut stdin = stdin;
-    let input_task = feed_input(&spec.stdin, &mut stdin);
+    let input_task = feed_input(spec.run.input.as_ref(), &mut stdin);
     crate::trace::at("rt.started");
     Ok(Execution {
       child,
@@ -160,6 +161,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       mark,
       guard,
       sandbox,
+      run: spec.run.without_input(),
     })
   }
 
@@ -167,12 +169,14 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// whose one output stream is the terminal's master, `master` (shared with
   /// the caller, who writes to it). It is read into `sink` until EIO (every
   /// slave closed), which ends it as EOF ends a pipe; the second stream gets
-  /// nothing.
+  /// nothing. `run`: its timeout and kill grace (an input is not fed: the
+  /// caller writes to the terminal).
   pub fn on_terminal(
     spawned: crate::process::Spawned<tokio::process::Child>,
     master: Arc<PipeIn>,
     sink: O,
     none: E,
+    run: &crate::process::RunOptions,
   ) -> Self {
     let stop = CancellationToken::new();
     Execution {
@@ -186,6 +190,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       mark: spawned.mark,
       guard: spawned.guard,
       sandbox: spawned.sandbox,
+      run: run.without_input(),
     }
   }
 
@@ -198,7 +203,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     &self.mark
   }
 
-  /// The stdin pipe, with [`StdinMode::Piped`].
+  /// The stdin pipe, with [`StdinMode::Piped`](super::StdinMode::Piped).
   pub fn take_stdin(&mut self) -> Option<StdinPipe> {
     self.stdin.take()
   }

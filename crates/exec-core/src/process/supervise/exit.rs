@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(unix)]
-use super::{Execution, OutputSink, RunPolicy};
+use super::{Execution, OutputSink};
 #[cfg(unix)]
 use crate::error::ErrorCode;
 use crate::error::ExecError;
@@ -65,16 +65,12 @@ pub struct Finished<O, E> {
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Wait for the child's exit, the timeout, `cancel` or a resource limit
   /// (the last three kill the group and the marked tree).
-  pub(super) async fn exit_phase(
-    &mut self,
-    policy: &RunPolicy,
-    cancel: &CancellationToken,
-  ) -> ExitPhase {
+  pub(super) async fn exit_phase(&mut self, cancel: &CancellationToken) -> ExitPhase {
     let pgid = self.pid as i32;
     let mut timed_out = false;
     let mut canceled = false;
     let mut limit_hit: Option<ExecError> = None;
-    let deadline = policy.timeout.map(|t| self.started + t);
+    let deadline = self.run.timeout.map(|t| self.started + t);
     let status = tokio::select! {
       st = self.child.wait() => st,
       e = self.guard.watch() => {
@@ -85,11 +81,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       }
       _ = sleep_until_opt(deadline) => {
         timed_out = true;
-        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, self.run.kill_grace).await
       }
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, pgid, &self.mark, policy.kill_grace).await
+        kill_sequence(&mut self.child, pgid, &self.mark, self.run.kill_grace).await
       }
     };
     self.guard.release();
@@ -105,7 +101,6 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   pub(super) fn outcome_of(
     &mut self,
     phase: ExitPhase,
-    policy: &RunPolicy,
     stdout_bytes: u64,
     stderr_bytes: u64,
   ) -> RunOutcome {
@@ -132,10 +127,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       error = Some(e);
     } else if timed_out {
       exit_code = 124;
-      let label = policy
+      let label = self
+        .run
         .timeout_label
         .clone()
-        .or_else(|| policy.timeout.map(format_duration))
+        .or_else(|| self.run.timeout.map(format_duration))
         .unwrap_or_default();
       error = Some(ExecError::new(
         ErrorCode::TIMEOUT,

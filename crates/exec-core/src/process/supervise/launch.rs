@@ -10,7 +10,7 @@
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 
-use super::{ProcessSpec, StdinMode};
+use super::ProcessSpec;
 use crate::error::ExecError;
 #[cfg(target_os = "linux")]
 use crate::platform;
@@ -82,7 +82,7 @@ pub(super) fn spawn(
   setup: &ChildSetup,
   spec: &ProcessSpec,
 ) -> Result<Spawned<LaunchedChild>, ExecError> {
-  let null_stdin = matches!(spec.stdin, StdinMode::Null);
+  let null_stdin = !spec.stdin_piped();
   setup.spawn_raw(&command(spec), |launch| {
     let spawner = launch.spawner;
     let zygote = kept_helper_run(spec, launch.program, spawner.plain_image().is_some());
@@ -140,9 +140,10 @@ pub(super) fn spawn(
   spec: &ProcessSpec,
 ) -> Result<Spawned<LaunchedChild>, ExecError> {
   use std::process::Stdio;
-  let stdin = match spec.stdin {
-    StdinMode::Null => Stdio::null(),
-    _ => Stdio::piped(),
+  let stdin = if spec.stdin_piped() {
+    Stdio::piped()
+  } else {
+    Stdio::null()
   };
   let stdio = [stdin, Stdio::piped(), Stdio::piped()];
   let spawned = setup.spawn(&command(spec), crate::process::Leader::Group, stdio)?;

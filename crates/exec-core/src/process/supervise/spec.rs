@@ -1,21 +1,21 @@
-//! What a run is: the process to start ([`ProcessSpec`], its [`StdinMode`])
-//! and how it is supervised ([`RunPolicy`]: the timeout, the kill grace, the
-//! drain, the cleanup, the owner).
+//! What a run is: the process to start ([`ProcessSpec`], its [`StdinMode`],
+//! its [`ProcessOptions`] and [`RunOptions`]: the timeout, the kill grace,
+//! the input) and how the host supervises it ([`RunPolicy`]: the drain, the
+//! cleanup, the owner).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
 
-/// What the child's stdin is.
-#[derive(Debug, Clone, Default)]
+/// What the child's stdin is when its [`RunOptions::input`] is `None` (with
+/// an input, a pipe fed those bytes, then closed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StdinMode {
   /// `/dev/null`: a program that reads gets EOF at once.
   #[default]
   Null,
-  /// These bytes, then EOF.
-  Bytes(Vec<u8>),
   /// A pipe the caller writes to
   /// ([`Execution::take_stdin`](super::Execution::take_stdin)).
   Piped,
@@ -27,12 +27,15 @@ pub struct ProcessSpec {
   pub program: PathBuf,
   pub args: Vec<OsString>,
   pub arg0: Option<OsString>,
+  /// Without an input in `run`.
   pub stdin: StdinMode,
   /// cwd (`None`: the host's), environment, opt-in resource limits (see
   /// [`crate::process::limits`]), the parent-death SIGKILL (Linux
   /// PR_SET_PDEATHSIG, even when the host dies by SIGKILL) and the opt-in
   /// OS sandbox (see [`crate::process::sandbox`]).
   pub process: ProcessOptions,
+  /// The timeout and the kill at one, the input, the output cap.
+  pub run: RunOptions,
 }
 
 impl ProcessSpec {
@@ -43,7 +46,13 @@ impl ProcessSpec {
       arg0: None,
       stdin: StdinMode::Null,
       process: ProcessOptions::default(),
+      run: RunOptions::default(),
     }
+  }
+
+  /// The child gets a pipe as its stdin: for its input, or for the caller.
+  pub fn stdin_piped(&self) -> bool {
+    self.run.input.is_some() || self.stdin == StdinMode::Piped
   }
 
   pub fn arg(mut self, a: impl Into<OsString>) -> Self {
@@ -52,15 +61,10 @@ impl ProcessSpec {
   }
 }
 
-/// How a run is supervised.
+/// How the host supervises a run, beyond what its caller asked for in the
+/// spec's [`RunOptions`] (the timeout and the kill grace are there).
 #[derive(Debug, Clone)]
 pub struct RunPolicy {
-  /// Kill the group after this long (`None`: never).
-  pub timeout: Option<Duration>,
-  /// The timeout as the caller gave it, for the message (`after 1s`).
-  pub timeout_label: Option<String>,
-  /// Between SIGTERM and SIGKILL.
-  pub kill_grace: Duration,
   /// How long to keep reading after the child exited, for output still in the
   /// pipes or held open by a grandchild.
   pub drain: Duration,
@@ -75,9 +79,6 @@ pub struct RunPolicy {
 impl Default for RunPolicy {
   fn default() -> Self {
     RunPolicy {
-      timeout: Some(Duration::from_secs(30)),
-      timeout_label: None,
-      kill_grace: Duration::from_millis(500),
       drain: Duration::from_millis(100),
       cleanup_group_on_exit: true,
       owner: 0,

@@ -46,11 +46,9 @@ async fn captures_both_streams_and_exit_code() {
 
 #[tokio::test]
 async fn timeout_kills_group_and_keeps_output() {
-  let policy = RunPolicy {
-    timeout: Some(Duration::from_millis(300)),
-    ..Default::default()
-  };
-  let (o, out, _) = capture(&sh("echo before; sleep 10"), &policy).await;
+  let mut spec = sh("echo before; sleep 10");
+  spec.run.timeout = Some(Duration::from_millis(300));
+  let (o, out, _) = capture(&spec, &RunPolicy::default()).await;
   assert!(o.timed_out);
   assert_eq!(o.exit_code, 124);
   assert_eq!(out, "before\n");
@@ -63,16 +61,10 @@ async fn timeout_kills_group_and_keeps_output() {
 
 #[tokio::test]
 async fn sigterm_ignoring_child_is_killed() {
-  let policy = RunPolicy {
-    timeout: Some(Duration::from_millis(200)),
-    kill_grace: Duration::from_millis(200),
-    ..Default::default()
-  };
-  let (o, out, _) = capture(
-    &sh("trap '' TERM; echo ready; sleep 10 & wait; sleep 10"),
-    &policy,
-  )
-  .await;
+  let mut spec = sh("trap '' TERM; echo ready; sleep 10 & wait; sleep 10");
+  spec.run.timeout = Some(Duration::from_millis(200));
+  spec.run.kill_grace = Duration::from_millis(200);
+  let (o, out, _) = capture(&spec, &RunPolicy::default()).await;
   assert!(o.timed_out);
   assert_eq!(o.signal.as_deref(), Some("SIGKILL"));
   assert_eq!(out, "ready\n");
@@ -129,7 +121,7 @@ async fn cancel_reports_canceled() {
 #[tokio::test]
 async fn stdin_bytes_and_null() {
   let mut spec = ProcessSpec::new("/bin/cat");
-  spec.stdin = StdinMode::Bytes(b"piped in".to_vec());
+  spec.run.input = Some(b"piped in".to_vec());
   let (_, out, _) = capture(&spec, &RunPolicy::default()).await;
   assert_eq!(out, "piped in");
   let (o, out, _) = capture(&sh("read x; echo \"got:$x:$?\""), &RunPolicy::default()).await;
@@ -168,15 +160,18 @@ mod limit_tests {
   async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
     let mut spec = ProcessSpec::new("/bin/bash").arg("-c").arg(script);
     spec.process.limits = limits;
-    let policy = RunPolicy {
-      timeout: Some(Duration::from_secs(20)),
-      kill_grace: Duration::from_millis(200),
-      ..Default::default()
-    };
-    run(&spec, &policy, Discard, Discard, &CancellationToken::new())
-      .await
-      .unwrap()
-      .outcome
+    spec.run.timeout = Some(Duration::from_secs(20));
+    spec.run.kill_grace = Duration::from_millis(200);
+    run(
+      &spec,
+      &RunPolicy::default(),
+      Discard,
+      Discard,
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .outcome
   }
 
   #[tokio::test]
@@ -361,14 +356,17 @@ mod bomb_test {
       max_processes: Some(50),
       ..Default::default()
     };
-    let policy = RunPolicy {
-      timeout: Some(Duration::from_secs(20)),
-      ..Default::default()
-    };
-    let o = run(&spec, &policy, Discard, Discard, &CancellationToken::new())
-      .await
-      .unwrap()
-      .outcome;
+    spec.run.timeout = Some(Duration::from_secs(20));
+    let o = run(
+      &spec,
+      &RunPolicy::default(),
+      Discard,
+      Discard,
+      &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .outcome;
     assert_eq!(
       o.error.unwrap().message(),
       "exec: process limit of 50 exceeded (ELIMIT)"
@@ -626,13 +624,11 @@ mod capture_tests {
 
   #[tokio::test]
   async fn a_timeout_mid_stream_keeps_an_exact_count_and_a_contiguous_tail() {
-    let policy = RunPolicy {
-      timeout: Some(Duration::from_millis(400)),
-      kill_grace: Duration::from_millis(100),
-      ..Default::default()
-    };
+    let mut spec = bash("seq 1 1000000000");
+    spec.run.timeout = Some(Duration::from_millis(400));
+    spec.run.kill_grace = Duration::from_millis(100);
     let cap = 1 << 20;
-    let f = both(&bash("seq 1 1000000000"), &policy, cap).await;
+    let f = both(&spec, &RunPolicy::default(), cap).await;
     assert!(f.outcome.timed_out);
     let total = f.outcome.stdout_bytes;
     assert_eq!(f.stdout.0.total(), total);

@@ -2,20 +2,32 @@
 //! comments into `index.d.ts`, so the types are the documentation. Options
 //! are declared with `js_options!` (see `read.rs`): the declaration is both
 //! the TypeScript interface and the reader; the fields every process takes
-//! are declared once there, and [`ProcessFields`] turns them into the core's
-//! types.
+//! are declared once there and move out as the core's `ProcessFields`.
+//!
+//! Each API's options are converted once, into the core's types, here:
+//! - `process`: the process fields' own values (`limits`, `sandbox`);
+//! - `run`: the runs of a program (`executeAndCapture`, `captureCall`,
+//!   `spawnCall`, `executeStreaming`, `spawn`) -> `ProcessOptions` +
+//!   `RunOptions`;
+//! - `command` (Unix, as the command tool): the command runner's
+//!   (`runCommand`, `CommandRunner` and its `run`, `start`) -> `CallOptions`,
+//!   `CommandDefaults`.
 
-use std::path::PathBuf;
+#[cfg(unix)]
+mod command;
+mod process;
+mod run;
 
-use exec_core::process::limits::Limits;
-use exec_core::process::sandbox::{OnUnavailable, SandboxMode, SandboxPolicy};
-use exec_core::EnvSpec;
+#[cfg(unix)]
+pub use command::{read_command_options, read_runner_options, read_start_options};
+pub use process::{Limit, Parsed, SandboxArg};
+pub use run::{CaptureRun, StreamRun};
+
+use exec_core::process::sandbox::{OnUnavailable, SandboxMode};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::read::{
-  self, ArgResult, At, Encoding, EnvVars, FromJs, Input, JsSignal, Ms, Size, Timeout,
-};
+use crate::read::{self, ArgResult, At, Encoding, FromJs, Input, JsSignal, Ms, Size, Timeout};
 use crate::text::JsText;
 
 js_options! {
@@ -256,70 +268,12 @@ js_options! {
   }
 }
 
-impl From<SandboxOptions> for SandboxPolicy {
-  fn from(o: SandboxOptions) -> Self {
-    let d = SandboxPolicy::default();
-    SandboxPolicy {
-      mode: o.mode.map_or(d.mode, |m| m.0),
-      writable_roots: o.writable_roots.map_or(d.writable_roots, |r| {
-        r.into_iter().map(PathBuf::from).collect()
-      }),
-      exclude_tmp: o.exclude_tmp.unwrap_or(d.exclude_tmp),
-      network: o.network.unwrap_or(d.network),
-      protect: o
-        .protect
-        .map_or(d.protect, |r| r.into_iter().map(PathBuf::from).collect()),
-      on_unavailable: o.on_unavailable.map_or(d.on_unavailable, |u| u.0),
-    }
-  }
-}
-
-/// `sandbox: boolean | SandboxOptions`: `None` for `false`.
-pub struct SandboxArg(pub Option<SandboxPolicy>);
-
-impl<'env> FromJs<'env> for SandboxArg {
-  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    match v.get_type() {
-      Ok(napi::ValueType::Boolean) => Ok(SandboxArg(
-        bool::from_js(v, at)?.then(SandboxPolicy::default),
-      )),
-      Ok(napi::ValueType::Object) => Ok(SandboxArg(Some(SandboxOptions::from_js(v, at)?.into()))),
-      _ => Err(at.wrong("true or an object", &v)),
-    }
-  }
-}
-
-/// A string one of the core's `parse` functions reads (a sandbox mode...).
-pub struct Parsed<T>(pub T);
-
-impl<'env> FromJs<'env> for Parsed<SandboxMode> {
-  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    read::parsed(v, at, SandboxMode::parse).map(Parsed)
-  }
-}
-
-impl<'env> FromJs<'env> for Parsed<OnUnavailable> {
-  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    read::parsed(v, at, OnUnavailable::parse).map(Parsed)
-  }
-}
-
 /// `typescript: 'auto' | 'strip' | 'tsx'`.
 pub struct TypeScript(pub exec_core::TsPath);
 
 impl<'env> FromJs<'env> for TypeScript {
   fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
     read::parsed(v, at, exec_core::TsPath::parse).map(TypeScript)
-  }
-}
-
-/// One resource limit, checked by the core (`exec_core::process::limits::limit_value`,
-/// which `serve` uses too).
-pub struct Limit(pub u64);
-
-impl<'env> FromJs<'env> for Limit {
-  fn from_js(v: Unknown<'env>, at: &At) -> ArgResult<Self> {
-    read::checked(v, at, exec_core::process::limits::limit_value).map(Limit)
   }
 }
 
@@ -349,56 +303,5 @@ js_options! {
     /// it is not stopped).
     #[napi(ts_type = "number")]
     pub open_files: Option<Limit>,
-  }
-}
-
-impl From<ResourceLimits> for Limits {
-  fn from(l: ResourceLimits) -> Self {
-    Limits {
-      memory_bytes: l.memory_bytes.map(|n| n.0),
-      cpu_seconds: l.cpu_seconds.map(|n| n.0),
-      max_processes: l.max_processes.map(|n| n.0),
-      file_size_bytes: l.file_size_bytes.map(|n| n.0),
-      open_files: l.open_files.map(|n| n.0),
-    }
-  }
-}
-
-/// The fields every process takes (see `js_options!`), moved out of an
-/// options object by its `process()`.
-#[derive(Default)]
-pub struct ProcessFields {
-  pub cwd: Option<String>,
-  pub env: Option<EnvVars>,
-  pub extend_env: Option<bool>,
-  pub env_allowlist: Option<Vec<String>>,
-  pub env_denylist: Option<Vec<String>>,
-  pub limits: Option<ResourceLimits>,
-  pub die_with_parent: Option<bool>,
-  pub sandbox: Option<SandboxArg>,
-}
-
-/// [`ProcessFields`] checked, as the core's one options type of a process
-/// (`None` cwd: the caller's default, the host's cwd or a runner's).
-pub use exec_core::ProcessOptions;
-
-impl TryFrom<ProcessFields> for ProcessOptions {
-  type Error = exec_core::ExecError;
-
-  /// A sandboxed process drops the host's secrets unless the caller gave
-  /// its own env lists (`exec_core::process::sandbox::SECRET_ENV`).
-  fn try_from(f: ProcessFields) -> ArgResult<Self> {
-    let explicit_lists = f.env_allowlist.is_some() || f.env_denylist.is_some();
-    let vars = f.env.map(|v| v.0).unwrap_or_default();
-    let mut env = EnvSpec::from_options(f.extend_env, vars, f.env_allowlist, f.env_denylist)?;
-    let sandbox = f.sandbox.and_then(|s| s.0);
-    exec_core::process::sandbox::drop_secrets(&sandbox, explicit_lists, &mut env);
-    Ok(ProcessOptions {
-      cwd: f.cwd.map(PathBuf::from),
-      env,
-      limits: f.limits.map(Into::into).unwrap_or_default(),
-      die_with_parent: f.die_with_parent.unwrap_or(false),
-      sandbox,
-    })
   }
 }
