@@ -477,7 +477,8 @@ describe('exec-native serve: limits, env lists, dieWithParent', () => {
 async function wsServer(args: string[] = [], env: NodeJS.ProcessEnv = process.env) {
   const srv = startServer(['--listen', 'ws://127.0.0.1:0', ...args], env)
   const deadline = Date.now() + 15000
-  while (!/listening on (ws:\/\/\S+)/.test(srv.stderr())) {
+  // the whole line: a port read before its last digits came would be another server's
+  while (!/listening on (ws:\/\/\S+)\n/.test(srv.stderr())) {
     if (Date.now() > deadline || srv.child.exitCode !== null) throw new Error(`no listen line: ${srv.stderr()}`)
     await new Promise((r) => setTimeout(r, 25))
   }

@@ -161,13 +161,13 @@ pub fn serve<'env>(env: &'env Env, options: Option<Unknown<'env>>) -> Result<Pro
         let local = listener.local_addr().unwrap_or(addr);
         if let (Some(t), true) = (&token, made) {
           let file = server::write_token_file(t, local.port())?;
-          eprintln!(
+          say(&format!(
             "exec-native: token {t} (also in {}; clients send Authorization: Bearer <token>)",
             file.display()
-          );
+          ));
         }
         policy.token = token;
-        eprintln!("exec-native: listening on ws://{local}");
+        say(&format!("exec-native: listening on ws://{local}"));
         server::serve_ws(listener, config, policy).await
       }
     }
@@ -200,4 +200,13 @@ fn remove_token_files_at_exit(env: &Env) -> Result<()> {
 #[napi]
 pub fn kill_all_process_groups() -> u32 {
   exec_core::process::kill_all(Some(host::owner())) as u32
+}
+
+/// Write `line` and its newline to stderr in one write: `eprintln!` writes
+/// each formatted piece on its own (an unbuffered stream), so a client
+/// reading the address could see `ws://127.0.0.1:4` before the rest of the
+/// port.
+fn say(line: &str) {
+  use std::io::Write;
+  let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
