@@ -74,19 +74,25 @@ const r3 = (x) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x)
  * each. `op()` returns a number (its own measure) or undefined (then the wall
  * time of the op, in ms, is recorded); a contender with `batch(count)` instead
  * runs `count` operations itself and returns their measures (a peer in
- * another process: see `peerServer`). Returns samples per contender.
+ * another process: see `peerServer`). `enter()`/`leave()` bracket each of a
+ * contender's turns, its warm-up included (an environment of its own);
+ * `before()`/`after()` bracket its measured batches. Returns samples per
+ * contender.
  */
 async function interleave(contenders, { rounds, perRound, warmup = 0 }) {
   const samples = new Map(contenders.map((c) => [c.name, []]))
   for (const c of contenders) {
+    c.enter?.()
     if (c.batch) await c.batch(warmup)
     else for (let i = 0; i < warmup; i++) await c.op()
+    c.leave?.()
   }
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < contenders.length; k++) {
       const c = contenders[(r + k) % contenders.length]
       // the garbage of the previous contender is not collected on this one's time
       globalThis.gc?.()
+      c.enter?.()
       if (c.before) await c.before()
       // a peer in another process (the floor, Bun) times its own operations
       if (c.batch) samples.get(c.name).push(...(await c.batch(perRound)))
@@ -96,6 +102,7 @@ async function interleave(contenders, { rounds, perRound, warmup = 0 }) {
         samples.get(c.name).push(typeof v === 'number' ? v : performance.now() - t)
       }
       if (c.after) await c.after()
+      c.leave?.()
     }
   }
   return samples
@@ -430,17 +437,12 @@ async function heapChild(gib, count) {
     { name: 'exec-native spawnCall', call: () => spawnCall('/bin/true', []) },
     ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: true', call: () => spawnCall('/bin/true', [], { sandbox: true }).then((r) => check(r.sandbox?.applied === true, 'sandboxed')) }] : []),
     // the same sandbox as a host without user namespaces gets it: Landlock +
-    // seccomp applied by the child itself, no namespaces
-    // (the variable is read on the runtime's thread, after the call returns:
-    // it stays set until the run is over)
-    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', call: async () => {
-      process.env.EXEC_NATIVE_TEST_NO_USERNS = '1'
-      try {
-        const r = await spawnCall('/bin/true', [], { sandbox: true })
-        check(r.sandbox?.mechanism === 'landlock+seccomp', `landlock+seccomp, got ${JSON.stringify(r.sandbox)}`)
-      } finally {
-        delete process.env.EXEC_NATIVE_TEST_NO_USERNS
-      }
+    // seccomp applied by the child itself, no namespaces (the variable is
+    // set for this row's batches only, by `before`/`after`: not per call, so
+    // that the row does not time the environment's change)
+    ...(sandboxable ? [{ name: 'exec-native spawnCall, sandbox: landlock+seccomp only', env: { EXEC_NATIVE_TEST_NO_USERNS: '1' }, call: async () => {
+      const r = await spawnCall('/bin/true', [], { sandbox: true })
+      check(r.sandbox?.mechanism === 'landlock+seccomp', `landlock+seccomp, got ${JSON.stringify(r.sandbox)}`)
     } }] : []),
     // Debian's bubblewrap with the same boundary, spawned the same way
     ...(sandboxable && bwrap ? [{ name: 'bwrap (ro /, rw tmp, net, pid, proc)', call: () => spawnCall(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--bind', os.tmpdir(), os.tmpdir(), '--unshare-net', '--unshare-pid', '--proc', '/proc', '/bin/true'], {}).then((r) => check(r.exitCode === 0, 'bwrap')) }] : []),
@@ -455,7 +457,20 @@ async function heapChild(gib, count) {
   const s = await interleave(
     contenders.map((c) => ({
       name: c.name,
-      before: () => monitors.get(c.name).start(),
+      // after interleave's gc(), V8 sweeps the big heap on its helper threads
+      // for a while: on a 2-core machine they would take a core from this
+      // batch's first spawns (a sandboxed spawn, a chain of processes that
+      // each need one, most of all); let them finish first, for every
+      // contender alike (BENCH_HEAP_SETTLE_MS=0: not at all)
+      // the row's environment, for its warm-up and its batches only
+      enter: () => Object.assign(process.env, c.env),
+      leave: () => {
+        for (const k of Object.keys(c.env ?? {})) delete process.env[k]
+      },
+      before: async () => {
+        await new Promise((r) => setTimeout(r, HEAP_SETTLE_MS))
+        monitors.get(c.name).start()
+      },
       after: () => monitors.get(c.name).stop(),
       op: async () => {
         const t = performance.now()
@@ -482,6 +497,9 @@ async function heapChild(gib, count) {
   process.stdout.write(JSON.stringify(rows))
 }
 
+/** How long a heap child lets V8's background GC work end before each batch (see heapChild). */
+const HEAP_SETTLE_MS = Number(process.env.BENCH_HEAP_SETTLE_MS ?? 300)
+
 /** Extra Node flags for the heap children, a diagnosis knob (`BENCH_HEAP_NODE_FLAGS=--single-threaded-gc`:
  * without V8's concurrent GC threads, which compete with the spawned processes for a small machine's cores). */
 const HEAP_NODE_FLAGS = (process.env.BENCH_HEAP_NODE_FLAGS ?? '').split(' ').filter(Boolean)
@@ -493,7 +511,11 @@ async function caseHeap() {
     const r = spawnSync(
       process.execPath,
       [`--max-old-space-size=${Math.max(2048, Math.ceil(gib + 2) * 1024)}`, '--expose-gc', ...HEAP_NODE_FLAGS, fileURLToPath(import.meta.url), '--heap-child', String(gib), String(count)],
-      { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] },
+      // in the temp directory, the writable root the bwrap row binds: every row
+      // runs there (the sandboxed ones get the same root as bwrap, and no
+      // repository's .git to scan and protect: docs/PERFORMANCE.md gives that
+      // cost on its own)
+      { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'], cwd: os.tmpdir() },
     )
     if (r.status !== 0) throw new Error(`bench: heap child (${gib} GiB) failed with ${r.status} ${r.signal ?? ''}`)
     rows.push(...JSON.parse(r.stdout))
