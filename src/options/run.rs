@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use exec_core::process::supervise::format_duration;
 use exec_core::{ExecError, ProcessFields, ProcessOptions, RunOptions, TsPath};
 
 use super::{ExecuteOptions, SpawnOptions};
@@ -34,10 +33,8 @@ fn run(
   input: Option<Input>,
   cap: Option<Size>,
 ) -> RunOptions {
-  let timeout = timeout.map_or(d.timeout, |t| t.0);
   RunOptions {
-    timeout,
-    timeout_label: timeout.map(format_duration),
+    timeout: timeout.map_or(d.timeout, |t| t.0),
     kill_grace: grace.map_or(d.kill_grace, |g| g.0),
     input: input.map(|i| i.0),
     max_output_bytes: cap.map_or(d.max_output_bytes, |s| s.0),

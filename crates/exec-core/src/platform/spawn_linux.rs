@@ -250,19 +250,8 @@ pub fn spawn(req: &RawSpawn) -> io::Result<(i32, OwnedFd)> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let err = shared.err.load(Ordering::SeqCst);
     if err != 0 {
-      // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
-      let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-      // SAFETY: `pidfd` is the child's descriptor, owned by the OwnedFd above and open for the
-      // call; `info` is a live siginfo_t. The child exited (its errno was set), so the wait does
-      // not block long.
-      unsafe {
-        libc::waitid(
-          libc::P_PIDFD,
-          pidfd.as_raw_fd() as libc::id_t,
-          &mut info,
-          libc::WEXITED,
-        )
-      };
+      // the child exited (its errno was set): the wait does not block long
+      reap_pidfd(&pidfd);
       return Err(io::Error::from_raw_os_error(err));
     }
     Ok((pid, pidfd))

@@ -24,9 +24,6 @@ pub struct RunOptions {
   /// Kill the tree after this long (SIGTERM, SIGKILL after `kill_grace`;
   /// exit code 124, `TIMEOUT`); `None`: never. @default 30 s
   pub timeout: Option<Duration>,
-  /// The timeout as the caller gave it, for the message (`Process timeout
-  /// after 1s`); `None`: the timeout formatted.
-  pub timeout_label: Option<String>,
   /// Between SIGTERM and SIGKILL, at a timeout, a cancel, a kill and the
   /// sweep after the exit. @default 500 ms
   pub kill_grace: Duration,
@@ -60,7 +57,6 @@ impl RunOptions {
   pub fn without_input(&self) -> Self {
     RunOptions {
       timeout: self.timeout,
-      timeout_label: self.timeout_label.clone(),
       kill_grace: self.kill_grace,
       input: None,
       max_output_bytes: self.max_output_bytes,
@@ -73,7 +69,6 @@ impl Default for RunOptions {
   fn default() -> Self {
     RunOptions {
       timeout: Some(Self::DEFAULT_TIMEOUT),
-      timeout_label: None,
       kill_grace: Self::DEFAULT_KILL_GRACE,
       input: None,
       max_output_bytes: HeadTailBuffer::DEFAULT_CAP,
@@ -208,7 +203,6 @@ mod tests {
   fn a_run_has_the_defaults_every_api_starts_from() {
     let r = RunOptions::default();
     assert_eq!(r.timeout, Some(Duration::from_secs(30)));
-    assert_eq!(r.timeout_label, None);
     assert_eq!(r.kill_grace, Duration::from_millis(500));
     assert_eq!(r.input, None);
     assert_eq!(r.max_output_bytes, 1 << 20);
@@ -217,12 +211,12 @@ mod tests {
     assert_eq!(u.kill_grace, r.kill_grace);
     let given = RunOptions {
       input: Some(b"x".to_vec()),
-      timeout_label: Some("1s".into()),
+      kill_grace: Duration::from_millis(1234),
       ..RunOptions::default()
     };
     let kept = given.without_input();
     assert_eq!(kept.input, None);
-    assert_eq!(kept.timeout_label.as_deref(), Some("1s"));
+    assert_eq!(kept.kill_grace, Duration::from_millis(1234));
     assert_eq!(kept.timeout, given.timeout);
   }
 

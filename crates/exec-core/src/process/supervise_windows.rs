@@ -324,12 +324,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       Some(e)
     } else if timed_out {
       exit_code = 124;
-      let label = self
-        .run
-        .timeout_label
-        .clone()
-        .or_else(|| self.run.timeout.map(format_duration))
-        .unwrap_or_default();
+      let label = self.run.timeout.map(format_duration).unwrap_or_default();
       Some(ExecError::new(
         ErrorCode::TIMEOUT,
         format!("Process timeout after {label}"),

@@ -157,7 +157,7 @@ mod limit_tests {
   use super::*;
   use crate::process::limits::Limits;
 
-  async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
+  pub(super) async fn run_limited(script: &str, limits: Limits) -> RunOutcome {
     let mut spec = ProcessSpec::new("/bin/bash").arg("-c").arg(script);
     spec.process.limits = limits;
     spec.run.timeout = Some(Duration::from_secs(20));
@@ -349,24 +349,12 @@ mod bomb_test {
       return;
     }
     probe.remove();
-    let mut spec = ProcessSpec::new("/bin/bash")
-      .arg("-c")
-      .arg(":(){ :|:& };:; sleep 10");
-    spec.process.limits = Limits {
+    // a limit kill has no grace: run_limited's 200 ms changes nothing here
+    let limits = Limits {
       max_processes: Some(50),
       ..Default::default()
     };
-    spec.run.timeout = Some(Duration::from_secs(20));
-    let o = run(
-      &spec,
-      &RunPolicy::default(),
-      Discard,
-      Discard,
-      &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .outcome;
+    let o = super::limit_tests::run_limited(":(){ :|:& };:; sleep 10", limits).await;
     assert_eq!(
       o.error.unwrap().message(),
       "exec: process limit of 50 exceeded (ELIMIT)"
