@@ -1,12 +1,13 @@
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
 import { waitGone } from './helpers'
 
-import { captureCall, executeStreaming, spawnCall } from '../index.js'
+import { captureCall, executeStreaming, spawn as spawnHandle, spawnCall } from '../index.js'
 
 const addon = join(__dirname, '..', 'index.js')
 
@@ -185,6 +186,36 @@ describe('spawnCall', () => {
   it('missing command resolves with ENOENT', async () => {
     const r = await spawnCall('no-such-command-xyz', [], {}, () => {}, () => {})
     expect(r).toMatchObject({ exitCode: -1, errorCode: 'ENOENT', error: 'exec: no-such-command-xyz not found in PATH (ENOENT)' })
+  })
+
+  // issue 28: a program given by its path and the working directory are
+  // checked only when the spawn fails; the error is the one the checks made
+  // before the spawn (same code, same message) on each of the three calls
+  it('a failed spawn of a path says what the checks before it said', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'exec-native-explain-'))
+    const plain = join(dir, 'plain.txt')
+    writeFileSync(plain, 'x')
+    chmodSync(plain, 0o644)
+    const cases: [string, string | undefined, string, string][] = [
+      ['/bin/true', join(dir, 'nope'), 'ENOENT', `exec: Working directory does not exist '${join(dir, 'nope')}' (ENOENT)`],
+      ['/bin/true', plain, 'ENOTDIR', `exec: Working directory is not a directory '${plain}' (ENOTDIR)`],
+      ['./missing', dir, 'ENOENT', 'exec: ./missing does not exist (ENOENT)'],
+      [dir, undefined, 'EACCES', `exec: ${dir} is not a file (EACCES)`],
+      ['./plain.txt', dir, 'EACCES', 'exec: ./plain.txt is not executable (EACCES)'],
+    ]
+    for (const [program, cwd, code, message] of cases) {
+      const opts = cwd ? { cwd } : {}
+      const a = await spawnCall(program, [], opts)
+      expect([a.errorCode, a.error, a.exitCode]).toEqual([code, message, -1])
+      const b = await captureCall(program, [], opts)
+      expect([b.errorCode, b.error]).toEqual([code, message])
+      const errors: { code?: string; message: string }[] = []
+      const h = spawnHandle(program, [], { ...opts, onError: (e: { code?: string; message: string }) => errors.push(e) })
+      expect(h.pid).toBeUndefined()
+      expect((await h.exited).errorCode).toBe(code)
+      expect(errors.map((e) => [e.code, e.message])).toEqual([[code, message]])
+    }
+    rmSync(dir, { recursive: true, force: true })
   })
 
   it('bad arguments reject with TypeError', async () => {

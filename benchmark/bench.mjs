@@ -563,7 +563,13 @@ async function caseHeap() {
     const line = `sandbox cost per spawn (sandboxed - plain, median ms): ${[0, 1, 2].map((g) => `${g} GiB heap +${cost(g).toFixed(3)}`).join(', ')}`
     console.log(line)
     markdown.push(line)
-    target('heap', 'sandbox cost per spawn at 1 GiB heap (median, sandboxed - plain)', cost(1), '< 0.5 ms', cost(1) < 0.5, 'ms')
+    // issue 14's "+0.5 ms" was set for the sandbox it built, Landlock + seccomp
+    // without namespaces (then applied on a thread of the host): it is the
+    // Landlock + seccomp row's now; the full boundary (namespaces), which
+    // issue 22 added as the default, has issue 22's own targets below
+    const llAt1 = rows.find((x) => x.heapGiB === 1 && x.name === 'exec-native spawnCall, sandbox: landlock+seccomp only')?.msPerSpawn
+      - rows.find((x) => x.heapGiB === 1 && x.name === 'exec-native spawnCall').msPerSpawn
+    target('heap', 'Landlock + seccomp sandbox cost per spawn at 1 GiB heap (issue 14; median, sandboxed - plain)', llAt1, '< 0.5 ms', llAt1 < 0.5, 'ms')
     const growth = cost(2) - cost(0)
     target('heap', 'sandbox cost growth from 0 to 2 GiB heap', growth, '< 0.25 ms (flat)', growth < 0.25, 'ms')
     // issue 22's targets, at 0 and 1 GiB

@@ -134,7 +134,14 @@ impl Captured {
 
 /// Run `spec` for `owner`, capturing both streams with its
 /// `run.max_output_bytes` each.
-pub async fn capture(spec: ProcessSpec, owner: u64, cancel: CancellationToken) -> Captured {
+/// A spawn's failure goes through `explain` (see
+/// `exec_core::process::spec::explain_spawn_failure`).
+pub async fn capture(
+  spec: ProcessSpec,
+  owner: u64,
+  cancel: CancellationToken,
+  explain: impl FnOnce(ExecError) -> ExecError,
+) -> Captured {
   let cap = spec.run.max_output_bytes;
   let policy = RunPolicy {
     owner,
@@ -149,7 +156,7 @@ pub async fn capture(spec: ProcessSpec, owner: u64, cancel: CancellationToken) -
   )
   .await
   {
-    Err(e) => Captured::failed(e),
+    Err(e) => Captured::failed(explain(e)),
     Ok(f) => {
       let out = f.stdout.render();
       let err = f.stderr.render();
@@ -230,7 +237,7 @@ pub fn execute_and_capture<'env>(
       let mut spec = launch.spec;
       spec.process = a.process;
       spec.run = a.run;
-      let captured = capture(spec, a.owner, a.cancel).await;
+      let captured = capture(spec, a.owner, a.cancel, |e| e).await;
       drop(launch.temp);
       // decoded here, off the JS thread
       captured.into_js(a.raw)
@@ -265,11 +272,20 @@ pub fn capture_call<'env>(
     env,
     args,
     |(command, argv, a)| async move {
+      use exec_core::process::spec::{
+        check_cwd, explain_spawn_failure, locate_program, resolve_program,
+      };
+      let path = a.process.env.path_var();
+      let cwd = a.process.cwd().to_path_buf();
+      // unsandboxed, the checks run only if the spawn fails (their message)
+      let checked = a.process.sandbox.is_some();
       let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-        exec_core::process::spec::check_cwd(a.process.cwd())?;
-        let path = a.process.env.path_var();
-        let program =
-          exec_core::process::spec::resolve_program(&command, path.as_ref(), a.process.cwd())?;
+        let program = if checked {
+          check_cwd(&cwd)?;
+          resolve_program(&command, path.as_ref(), &cwd)?
+        } else {
+          locate_program(&command, path.as_ref(), &cwd)?
+        };
         let mut spec = ProcessSpec::new(program);
         spec.args = argv.into_iter().map(Into::into).collect();
         Ok(spec)
@@ -280,7 +296,10 @@ pub fn capture_call<'env>(
       };
       spec.process = a.process;
       spec.run = a.run;
-      capture(spec, a.owner, a.cancel).await.into_js(a.raw)
+      let explain = |e| explain_spawn_failure(&command, path.as_ref(), &cwd, e);
+      capture(spec, a.owner, a.cancel, explain)
+        .await
+        .into_js(a.raw)
     },
     |_, result| Ok(result),
   )

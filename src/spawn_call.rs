@@ -3,7 +3,7 @@
 //! (see `subprocess.rs`, whose machinery they share).
 
 use exec_core::language::{self, Language, Launch};
-use exec_core::process::spec::{check_cwd, resolve_program};
+use exec_core::process::spec::{check_cwd, explain_spawn_failure, locate_program, resolve_program};
 use exec_core::process::supervise::{canceled_before_start, ProcessSpec};
 use exec_core::{ExecError, TsPath};
 use napi::bindgen_prelude::*;
@@ -35,9 +35,12 @@ fn read_streaming<'env>(
 
 /// Spawn what `prepare` resolves to (on the runtime: preparing may write a
 /// temp file) and stream its output; settle on the JS thread.
-async fn stream_run<P>(st: Streaming, prepare: P) -> SpawnResult
+/// A spawn's failure goes through `explain` (see
+/// `exec_core::process::spec::explain_spawn_failure`).
+async fn stream_run<P, X>(st: Streaming, prepare: P, explain: X) -> SpawnResult
 where
   P: FnOnce() -> std::result::Result<Launch, ExecError> + Send + 'static,
+  X: FnOnce(ExecError) -> ExecError + Send + 'static,
 {
   let Streaming {
     process,
@@ -60,7 +63,7 @@ where
     return failed(canceled_before_start());
   }
   let (exec, policy) = match start(launch.spec, (process, run, owner), false, out, err) {
-    Err(e) => return failed(e),
+    Err(e) => return failed(explain(e)),
     Ok(s) => s,
   };
   let r = settle(exec, policy, cancel).await;
@@ -98,13 +101,24 @@ pub fn spawn_call<'env>(
     |(command, argv, st)| {
       let cwd = st.process.cwd().to_path_buf();
       let path = st.process.env.path_var();
-      stream_run(st, move || {
-        check_cwd(&cwd)?;
-        let program = resolve_program(&command, path.as_ref(), &cwd)?;
-        let mut spec = ProcessSpec::new(program);
-        spec.args = argv.into_iter().map(Into::into).collect();
-        Ok(Launch { spec, temp: None })
-      })
+      // unsandboxed, the checks run only if the spawn fails (their message)
+      let checked = st.process.sandbox.is_some();
+      let (cwd2, path2, command2) = (cwd.clone(), path.clone(), command.clone());
+      stream_run(
+        st,
+        move || {
+          let program = if checked {
+            check_cwd(&cwd)?;
+            resolve_program(&command, path.as_ref(), &cwd)?
+          } else {
+            locate_program(&command, path.as_ref(), &cwd)?
+          };
+          let mut spec = ProcessSpec::new(program);
+          spec.args = argv.into_iter().map(Into::into).collect();
+          Ok(Launch { spec, temp: None })
+        },
+        move |e| explain_spawn_failure(&command2, path2.as_ref(), &cwd2, e),
+      )
     },
     |_, r| Ok(r),
   )
@@ -137,19 +151,23 @@ pub fn execute_streaming<'env>(
       let cwd = st.process.cwd().to_path_buf();
       let child_env = st.process.env.clone();
       let no_unix = st.process.sandbox.as_ref().is_some_and(|s| !s.network);
-      stream_run(st, move || {
-        let lang: Language = language.parse()?;
-        check_cwd(&cwd)?;
-        language::prepare_with(
-          lang,
-          &code,
-          &cwd,
-          &child_env,
-          host::toolchain(),
-          ts,
-          no_unix,
-        )
-      })
+      stream_run(
+        st,
+        move || {
+          let lang: Language = language.parse()?;
+          check_cwd(&cwd)?;
+          language::prepare_with(
+            lang,
+            &code,
+            &cwd,
+            &child_env,
+            host::toolchain(),
+            ts,
+            no_unix,
+          )
+        },
+        |e| e,
+      )
     },
     |_, r| Ok(r),
   )

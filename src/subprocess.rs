@@ -11,7 +11,7 @@ use exec_core::process::child::StdinPipe;
 /// Windows: the run's stdin is tokio's pipe to the child.
 #[cfg(windows)]
 type StdinPipe = tokio::process::ChildStdin;
-use exec_core::process::spec::{check_cwd, resolve_program};
+use exec_core::process::spec::{check_cwd, explain_spawn_failure, locate_program, resolve_program};
 use exec_core::process::supervise::{
   canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
 };
@@ -195,8 +195,9 @@ pub async fn settle(
 }
 
 /// Start `spec` with the run's options now, on this thread (in the
-/// runtime's context, so that the pumps are spawned on it). `stdin_piped`
-/// without an input: a pipe the caller writes to.
+/// runtime's context). Its pumps are polled by [`settle`], which the caller
+/// starts at once (`Execution::spawn_waited`). `stdin_piped` without an
+/// input: a pipe the caller writes to.
 pub fn start(
   mut spec: ProcessSpec,
   (process, run, owner): (ProcessOptions, RunOptions, u64),
@@ -213,7 +214,7 @@ pub fn start(
     owner,
     ..RunPolicy::default()
   };
-  let exec = within_runtime_if_available(|| Execution::spawn(&spec, owner, out, err))?;
+  let exec = within_runtime_if_available(|| Execution::spawn_waited(&spec, owner, out, err))?;
   Ok((exec, policy))
 }
 
@@ -547,17 +548,21 @@ fn start_child(
   if st.cancel.is_cancelled() {
     return Err(canceled_before_start());
   }
-  check_cwd(st.process.cwd())?;
-  let program = resolve_program(
-    command,
-    st.process.env.path_var().as_ref(),
-    st.process.cwd(),
-  )?;
+  let path = st.process.env.path_var();
+  let cwd = st.process.cwd().to_path_buf();
+  // unsandboxed, the checks run only if the spawn fails (their message)
+  let program = if st.process.sandbox.is_some() {
+    check_cwd(&cwd)?;
+    resolve_program(command, path.as_ref(), &cwd)?
+  } else {
+    locate_program(command, path.as_ref(), &cwd)?
+  };
   let mut spec = ProcessSpec::new(program);
   spec.args = argv.into_iter().map(Into::into).collect();
   let piped = piped && st.run.input.is_none();
   let run = (st.process, st.run, st.owner);
-  let (mut exec, policy) = start(spec, run, piped, st.out, st.err)?;
+  let (mut exec, policy) = start(spec, run, piped, st.out, st.err)
+    .map_err(|e| explain_spawn_failure(command, path.as_ref(), &cwd, e))?;
   let stdin = if piped { exec.take_stdin() } else { None };
   Ok((exec, policy, stdin))
 }

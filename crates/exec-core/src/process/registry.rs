@@ -223,6 +223,17 @@ pub fn live_count() -> usize {
     .map_or(0, |m| m.len())
 }
 
+/// Number of groups tracked for `owner` (tests give their own owner, so
+/// that the runs of tests in parallel don't count).
+#[cfg(test)]
+pub fn live_count_of(owner: u64) -> usize {
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .as_ref()
+    .map_or(0, |m| m.values().filter(|o| **o == owner).count())
+}
+
 /// Stop tracking every live group of `owner` (or of everyone with `None`)
 /// and return them: the host environment shuts down, and
 /// [`crate::process::tree::kill_all`] kills them (the signal-safe kill-all

@@ -107,7 +107,6 @@ pub fn spawn(
   }
   let (args, env) = image.strings();
   let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-  let env: Vec<&[u8]> = env.iter().map(|e| e.as_bytes()).collect();
   let (header, body) = wire::encode(cwd.as_os_str().as_bytes(), &args, &env);
   let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
   for _ in 0..2 {

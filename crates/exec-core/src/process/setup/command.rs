@@ -68,11 +68,11 @@ impl ChildRoutine {
 /// fallback, as on the `posix_spawn` path): the program, argv (argv0
 /// first) and exactly the environment std's `Command` would give it.
 pub(super) fn image(line: &Line, cmd: &ChildCommand, mark: &str) -> Result<ExecImage, ExecError> {
-  let env = mark::environment(&cmd.env, mark);
+  let env = mark::block(&cmd.env, mark)?;
   let mut argv = Vec::with_capacity(line.args.len() + 1);
   argv.push(line.argv0.unwrap_or(line.program.as_os_str()).to_owned());
   argv.extend(line.args.iter().cloned());
-  ExecImage::new(line.program, &argv, &env, cmd.cwd)
+  ExecImage::new(line.program, &argv, env, cmd.cwd)
 }
 
 /// The std `Command` of `line`: `cmd`'s environment with the mark, its

@@ -43,6 +43,28 @@ pub(super) fn environment(env: &ChildEnv, mark: &str) -> Vec<(OsString, OsString
   vars
 }
 
+/// The same environment as the exec image takes it: the host's own read
+/// in place when it is inherited as is (the common case: no variable made
+/// per spawn), else [`environment`]'s.
+#[cfg(unix)]
+pub(super) fn block(
+  env: &ChildEnv,
+  mark: &str,
+) -> Result<crate::process::spec::EnvBlock, crate::error::ExecError> {
+  use crate::process::spec::EnvBlock;
+  let mut b = match env {
+    ChildEnv::Spec(s) if s.is_plain_inherit() => EnvBlock::inherited(MARK_VAR),
+    _ => {
+      let mut vars = environment(env, mark);
+      // the mark goes on last, below
+      vars.pop();
+      EnvBlock::from_pairs(&vars)?
+    }
+  };
+  b.push(MARK_VAR.as_bytes(), mark.as_bytes())?;
+  Ok(b)
+}
+
 /// The same environment on std's `Command` (its `posix_spawn` path).
 pub(super) fn set_env(cmd: &mut std::process::Command, env: &ChildEnv, mark: &str) {
   match env {

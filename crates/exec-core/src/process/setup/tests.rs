@@ -6,9 +6,12 @@ use crate::error::ErrorCode;
 use crate::process::marks::MARK_VAR;
 use crate::process::spec::EnvSpec;
 
+/// The owner of these tests' runs: none of another test's.
+const OWNER: u64 = 0x5e7_0b;
+
 fn setup(limits: &Limits) -> ChildSetup<'_> {
   ChildSetup {
-    owner: 0,
+    owner: OWNER,
     limits,
     die_with_parent: false,
     sandbox: None,
@@ -84,7 +87,6 @@ fn the_routine_applies_the_limits_in_the_child() {
 fn a_failed_spawn_registers_nothing() {
   let limits = Limits::default();
   let s = setup(&limits);
-  let before = crate::process::registry::live_count();
   let r = s.start(
     "m".into(),
     LimitGuard::new(&limits, "m"),
@@ -92,14 +94,13 @@ fn a_failed_spawn_registers_nothing() {
     || -> Result<((), i32), ExecError> { Err(ExecError::invalid("no")) },
   );
   assert!(r.is_err());
-  assert_eq!(crate::process::registry::live_count(), before);
+  assert_eq!(crate::process::registry::live_count_of(OWNER), 0);
 }
 
 #[test]
 fn a_missing_program_is_the_spawns_error_and_nothing_is_registered() {
   let limits = Limits::default();
   let s = setup(&limits);
-  let before = crate::process::registry::live_count();
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
     .build()
@@ -112,7 +113,7 @@ fn a_missing_program_is_the_spawns_error_and_nothing_is_registered() {
   let stdio = [Stdio::null(), Stdio::null(), Stdio::null()];
   let r = rt.block_on(async { s.spawn(&cmd, Leader::Group, stdio).map(|_| ()) });
   assert_eq!(r.unwrap_err().code, ErrorCode::ENOENT);
-  assert_eq!(crate::process::registry::live_count(), before);
+  assert_eq!(crate::process::registry::live_count_of(OWNER), 0);
 }
 
 #[test]

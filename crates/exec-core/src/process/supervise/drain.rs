@@ -7,6 +7,8 @@
 #[cfg(unix)]
 use std::time::Duration;
 
+#[cfg(unix)]
+use futures_util::future::maybe_done;
 use tokio::task::JoinHandle;
 #[cfg(unix)]
 use tokio_util::sync::CancellationToken;
@@ -35,10 +37,26 @@ pub(super) async fn joined<T>(r: Result<T, tokio::task::JoinError>) -> T {
 #[cfg(unix)]
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Wait for the end: the child's exit (or the timeout, or `cancel`), then the
-  /// group cleanup and the drain.
+  /// group cleanup and the drain. The pumps are polled here too, beside the
+  /// exit (an inline pump has no task of its own: [`Execution::spawn_waited`]).
   pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
     let pgid = self.pid as i32;
-    let phase = self.exit_phase(cancel).await;
+    let (out, err) = self.pumps.take().expect("the pumps are drained once");
+    let out = maybe_done(out.join());
+    let err = maybe_done(err.join());
+    tokio::pin!(out, err);
+    let phase = {
+      let exit = self.exit_phase(cancel);
+      tokio::pin!(exit);
+      loop {
+        tokio::select! {
+          biased;
+          p = &mut exit => break p,
+          _ = out.as_mut(), if out.as_mut().output_mut().is_none() => {}
+          _ = err.as_mut(), if err.as_mut().output_mut().is_none() => {}
+        }
+      }
+    };
     crate::trace::at("rt.exited");
     // what is left of the tree (the group, and marked escapees) goes the same way
     if policy.cleanup_group_on_exit || phase.ended_by_us() {
@@ -47,9 +65,25 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       registry::unregister(pgid);
     }
     crate::trace::at("rt.swept");
-    let (out, err) = self.drain(policy).await;
-    let (stdout, stdout_bytes) = joined(out).await;
-    let (stderr, stderr_bytes) = joined(err).await;
+    // read until EOF, but no longer than `drain` after the exit (a timer in
+    // this future, not a task: no spawn per run)
+    {
+      let both = async {
+        out.as_mut().await;
+        err.as_mut().await;
+      };
+      tokio::pin!(both);
+      tokio::select! {
+        _ = &mut both => {}
+        _ = tokio::time::sleep(policy.drain) => {
+          self.stop.cancel();
+          both.await
+        }
+      }
+    }
+    const ENDED: &str = "both pumps were awaited to their end above";
+    let (stdout, stdout_bytes) = joined(out.as_mut().take_output().expect(ENDED)).await;
+    let (stderr, stderr_bytes) = joined(err.as_mut().take_output().expect(ENDED)).await;
     crate::trace::at("rt.drained");
     Finished {
       outcome: self.outcome_of(phase, stdout_bytes, stderr_bytes),
@@ -69,6 +103,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     cancel: &CancellationToken,
   ) -> LeftRunning {
     let pgid = self.pid as i32;
+    // the pumps go on by themselves here (and after, for what is left)
+    if let Some((out, err)) = self.pumps.take() {
+      self.pumps = Some((out.detached(), err.detached()));
+    }
     let phase = self.exit_phase(cancel).await;
     let left = if phase.ended_by_us() {
       Vec::new()

@@ -99,6 +99,30 @@ fn feed_input(input: Option<&Vec<u8>>, stdin: &mut Option<StdinPipe>) -> Option<
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    Self::spawn_pumping(spec, owner, stdout, stderr, false)
+  }
+
+  /// Start `spec` for a caller that awaits [`Execution::wait`] at once, in
+  /// the task that calls this: the pumps are not tasks of their own but
+  /// loops that `wait` polls beside the exit ([`Pump::Inline`]), so a short
+  /// run's end wakes one task. (Any other use of the run, `wait_leaving_tree`
+  /// among them, spawns them first.) Must be called within a tokio runtime.
+  pub fn spawn_waited(
+    spec: &ProcessSpec,
+    owner: u64,
+    stdout: O,
+    stderr: E,
+  ) -> Result<Self, ExecError> {
+    Self::spawn_pumping(spec, owner, stdout, stderr, true)
+  }
+
+  fn spawn_pumping(
+    spec: &ProcessSpec,
+    owner: u64,
+    stdout: O,
+    stderr: E,
+    inline: bool,
+  ) -> Result<Self, ExecError> {
     crate::trace::at("rt.spawn");
     validate(spec)?;
     // the sandbox's writable cwd (the host's own is looked up only for it,
@@ -142,10 +166,17 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         ));
       }
     };
-    let pumps = (
-      Pump::start(out, stdout, &stop),
-      Pump::start(err, stderr, &stop),
-    );
+    let pumps = if inline {
+      (
+        Pump::inline(out, stdout, &stop),
+        Pump::inline(err, stderr, &stop),
+      )
+    } else {
+      (
+        Pump::start(out, stdout, &stop),
+        Pump::start(err, stderr, &stop),
+      )
+    };
 
     let mut stdin = stdin;
     let input_task = feed_input(spec.run.input.as_ref(), &mut stdin);

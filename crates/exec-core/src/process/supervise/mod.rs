@@ -75,7 +75,7 @@ pub async fn run<O: OutputSink, E: OutputSink>(
   if cancel.is_cancelled() {
     return Err(canceled_before_start());
   }
-  let exec = Execution::spawn(spec, policy.owner, stdout, stderr)?;
+  let exec = Execution::spawn_waited(spec, policy.owner, stdout, stderr)?;
   Ok(exec.wait(policy, cancel).await)
 }
 

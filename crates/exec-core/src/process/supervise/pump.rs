@@ -84,12 +84,28 @@ impl Catchup {
 }
 
 #[cfg(unix)]
+/// The loop of one stream, not spawned (see [`Pump::Inline`]).
+pub(super) type PumpLoop<S> = std::pin::Pin<Box<dyn std::future::Future<Output = (S, u64)> + Send>>;
+
+#[cfg(unix)]
 /// One output stream of a run: the task that pumps it and the catch-up it
-/// answers, or (the second stream of a child on a terminal, which has one)
+/// answers; or the same loop not spawned, polled by the task that waits for
+/// the run; or (the second stream of a child on a terminal, which has one)
 /// only the sink, which then gets nothing.
 pub(super) enum Pump<S> {
   Reading {
     task: tokio::task::JoinHandle<(S, u64)>,
+    catchup: Arc<Catchup>,
+  },
+  /// Polled by [`Execution::wait`](super::Execution::wait) beside the exit
+  /// phase, in the waiting task: the exit and the pipes' EOF, which come
+  /// together, wake that one task (no pump task to spawn, to wake on
+  /// another worker and to join: issue 28). Made only for a run whose wait
+  /// starts at once in the task that spawned it.
+  Inline {
+    /// In a mutex only to make the run `Sync` (it is only ever taken by
+    /// value: never locked)
+    run: std::sync::Mutex<PumpLoop<S>>,
     catchup: Arc<Catchup>,
   },
   Idle(S),
@@ -108,10 +124,37 @@ impl<S: OutputSink> Pump<S> {
     Pump::Reading { task, catchup }
   }
 
+  /// The same loop, to be polled by the run's wait ([`Pump::Inline`]).
+  pub(super) fn inline(
+    io: impl std::borrow::Borrow<PipeIn> + Send + 'static,
+    sink: S,
+    stop: &CancellationToken,
+  ) -> Self {
+    let catchup = Arc::new(Catchup::default());
+    let run: PumpLoop<S> = Box::pin(pump(io, sink, stop.clone(), catchup.clone()));
+    Pump::Inline {
+      run: std::sync::Mutex::new(run),
+      catchup,
+    }
+  }
+
+  /// A pump that must go on by itself (a wait that is not the spawning
+  /// task's, or that leaves the pumps running): an inline loop spawned.
+  pub(super) fn detached(self) -> Self {
+    match self {
+      Pump::Inline { run, catchup } => Pump::Reading {
+        task: tokio::spawn(run.into_inner().unwrap_or_else(|e| e.into_inner())),
+        catchup,
+      },
+      other => other,
+    }
+  }
+
   /// The sink and the bytes it was given, once the pump ended.
   pub(super) async fn join(self) -> Result<(S, u64), tokio::task::JoinError> {
     match self {
       Pump::Reading { task, .. } => task.await,
+      Pump::Inline { run, .. } => Ok(run.into_inner().unwrap_or_else(|e| e.into_inner()).await),
       Pump::Idle(sink) => Ok((sink, 0)),
     }
   }
@@ -119,7 +162,7 @@ impl<S: OutputSink> Pump<S> {
   /// The pump's catch-up barrier (`None`: nothing reads this stream).
   pub(super) fn catchup(&self) -> Option<&Catchup> {
     match self {
-      Pump::Reading { catchup, .. } => Some(catchup),
+      Pump::Reading { catchup, .. } | Pump::Inline { catchup, .. } => Some(catchup),
       Pump::Idle(_) => None,
     }
   }
