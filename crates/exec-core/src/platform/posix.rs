@@ -212,3 +212,23 @@ pub const ACCEPT_RETRY: [i32; 6] = [
   libc::ENOBUFS,
   libc::ENOMEM,
 ];
+
+/// Each entry of the host's environment (`NAME=value` as `environ` holds
+/// it, without its NUL), in order, read in place. Like
+/// `std::env::vars_os`, this reads `environ` while nothing of ours changes
+/// it (std's `set_var` takes a lock this read cannot; Node's `process.env`
+/// writes happen on the JS thread, which never waits for a spawn).
+pub fn environ_entries(mut f: impl FnMut(&[u8])) {
+  extern "C" {
+    static environ: *const *const std::ffi::c_char;
+  }
+  // SAFETY: `environ` is libc's NULL-terminated array of NUL-terminated
+  // strings; each is only read, up to its NUL, during the call of `f`
+  unsafe {
+    let mut p = environ;
+    while !p.is_null() && !(*p).is_null() {
+      f(std::ffi::CStr::from_ptr(*p).to_bytes());
+      p = p.add(1);
+    }
+  }
+}

@@ -339,36 +339,24 @@ impl EnvBlock {
   /// The host's own environment as `std::env::vars_os` reads it (in its
   /// order; an entry without a `=` after its first byte is left out, as
   /// std does), without the variable `skip`: copied from `environ` into the
-  /// block, with no string made per variable. Like `vars_os`, this reads
-  /// `environ` while nothing of ours changes it (std's `set_var` takes a
-  /// lock this read cannot; Node's `process.env` writes happen on the JS
-  /// thread, which never waits for a spawn).
+  /// block ([`crate::platform::environ_entries`]), with no string made per
+  /// variable.
   pub fn inherited(skip: &str) -> EnvBlock {
-    extern "C" {
-      static environ: *const *const std::ffi::c_char;
-    }
     let mut b = EnvBlock {
       bytes: Vec::with_capacity(4096),
       starts: Vec::with_capacity(64),
     };
-    // SAFETY: `environ` is libc's NULL-terminated array of NUL-terminated
-    // strings; each is only read, up to its NUL, and copied
-    unsafe {
-      let mut p = environ;
-      while !p.is_null() && !(*p).is_null() {
-        let entry = std::ffi::CStr::from_ptr(*p).to_bytes();
-        p = p.add(1);
-        let Some(eq) = entry.iter().skip(1).position(|&c| c == b'=').map(|i| i + 1) else {
-          continue;
-        };
-        if &entry[..eq] == skip.as_bytes() {
-          continue;
-        }
-        b.starts.push(b.bytes.len());
-        b.bytes.extend_from_slice(entry);
-        b.bytes.push(0);
+    crate::platform::environ_entries(|entry| {
+      let Some(eq) = entry.iter().skip(1).position(|&c| c == b'=') else {
+        return;
+      };
+      if &entry[..eq + 1] == skip.as_bytes() {
+        return;
       }
-    }
+      b.starts.push(b.bytes.len());
+      b.bytes.extend_from_slice(entry);
+      b.bytes.push(0);
+    });
     b
   }
 
