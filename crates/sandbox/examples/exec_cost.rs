@@ -38,7 +38,8 @@ fn main() {
     // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes plain integers; it runs in the forked child only.
     unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
   };
-  let rows: Vec<(&str, Box<dyn Fn()>)> = vec![
+  type Row<'a> = (&'static str, Box<dyn Fn() + 'a>);
+  let rows: Vec<Row> = vec![
     ("plain", Box::new(|| {})),
     ("no_new_privs", Box::new(nnp)),
     (

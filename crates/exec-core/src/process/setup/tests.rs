@@ -7,7 +7,7 @@ use crate::process::marks::MARK_VAR;
 use crate::process::spec::EnvSpec;
 
 /// The owner of these tests' runs: none of another test's.
-const OWNER: u64 = 0x5e7_0b;
+const OWNER: u64 = 0x5e70b;
 
 fn setup(limits: &Limits) -> ChildSetup<'_> {
   ChildSetup {
