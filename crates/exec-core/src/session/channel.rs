@@ -334,7 +334,7 @@ async fn connect(p: &Pending) -> std::io::Result<CtlStream> {
   }
 }
 
-pub(crate) async fn read_opt<R: tokio::io::AsyncRead + Unpin>(
+async fn read_opt<R: tokio::io::AsyncRead + Unpin>(
   r: &mut Option<R>,
   buf: &mut [u8],
 ) -> std::io::Result<usize> {

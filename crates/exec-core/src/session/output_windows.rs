@@ -10,7 +10,6 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::time::Instant;
 
-use super::channel::read_opt;
 use crate::process::supervise::OutputSink;
 
 const READ_BUF: usize = 64 * 1024;
@@ -116,5 +115,16 @@ where
       break;
     }
     sink.write(&buf[..n]);
+  }
+}
+
+/// One read of the pipe; never resolves once it is gone (at EOF).
+async fn read_opt<R: tokio::io::AsyncRead + Unpin>(
+  r: &mut Option<R>,
+  buf: &mut [u8],
+) -> std::io::Result<usize> {
+  match r {
+    Some(r) => r.read(buf).await,
+    None => std::future::pending().await,
   }
 }

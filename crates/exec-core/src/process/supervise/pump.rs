@@ -65,9 +65,14 @@ impl Catchup {
 
   /// Ask for a round: the generation to wait for with
   /// [`Catchup::answered_from`].
-  /// A round was asked that is not answered yet.
-  fn pending(&self) -> bool {
-    self.asked_gen.load(Ordering::SeqCst) > self.answered_gen.load(Ordering::SeqCst)
+  /// [`Catchup::answer`] if a round was asked that is not answered yet
+  /// (else nothing is drained: 0).
+  fn answer_if_asked(&self, drain: impl FnOnce() -> u64) -> u64 {
+    if self.asked_gen.load(Ordering::SeqCst) > self.answered_gen.load(Ordering::SeqCst) {
+      self.answer(drain)
+    } else {
+      0
+    }
   }
 
   pub(crate) fn ask(&self) -> u64 {
@@ -236,9 +241,7 @@ where
             }
             // a writer that never lets the pipe empty would keep this
             // branch first (biased) and starve the catch-up's
-            if catchup.pending() {
-              total += catchup.answer(|| final_drain(fd, &mut buf, &mut sink, skim));
-            }
+            total += catchup.answer_if_asked(|| final_drain(fd, &mut buf, &mut sink, skim));
             if !ready_or_stopped(&mut sink, &stop).await {
               total += final_drain(fd, &mut buf, &mut sink, skim);
               break;
