@@ -103,6 +103,10 @@ impl Stream {
     }
     self.relay.0.room.notify_waiters();
     sink.write(&self.spare);
+    if self.spare.capacity() > 2 * RELAY_MAX {
+      // a burst (the final drain's) is not kept for the worker's life
+      self.spare = Vec::new();
+    }
   }
 
   /// Resolves when the relay holds bytes; never once the pump ended with
