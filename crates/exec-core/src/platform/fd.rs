@@ -62,22 +62,6 @@ pub fn pipe_pending(fd: i32) -> io::Result<usize> {
   Ok(n.max(0) as usize)
 }
 
-/// One `read(2)` of `fd` into `buf`.
-pub fn read_raw(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
-  // SAFETY: `buf` is a live mutable slice: the pointer and its length bound what read(2) writes.
-  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-  if n < 0 {
-    return Err(io::Error::last_os_error());
-  }
-  Ok(n as usize)
-}
-
-/// What the non-blocking `fd` holds now: the count, or None at end of file,
-/// on `EAGAIN` or on an error.
-pub fn read_now(fd: i32, buf: &mut [u8]) -> Option<usize> {
-  read_raw(fd, buf).ok().filter(|&n| n > 0)
-}
-
 /// One `read(2)` of `fd` into the spare capacity of `buf` (the bytes are
 /// appended, nothing is zeroed first). `Ok(0)` is end of file; an empty
 /// non-blocking pipe is `WouldBlock`.

@@ -343,6 +343,8 @@ pub struct LimitGuard {
   /// init), not counted against `max_processes`.
   helpers: u64,
   hit: AtomicBool,
+  /// What [`LimitGuard::watch`] found (the tree was killed for it).
+  found: std::sync::OnceLock<ExecError>,
   /// What the cgroups said when they were released.
   memory_hit: AtomicBool,
   pids_hit: AtomicBool,
@@ -377,6 +379,7 @@ impl LimitGuard {
       count_tasks,
       helpers,
       hit: AtomicBool::new(false),
+      found: std::sync::OnceLock::new(),
       memory_hit: AtomicBool::new(false),
       pids_hit: AtomicBool::new(false),
       over_cpu: Mutex::new(Vec::new()),
@@ -430,9 +433,16 @@ impl LimitGuard {
     loop {
       tick.tick().await;
       if let Some(e) = self.check() {
+        let _ = self.found.set(e.clone());
         return e;
       }
     }
+  }
+
+  /// What [`LimitGuard::watch`] found, once it did (its caller kills the
+  /// tree for it): known before the tree's exit is.
+  pub fn finding(&self) -> Option<ExecError> {
+    self.found.get().cloned()
   }
 
   /// One look: an error if a watched limit is passed.

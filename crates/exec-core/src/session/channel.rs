@@ -1,28 +1,34 @@
 //! What the host reads from and writes to a worker: the control socket (the
-//! worker's fd 0) and its stdout/stderr pipes.
+//! worker's fd 0) and, through [`Output`], its stdout and stderr.
 //!
 //! Control messages end with a separator byte (`\n` for the Python driver's
 //! JSON lines, NUL for bash). A message is handed out only after everything
-//! already in the output pipes has been read, so output written before a
-//! completion belongs to the execution that completes. After the worker's
-//! exit the pipes are read to EOF, but no longer than [`EXIT_DRAIN`]: a
-//! grandchild that keeps them open cannot hold the session.
+//! already in the output pipes has been read ([`Output::catch_up`]), so
+//! output written before a completion belongs to the execution that
+//! completes. After the worker's exit its output is read to EOF, but no
+//! longer than a bounded drain: a grandchild that keeps the pipes open
+//! cannot hold the session.
 //!
-//! Windows: the control channel is a loopback TCP connection that the worker
-//! makes after its start ([`Pending`]: the listener and the token the worker
-//! must send first); until it is made, `next_event` waits for it (or the
-//! worker's exit, the deadline, the cancel). Its pipes have no non-blocking
-//! read there: the catch-up before a message is a bounded wait instead.
+//! POSIX: the pipes are pumped by the worker's `Execution` for the worker's
+//! whole life (`output.rs`: a relay per stream, the pumps' catch-up barrier
+//! at each message; the drain after the exit is the execution's). Windows
+//! (`output_windows.rs`): the pipes are read here, and the control channel
+//! is a loopback TCP connection that the worker makes after its start
+//! ([`Pending`]: the listener and the token the worker must send first);
+//! until it is made, `next_event` waits for it (or the worker's exit, the
+//! deadline, the cancel).
 
 use std::process::ExitStatus;
+#[cfg(windows)]
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::output::Output;
+use crate::error::ExecError;
 use crate::process::supervise::OutputSink;
 
 /// The control channel's stream: the socketpair's end (POSIX), the loopback
@@ -47,9 +53,15 @@ pub(crate) struct Pending {
 #[cfg(windows)]
 const CONNECT_WAIT: Duration = Duration::from_secs(30);
 
-const READ_BUF: usize = 64 * 1024;
-/// After the worker exited: how long a grandchild holding the pipes may delay us.
-const EXIT_DRAIN: Duration = Duration::from_millis(100);
+/// How a worker ended, as the task that follows it saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct Exit {
+  pub status: ExitStatus,
+  /// POSIX: the resource limit that ended it (the limit watchdog's finding,
+  /// or the status explained under the limits). Windows asks its job.
+  #[cfg_attr(windows, allow(dead_code))]
+  pub limit: Option<ExecError>,
+}
 
 /// What interrupted [`Channel::next_event`].
 #[derive(Debug)]
@@ -65,7 +77,7 @@ pub(crate) enum Event {
   Canceled,
 }
 
-/// The control socket and the output pipes of one worker.
+/// The control socket and the output of one worker.
 pub(crate) struct Channel {
   ctl: Option<CtlStream>,
   #[cfg(windows)]
@@ -74,43 +86,30 @@ pub(crate) struct Channel {
   /// What came on the control socket and is not a complete message yet.
   inbox: Vec<u8>,
   separator: u8,
-  stdout: Option<ChildStdout>,
-  stderr: Option<ChildStderr>,
+  output: Output,
 }
 
 impl Channel {
   #[cfg(unix)]
-  pub fn new(
-    ctl: CtlStream,
-    separator: u8,
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-  ) -> Channel {
+  pub fn new(ctl: CtlStream, separator: u8, output: Output) -> Channel {
     Channel {
       ctl: Some(ctl),
       ctl_open: true,
       inbox: Vec::new(),
       separator,
-      stdout,
-      stderr,
+      output,
     }
   }
 
   #[cfg(windows)]
-  pub fn new(
-    pending: Pending,
-    separator: u8,
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-  ) -> Channel {
+  pub fn new(pending: Pending, separator: u8, output: Output) -> Channel {
     Channel {
       ctl: None,
       pending: Some(pending),
       ctl_open: true,
       inbox: Vec::new(),
       separator,
-      stdout,
-      stderr,
+      output,
     }
   }
 
@@ -148,7 +147,7 @@ impl Channel {
   pub async fn send(
     &mut self,
     bytes: &[u8],
-    exited: &mut watch::Receiver<Option<ExitStatus>>,
+    exited: &mut watch::Receiver<Option<Exit>>,
   ) -> std::io::Result<()> {
     if self.ctl.is_none() && self.pending.is_some() {
       let until = Instant::now() + CONNECT_WAIT;
@@ -198,33 +197,6 @@ impl Channel {
     Some(msg)
   }
 
-  /// Read what is in the output pipes right now, without waiting.
-  #[cfg(unix)]
-  async fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
-    use std::os::fd::AsRawFd;
-    let mut buf = vec![0u8; READ_BUF];
-    if let Some(s) = &self.stdout {
-      read_available(s.as_raw_fd(), &mut buf, out);
-    }
-    if let Some(s) = &self.stderr {
-      read_available(s.as_raw_fd(), &mut buf, err);
-    }
-  }
-
-  /// Windows: what the worker wrote before its message may still be on the
-  /// way through the pipe's reader (tokio reads Windows pipes on its
-  /// blocking pool): each pipe is read until it stays quiet for
-  /// [`QUIET`], for [`CATCH_UP`] at most.
-  #[cfg(windows)]
-  async fn drain_now<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
-    const QUIET: Duration = Duration::from_millis(15);
-    const CATCH_UP: Duration = Duration::from_millis(200);
-    let until = Instant::now() + CATCH_UP;
-    let mut buf = vec![0u8; READ_BUF];
-    catch_up(&mut self.stdout, out, &mut buf, QUIET, until).await;
-    catch_up(&mut self.stderr, err, &mut buf, QUIET, until).await;
-  }
-
   /// Windows: wait for the worker's control connection (its output pumped
   /// meanwhile); `Some` when the run ended first (exit, deadline, cancel).
   #[cfg(windows)]
@@ -232,16 +204,11 @@ impl Channel {
     &mut self,
     out: &mut O,
     err: &mut E,
-    exited: &mut watch::Receiver<Option<ExitStatus>>,
+    exited: &mut watch::Receiver<Option<Exit>>,
     deadline: Option<Instant>,
     cancel: &CancellationToken,
   ) -> Option<Event> {
-    // the worker's connection first (its output pumped meanwhile)
-    let mut ebuf = vec![0u8; READ_BUF];
-    let mut obuf = vec![0u8; READ_BUF];
     loop {
-      let out_open = self.stdout.is_some();
-      let err_open = self.stderr.is_some();
       tokio::select! {
         r = connect(self.pending.as_ref().expect("checked")) => {
           match r {
@@ -251,16 +218,9 @@ impl Channel {
           self.pending = None;
           return None;
         }
-        r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
-          Ok(0) | Err(_) => self.stdout = None,
-          Ok(n) => out.write(&obuf[..n]),
-        },
-        r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
-          Ok(0) | Err(_) => self.stderr = None,
-          Ok(n) => err.write(&ebuf[..n]),
-        },
+        _ = self.output.pump(out, err) => {}
         st = wait_exited(exited) => {
-          self.drain_after_exit(out, err).await;
+          self.output.after_exit(out, err).await;
           return Some(Event::Exited(st));
         }
         _ = sleep_until_opt(deadline) => return Some(Event::Deadline),
@@ -275,12 +235,12 @@ impl Channel {
     &mut self,
     out: &mut O,
     err: &mut E,
-    exited: &mut watch::Receiver<Option<ExitStatus>>,
+    exited: &mut watch::Receiver<Option<Exit>>,
     deadline: Option<Instant>,
     cancel: &CancellationToken,
   ) -> Event {
     if let Some(m) = self.take_message() {
-      self.drain_now(out, err).await;
+      self.output.catch_up(out, err).await;
       return Event::Message(m);
     }
     #[cfg(windows)]
@@ -292,16 +252,12 @@ impl Channel {
         return ev;
       }
     }
-    let mut obuf = vec![0u8; READ_BUF];
-    let mut ebuf = vec![0u8; READ_BUF];
-    let mut cbuf = vec![0u8; 4096];
+    let mut cbuf = [0u8; 4096];
     loop {
       let tick = match (out.next_tick(), err.next_tick()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
       };
-      let out_open = self.stdout.is_some();
-      let err_open = self.stderr.is_some();
       let ctl_open = self.ctl_open && self.ctl.is_some();
       tokio::select! {
         biased;
@@ -310,27 +266,14 @@ impl Channel {
           Ok(n) => {
             self.inbox.extend_from_slice(&cbuf[..n]);
             if let Some(m) = self.take_message() {
-              self.drain_now(out, err).await;
+              self.output.catch_up(out, err).await;
               return Event::Message(m);
             }
           }
         },
-        r = read_opt(&mut self.stdout, &mut obuf), if out_open => match r {
-          Ok(0) | Err(_) => self.stdout = None,
-          Ok(n) => {
-            out.write(&obuf[..n]);
-            out.ready().await;
-          }
-        },
-        r = read_opt(&mut self.stderr, &mut ebuf), if err_open => match r {
-          Ok(0) | Err(_) => self.stderr = None,
-          Ok(n) => {
-            err.write(&ebuf[..n]);
-            err.ready().await;
-          }
-        },
+        _ = self.output.pump(out, err) => {}
         st = wait_exited(exited) => {
-          self.drain_after_exit(out, err).await;
+          self.output.after_exit(out, err).await;
           return Event::Exited(st);
         }
         _ = sleep_until_opt(deadline) => return Event::Deadline,
@@ -342,20 +285,12 @@ impl Channel {
       }
     }
   }
-
-  /// Read the pipes to EOF, but no longer than [`EXIT_DRAIN`].
-  async fn drain_after_exit<O: OutputSink, E: OutputSink>(&mut self, out: &mut O, err: &mut E) {
-    let until = Instant::now() + EXIT_DRAIN;
-    let mut buf = vec![0u8; READ_BUF];
-    drain_pipe(self.stdout.take(), out, until, &mut buf).await;
-    drain_pipe(self.stderr.take(), err, until, &mut buf).await;
-  }
 }
 
-/// The exit status, once the task that owns the child has reaped it.
-pub(crate) async fn wait_exited(rx: &mut watch::Receiver<Option<ExitStatus>>) -> ExitStatus {
+/// The exit status, once the task that follows the worker has seen its exit.
+pub(crate) async fn wait_exited(rx: &mut watch::Receiver<Option<Exit>>) -> ExitStatus {
   match rx.wait_for(|s| s.is_some()).await {
-    Ok(st) => (*st).unwrap_or_else(unknown_status),
+    Ok(x) => x.as_ref().map_or_else(unknown_status, |x| x.status),
     // the task is gone without a status (the runtime is shutting down)
     Err(_) => unknown_status(),
   }
@@ -399,67 +334,6 @@ async fn connect(p: &Pending) -> std::io::Result<CtlStream> {
   }
 }
 
-/// Windows: read `pipe` until it is quiet for `quiet`, or `until`.
-#[cfg(windows)]
-async fn catch_up<R, S>(
-  pipe: &mut Option<R>,
-  sink: &mut S,
-  buf: &mut [u8],
-  quiet: Duration,
-  until: Instant,
-) where
-  R: tokio::io::AsyncRead + Unpin,
-  S: OutputSink,
-{
-  while Instant::now() < until {
-    let Some(p) = pipe.as_mut() else { return };
-    match tokio::time::timeout(quiet, p.read(buf)).await {
-      Ok(Ok(n)) if n > 0 => sink.write(&buf[..n]),
-      Ok(_) => {
-        *pipe = None;
-        return;
-      }
-      Err(_) => return,
-    }
-  }
-}
-
-#[cfg(unix)]
-async fn drain_pipe<R, S>(pipe: Option<R>, sink: &mut S, until: Instant, buf: &mut [u8])
-where
-  R: tokio::io::AsyncRead + std::os::fd::AsRawFd + Unpin,
-  S: OutputSink,
-{
-  let Some(mut pipe) = pipe else { return };
-  loop {
-    match tokio::time::timeout_at(until, pipe.read(buf)).await {
-      Ok(Ok(n)) if n > 0 => sink.write(&buf[..n]),
-      Ok(_) => break,
-      Err(_) => {
-        read_available(pipe.as_raw_fd(), buf, sink);
-        break;
-      }
-    }
-  }
-}
-
-/// Windows: read to EOF until `until` (a read in flight then keeps its
-/// bytes, dropped with the pipe).
-#[cfg(windows)]
-async fn drain_pipe<R, S>(pipe: Option<R>, sink: &mut S, until: Instant, buf: &mut [u8])
-where
-  R: tokio::io::AsyncRead + Unpin,
-  S: OutputSink,
-{
-  let Some(mut pipe) = pipe else { return };
-  while let Ok(Ok(n)) = tokio::time::timeout_at(until, pipe.read(buf)).await {
-    if n == 0 {
-      break;
-    }
-    sink.write(&buf[..n]);
-  }
-}
-
 async fn read_opt<R: tokio::io::AsyncRead + Unpin>(
   r: &mut Option<R>,
   buf: &mut [u8],
@@ -474,19 +348,5 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
   match deadline {
     Some(d) => tokio::time::sleep_until(d).await,
     None => std::future::pending().await,
-  }
-}
-
-/// Read what a non-blocking pipe holds right now (tokio's pipes are
-/// non-blocking), bounded so a writer that never stops cannot hold us.
-#[cfg(unix)]
-fn read_available<S: OutputSink + ?Sized>(fd: i32, buf: &mut [u8], sink: &mut S) {
-  let mut got = 0usize;
-  while got < 16 * 1024 * 1024 {
-    let Some(n) = crate::platform::read_now(fd, buf) else {
-      break;
-    };
-    sink.write(&buf[..n]);
-    got += n;
   }
 }

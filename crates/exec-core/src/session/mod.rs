@@ -3,8 +3,11 @@
 //!
 //! The parts, bottom to top:
 //! - `worker`: the interpreter or shell process (spawn, limits, kill);
-//! - `channel`: its control socket and output pipes (message framing,
-//!   output pumping, the bounded drain after its exit);
+//! - `channel`: its control socket and its output (message framing, the
+//!   catch-up before a message); `output`: the worker's stdout and stderr,
+//!   pumped by its `Execution` (the run pump, the exit phase with the limit
+//!   watchdog, the bounded drain after its exit) into relays that the
+//!   request that runs takes from;
 //! - `queue`: one execution at a time in call order, and which execution
 //!   `interrupt()` reaches;
 //! - `engine`: the worker slot (start, restart, reset, close) and one
@@ -51,6 +54,12 @@ mod engine;
 mod lifecycle;
 mod node;
 pub mod notebook;
+#[cfg(unix)]
+mod output;
+// Windows: the pipes read by the request (no non-blocking read there)
+#[cfg(windows)]
+#[path = "output_windows.rs"]
+mod output;
 mod python;
 mod queue;
 #[cfg(unix)]

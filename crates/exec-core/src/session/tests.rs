@@ -320,6 +320,36 @@ async fn shell_background_job_does_not_hold_completion() {
   assert_eq!(running_members(pid), Vec::<i32>::new());
 }
 
+/// The worker's pipes are pumped for its whole life, into relays the
+/// running request takes from: output written just before a completion,
+/// more than a pipe and a relay hold (the pump waits for room while the
+/// catch-up runs), is all in its own command, none in the next.
+#[tokio::test]
+async fn output_before_a_completion_stays_in_its_command() {
+  let s = sh().await;
+  for _ in 0..3 {
+    let r = cmd(
+      &s,
+      "head -c 1000000 /dev/zero; head -c 700000 /dev/zero >&2",
+    )
+    .await;
+    assert_eq!((r.stdout_bytes, r.stderr_bytes), (1_000_000, 700_000));
+    let r = cmd(&s, "echo next").await;
+    assert_eq!((r.stdout.as_str(), r.stderr_bytes), ("next\n", 0));
+  }
+  let p = py().await;
+  for i in 0..20 {
+    let r = cell(
+      &p,
+      &format!("import sys; sys.stdout.write('x' * {i}000); sys.stdout.flush()"),
+    )
+    .await;
+    assert_eq!(r.stdout_bytes, i * 1000, "{}", r.stderr);
+  }
+  s.close().await;
+  p.close().await;
+}
+
 fn running_members(pgid: i32) -> Vec<i32> {
   live_members(pgid)
 }

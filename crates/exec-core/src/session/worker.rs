@@ -2,18 +2,24 @@
 //!
 //! It is spawned through the one spawn sequence ([`crate::process::ChildSetup`],
 //! which adds the run's mark, the limits and the sandbox) in its own process
-//! group, with the control socket as its stdin. A task owns the child and reaps it, so its
-//! exit is seen when it happens, also between executions. A watchdog (only
-//! with watched limits) runs for the worker's whole life: what a cell left
-//! running counts too. Every way of ending it (kill, shutdown, drop) kills
-//! the whole tree through [`crate::process::ProcessTree`].
+//! group, with the control socket as its stdin, and followed to its end by
+//! the one supervisor, an [`Execution`] ([`Execution::on_pipes`]), in a task
+//! of its own: its pumps read the output pipes for the worker's whole life
+//! (into relays the request that runs takes from: `output.rs`), its exit
+//! phase reaps it when it exits, also between executions, and watches its
+//! limits (what a cell left running counts too), its drain bounds the wait
+//! for a grandchild holding the pipes. Every way of ending it (kill,
+//! shutdown, drop) kills the whole tree through
+//! [`crate::process::ProcessTree`]: the tree is the session's, so the
+//! execution does not sweep it ([`Execution::follow_owned`]).
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -22,16 +28,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::rendered_text;
-use super::channel::{unknown_status, wait_exited, Channel, Event};
+use super::channel::{unknown_status, wait_exited, Channel, Event, Exit};
+use super::output::{relay, Output};
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::group_members;
 use crate::process::limits::LimitGuard;
 use crate::process::spec::check_cwd;
-use crate::process::supervise::{decode_status, OutputSink};
+use crate::process::supervise::{decode_status, Execution, OutputSink};
 use crate::process::{
-  registry, ChildCommand, ChildEnv, ChildSetup, Leader, ProcessOptions, ProcessTree,
+  registry, ChildCommand, ChildEnv, ChildSetup, Leader, ProcessOptions, ProcessTree, RunOptions,
 };
+
+/// After the worker exited: how long a grandchild holding the pipes may delay us.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
 
 /// What the worker runs.
 pub(crate) struct WorkerSpec {
@@ -68,14 +78,18 @@ pub(crate) fn kill_now(pid: i32) {
 pub(crate) struct Worker {
   pub pid: i32,
   channel: Channel,
-  /// The worker's exit status once it is reaped (see [`Worker::exit_watch`]).
-  exited: watch::Receiver<Option<ExitStatus>>,
+  /// How the worker ended, once the task that follows it has seen its exit
+  /// (and drained its output).
+  exited: watch::Receiver<Option<Exit>>,
   exit: Option<ExitStatus>,
-  /// The worker's tree: its `EXEC_NATIVE_RUN_ID` and limits.
+  /// The worker was reaped: its pid is no longer its own.
+  reaped: Arc<AtomicBool>,
+  /// The worker's tree: its `EXEC_NATIVE_RUN_ID`, limits and watchdog's
+  /// finding (shared with its execution).
   guard: Arc<LimitGuard>,
-  /// Set by the watchdog when the tree passed a limit (and was killed).
-  limit_hit: Arc<Mutex<Option<ExecError>>>,
-  watcher: Option<tokio::task::JoinHandle<()>>,
+  /// A watched limit passed, as [`Worker::over_limit_now`] found (and killed
+  /// the tree for).
+  limit_hit: Option<ExecError>,
 }
 
 impl Worker {
@@ -86,12 +100,17 @@ impl Worker {
     // checked again at each (re)start: the cwd may have been removed since
     // the session started, and the spawn's ENOENT would blame the program
     check_cwd(spec.process.cwd())?;
-    let (ours, theirs) = UnixStream::pair().map_err(|e| {
+    let channel_error = |what: &str, e: std::io::Error| {
       ExecError::new(
         ErrorCode::ESPAWN,
-        format!("cannot create the control channel: {e}"),
+        format!("cannot {what} the control channel: {e}"),
       )
-    })?;
+    };
+    let (ours, theirs) = UnixStream::pair().map_err(|e| channel_error("create", e))?;
+    let ctl = ours
+      .set_nonblocking(true)
+      .and_then(|_| tokio::net::UnixStream::from_std(ours))
+      .map_err(|e| channel_error("watch", e))?;
     let setup = ChildSetup {
       owner,
       limits: &spec.process.limits,
@@ -114,60 +133,32 @@ impl Worker {
       Stdio::piped(),
     ];
     let spawned = setup.spawn(&cmd, Leader::Group, stdio)?;
-    let (mut child, pid) = (spawned.child, spawned.pid);
-    let guard = Arc::new(spawned.guard);
-    let limit_hit = Arc::new(Mutex::new(None));
-    let watcher = watchdog(&guard, &limit_hit, pid);
-    let ctl = ours
-      .set_nonblocking(true)
-      .and_then(|_| tokio::net::UnixStream::from_std(ours));
-    let ctl = match ctl {
-      Ok(c) => c,
-      Err(e) => {
-        ProcessTree::new(pid, guard.mark()).kill(true);
-        registry::unregister(pid);
-        return Err(ExecError::new(
-          ErrorCode::ESPAWN,
-          format!("cannot watch the control channel: {e}"),
-        ));
-      }
-    };
-    let channel = Channel::new(
-      ctl,
-      spec.separator,
-      child.stdout.take(),
-      child.stderr.take(),
-    );
-    // the task owns the child until it is reaped
-    let (tx, exited) = watch::channel(None);
-    tokio::spawn(async move {
-      let st = child.wait().await.unwrap_or_else(|_| unknown_status());
-      let _ = tx.send(Some(st));
-    });
+    let pid = spawned.pid;
+    let ((out, out_rx), (err, err_rx)) = (relay(), relay());
+    let exec = Execution::on_pipes(spawned, owner, out, err, &RunOptions::untimed())?;
+    let guard = exec.guard().clone();
+    let output = Output::new([out_rx, err_rx], exec.catchups());
+    let (exited, reaped) = follow(exec);
     Ok(Worker {
       pid,
-      channel,
+      channel: Channel::new(ctl, spec.separator, output),
       exited,
       exit: None,
+      reaped,
       guard,
-      limit_hit,
-      watcher,
+      limit_hit: None,
     })
   }
 
   /// Why the worker ended, if a resource limit ended it: the watchdog's
-  /// finding, or SIGXCPU/SIGXFSZ (also a shell's 128+N) under the limits.
+  /// finding, or (with the status `st` its execution saw) SIGXCPU/SIGXFSZ
+  /// (also a shell's 128+N) under the limits.
   pub fn limit_error(&self, st: Option<ExitStatus>) -> Option<ExecError> {
-    if let Some(e) = self
-      .limit_hit
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .clone()
-    {
+    if let Some(e) = self.limit_hit.clone().or_else(|| self.guard.finding()) {
       return Some(e);
     }
-    let (code, sig) = decode_status(st?);
-    self.guard.explain(sig.as_deref(), code)
+    st?;
+    self.exited.borrow().as_ref().and_then(|x| x.limit.clone())
   }
 
   /// Whether the tree is over a watched limit now (the watchdog's finding,
@@ -176,7 +167,7 @@ impl Worker {
     let Some(e) = self.limit_error(None).or_else(|| self.guard.check()) else {
       return false;
     };
-    *self.limit_hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    self.limit_hit = Some(e);
     self.guard.kill_tree(self.pid);
     true
   }
@@ -221,15 +212,15 @@ impl Worker {
     )
   }
 
-  /// A receiver that sees the worker's exit status when it is reaped.
-  pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+  /// A receiver that sees how the worker ended, once its execution saw it.
+  pub fn exit_watch(&self) -> watch::Receiver<Option<Exit>> {
     self.exited.clone()
   }
 
-  /// Whether the worker has exited (and been reaped).
+  /// Whether the worker has exited (reaped, its output drained).
   pub fn has_exited(&mut self) -> bool {
     if self.exit.is_none() {
-      self.exit = *self.exited.borrow();
+      self.exit = self.exited.borrow().as_ref().map(|x| x.status);
     }
     self.exit.is_some()
   }
@@ -325,13 +316,12 @@ impl Worker {
   pub async fn kill(&mut self) -> Option<ExitStatus> {
     // the worker's children first, while it is alive to reap them (killed
     // together, they would be orphans left for init to reap)
-    if self.exit.is_none() && self.kill_others() {
+    if !self.reaped() && self.kill_others() {
       tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // then the tree: the worker itself, what left the group (setsid, double
     // fork), the group
-    let leader_live = !self.has_exited();
-    self.tree().kill(leader_live);
+    self.tree().kill(!self.reaped());
     let st = self.wait_exit(Duration::from_secs(5)).await;
     // SIGKILL is asynchronous: return once the group's processes are dead
     let until = Instant::now() + Duration::from_secs(2);
@@ -343,6 +333,11 @@ impl Worker {
     }
     registry::unregister(self.pid);
     st
+  }
+
+  /// Whether the worker was reaped (its pid may be another process's).
+  fn reaped(&self) -> bool {
+    self.reaped.load(Ordering::SeqCst)
   }
 
   /// The worker's tree (its group, led by the worker, and its mark).
@@ -365,33 +360,31 @@ impl Worker {
 
 impl Drop for Worker {
   fn drop(&mut self) {
-    if let Some(w) = self.watcher.take() {
-      w.abort();
-    }
-    let leader_live = !self.has_exited();
-    self.tree().kill(leader_live);
+    self.tree().kill(!self.reaped());
     registry::unregister(self.pid);
   }
 }
 
-/// The watchdog of the worker's tree, when its limits need one: it runs for
-/// the worker's whole life (also between executions: what a cell left
-/// running counts too); its kill makes the worker exit, which the running
-/// execution sees.
-fn watchdog(
-  guard: &Arc<LimitGuard>,
-  limit_hit: &Arc<Mutex<Option<ExecError>>>,
-  pid: i32,
-) -> Option<tokio::task::JoinHandle<()>> {
-  guard.limits().needs_watchdog().then(|| {
-    let guard = guard.clone();
-    let hit = limit_hit.clone();
-    tokio::spawn(async move {
-      let e = guard.watch().await;
-      *hit.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-      guard.kill_tree(pid);
-    })
-  })
+/// Follow the worker's execution to its end in a task of its own (the exit
+/// phase with the limit watchdog, then the bounded drain): the receiver sees
+/// how it ended, the flag that it was reaped (told before the drain).
+fn follow(
+  exec: Execution<super::output::Relay, super::output::Relay>,
+) -> (watch::Receiver<Option<Exit>>, Arc<AtomicBool>) {
+  let (tx, exited) = watch::channel(None);
+  let reaped = Arc::new(AtomicBool::new(false));
+  let flag = reaped.clone();
+  tokio::spawn(async move {
+    // nothing cancels a worker's execution: its session kills the tree
+    let never = CancellationToken::new();
+    let reaped = || flag.store(true, Ordering::SeqCst);
+    let (st, finished) = exec.follow_owned(EXIT_DRAIN, &never, reaped).await;
+    let _ = tx.send(Some(Exit {
+      status: st.unwrap_or_else(unknown_status),
+      limit: finished.outcome.error,
+    }));
+  });
+  (exited, reaped)
 }
 
 /// `python3 could not start: memory limit of 1 MiB exceeded` (ELIMIT).

@@ -25,7 +25,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::rendered_text;
-use super::channel::{unknown_status, wait_exited, Channel, Event, Pending};
+use super::channel::{unknown_status, wait_exited, Channel, Event, Exit, Pending};
+use super::output::Output;
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::{self, Job};
@@ -71,7 +72,7 @@ impl Interrupt {
 pub(crate) struct Worker {
   pub pid: i32,
   channel: Channel,
-  exited: watch::Receiver<Option<ExitStatus>>,
+  exited: watch::Receiver<Option<Exit>>,
   exit: Option<ExitStatus>,
   job: Arc<Job>,
   limits: crate::process::limits::Limits,
@@ -142,13 +143,16 @@ impl Worker {
         interrupt: interrupt.0.clone(),
       },
       spec.separator,
-      child.stdout.take(),
-      child.stderr.take(),
+      Output::new(child.stdout.take(), child.stderr.take()),
     );
     let (tx, exited) = watch::channel(None);
     tokio::spawn(async move {
-      let st = child.wait().await.unwrap_or_else(|_| unknown_status());
-      let _ = tx.send(Some(st));
+      let status = child.wait().await.unwrap_or_else(|_| unknown_status());
+      // the job says which limit ended it (`limit_error`)
+      let _ = tx.send(Some(Exit {
+        status,
+        limit: None,
+      }));
     });
     Ok(Worker {
       pid: pid as i32,
@@ -205,15 +209,15 @@ impl Worker {
     )
   }
 
-  /// A receiver that sees the worker's exit status.
-  pub fn exit_watch(&self) -> watch::Receiver<Option<ExitStatus>> {
+  /// A receiver that sees how the worker ended.
+  pub fn exit_watch(&self) -> watch::Receiver<Option<Exit>> {
     self.exited.clone()
   }
 
   /// Whether the worker has exited.
   pub fn has_exited(&mut self) -> bool {
     if self.exit.is_none() {
-      self.exit = *self.exited.borrow();
+      self.exit = self.exited.borrow().as_ref().map(|x| x.status);
     }
     self.exit.is_some()
   }

@@ -1,5 +1,7 @@
 //! After the exit: what is left of the tree swept, the pumps drained (bounded
-//! by the policy's `drain`) and their sinks handed back ([`Execution::wait`]),
+//! by the policy's `drain`) and their sinks handed back ([`Execution::wait`];
+//! without the sweep for a session's worker, whose session ends its tree:
+//! [`Execution::follow_owned`]),
 //! or, for a command whose marked processes outlive it, those processes left
 //! running with the pumps still reading ([`Execution::wait_leaving_tree`],
 //! [`LeftRunning`]).
@@ -13,6 +15,8 @@ use tokio::task::JoinHandle;
 #[cfg(unix)]
 use tokio_util::sync::CancellationToken;
 
+#[cfg(unix)]
+use super::exit::ExitPhase;
 use super::RunOutcome;
 #[cfg(unix)]
 use super::{Execution, Finished, OutputSink, RunPolicy};
@@ -92,6 +96,42 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
   }
 
+  /// [`Execution::wait`] for a child whose tree its owner ends and
+  /// unregisters itself (a session's worker: what a cell left running stays
+  /// until the session clears the worker away): the exit phase (the exit,
+  /// or the limit watchdog's kill), `reaped` told at once, then the drain
+  /// (bounded by `drain`) and the outcome, with the status as the system
+  /// gave it (`None`: it could not be had).
+  pub async fn follow_owned(
+    mut self,
+    drain: Duration,
+    cancel: &CancellationToken,
+    reaped: impl FnOnce(),
+  ) -> (Option<std::process::ExitStatus>, Finished<O, E>) {
+    // its pumps read for its whole life, by themselves
+    if let Some((out, err)) = self.pumps.take() {
+      self.pumps = Some((out.detached(), err.detached()));
+    }
+    let phase = self.exit_phase(cancel).await;
+    reaped();
+    let status = phase.status();
+    (status, self.settle(phase, drain).await)
+  }
+
+  /// After the exit phase: the pumps drained (bounded by `drain`), their
+  /// sinks handed back with the outcome.
+  async fn settle(mut self, phase: ExitPhase, drain: Duration) -> Finished<O, E> {
+    let (out, err) = self.drain(drain).await;
+    let (stdout, stdout_bytes) = joined(out).await;
+    let (stderr, stderr_bytes) = joined(err).await;
+    crate::trace::at("rt.drained");
+    Finished {
+      outcome: self.outcome_of(phase, stdout_bytes, stderr_bytes),
+      stdout,
+      stderr,
+    }
+  }
+
   /// Like [`Execution::wait`], except that when the child exits on its own
   /// and marked processes of its tree still run, they are left running and
   /// returned (`left`): the pumps keep reading what they write until the
@@ -115,7 +155,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     };
     if left.is_empty() {
       ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, self.run.kill_grace);
-      let (out, err) = self.drain(policy).await;
+      let (out, err) = self.drain(policy.drain).await;
       let outcome = self.outcome_of(phase, out.map_or(0, |(_, n)| n), err.map_or(0, |(_, n)| n));
       return LeftRunning {
         outcome,
@@ -161,13 +201,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
 
   /// Read until EOF, but no longer than `drain` after the exit (a timer in
   /// this future, not a task: no spawn per run).
-  async fn drain(&mut self, policy: &RunPolicy) -> PumpResults<O, E> {
+  async fn drain(&mut self, drain: Duration) -> PumpResults<O, E> {
     let (out, err) = self.pumps.take().expect("the pumps are drained once");
     let pumps = async { (out.join().await, err.join().await) };
     tokio::pin!(pumps);
     tokio::select! {
       r = &mut pumps => r,
-      _ = tokio::time::sleep(policy.drain) => {
+      _ = tokio::time::sleep(drain) => {
         self.stop.cancel();
         pumps.await
       }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::launch::{self, LaunchedChild};
-use super::pump::{watch_pipe, PipeIn, Pump};
+use super::pump::{watch_pipe, Catchup, PipeIn, Pump};
 use super::{OutputSink, ProcessSpec};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::child::{Child, StdinPipe};
@@ -26,10 +26,13 @@ pub(super) type Pumps<O, E> = (Pump<O>, Pump<E>);
 
 #[cfg(unix)]
 /// A spawned child whose output is being pumped: a pipe child
-/// ([`Execution::spawn`]) or a child on a terminal
-/// ([`Execution::on_terminal`]), followed to its end the same way
-/// ([`Execution::wait`]: the exit, a timeout, a cancel or a limit, the
-/// tree's sweep, the bounded drain, the status decoded and explained).
+/// ([`Execution::spawn`]), a child on a terminal
+/// ([`Execution::on_terminal`]) or a child spawned with its own stdin and
+/// piped output (a session's worker: [`Execution::on_pipes`]), followed to
+/// its end the same way ([`Execution::wait`]: the exit, a timeout, a cancel
+/// or a limit, the tree's sweep, the bounded drain, the status decoded and
+/// explained; a worker, whose tree its session ends, by
+/// [`Execution::follow_owned`]).
 pub struct Execution<O: OutputSink, E: OutputSink> {
   pub(super) child: Child,
   pub(super) pid: u32,
@@ -40,7 +43,9 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   pub(super) pumps: Option<Pumps<O, E>>,
   pub(super) stop: CancellationToken,
   pub(super) mark: String,
-  pub(super) guard: LimitGuard,
+  /// Shared with a session's `Worker`, which looks at its tree between
+  /// requests; released at the exit when the execution alone holds it.
+  pub(super) guard: Arc<LimitGuard>,
   pub(super) sandbox: Option<crate::process::sandbox::SandboxReport>,
   /// The spec's timeout and kill grace (its input was handed to the feed).
   pub(super) run: crate::process::RunOptions,
@@ -190,7 +195,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       pumps: Some(pumps),
       stop,
       mark,
-      guard,
+      guard: Arc::new(guard),
       sandbox,
       run: spec.run.without_input(),
     })
@@ -210,18 +215,84 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     run: &crate::process::RunOptions,
   ) -> Self {
     let stop = CancellationToken::new();
+    let pumps = (Pump::start(master, sink, &stop), Pump::Idle(none));
+    Self::of_spawned(spawned, pumps, stop, run)
+  }
+
+  /// A child spawned with piped stdout and stderr and a stdin of the
+  /// caller's (by [`crate::process::ChildSetup::spawn`]: a session's worker,
+  /// whose stdin is its control socket): both pipes are read into the
+  /// sinks until EOF. `run`: its timeout and kill grace. A pipe that can't
+  /// be watched kills the child (`owner`'s sweep): `EIO`.
+  pub fn on_pipes(
+    mut spawned: crate::process::Spawned<tokio::process::Child>,
+    owner: u64,
+    stdout: O,
+    stderr: E,
+    run: &crate::process::RunOptions,
+  ) -> Result<Self, ExecError> {
+    let out = spawned.child.stdout.take().map(|p| p.into_owned_fd());
+    let err = spawned.child.stderr.take().map(|p| p.into_owned_fd());
+    let not_piped = || std::io::Error::other("not piped");
+    let watched = (
+      watch_pipe(out.unwrap_or_else(|| Err(not_piped()))),
+      watch_pipe(err.unwrap_or_else(|| Err(not_piped()))),
+    );
+    let (out, err) = match watched {
+      (Ok(out), Ok(err)) => (out, err),
+      (Err(e), _) | (_, Err(e)) => {
+        let (pid, mark) = (spawned.pid as u32, spawned.mark.clone());
+        let mut child = Child::Tokio(spawned.child);
+        abandon(&mut child, pid, &mark, owner);
+        return Err(ExecError::new(
+          ErrorCode::EIO,
+          format!("cannot watch the output pipes of process {pid}: {e}"),
+        ));
+      }
+    };
+    let stop = CancellationToken::new();
+    let pumps = (
+      Pump::start(out, stdout, &stop),
+      Pump::start(err, stderr, &stop),
+    );
+    Ok(Self::of_spawned(spawned, pumps, stop, run))
+  }
+
+  /// The execution of a child spawned by the caller, its streams pumped.
+  fn of_spawned(
+    spawned: crate::process::Spawned<tokio::process::Child>,
+    pumps: Pumps<O, E>,
+    stop: CancellationToken,
+    run: &crate::process::RunOptions,
+  ) -> Self {
     Execution {
       child: Child::Tokio(spawned.child),
       pid: spawned.pid as u32,
       started: Instant::now(),
       stdin: None,
       input_task: None,
-      pumps: Some((Pump::start(master, sink, &stop), Pump::Idle(none))),
+      pumps: Some(pumps),
       stop,
       mark: spawned.mark,
-      guard: spawned.guard,
+      guard: Arc::new(spawned.guard),
       sandbox: spawned.sandbox,
       run: run.without_input(),
+    }
+  }
+
+  /// The limit guard of the child's tree (its limits, its mark, the
+  /// watchdog's finding), shared.
+  pub fn guard(&self) -> &Arc<LimitGuard> {
+    &self.guard
+  }
+
+  /// The catch-up barriers of the two streams (`None`: nothing reads that
+  /// stream): asked and answered, everything the pipe held when it was
+  /// asked is in the sink (see [`Catchup`]).
+  pub(crate) fn catchups(&self) -> [Option<Arc<Catchup>>; 2] {
+    match &self.pumps {
+      Some((out, err)) => [out.catchup_arc(), err.catchup_arc()],
+      None => [None, None],
     }
   }
 

@@ -88,7 +88,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
         kill_sequence(&mut self.child, pgid, &self.mark, self.run.kill_grace).await
       }
     };
-    self.guard.release();
+    // a guard shared with a session's worker is released when both let go
+    if let Some(g) = std::sync::Arc::get_mut(&mut self.guard) {
+      g.release();
+    }
     ExitPhase {
       status,
       timed_out,
@@ -164,6 +167,11 @@ impl ExitPhase {
   /// The run was killed (timeout, cancel, a limit), not ended on its own.
   pub(super) fn ended_by_us(&self) -> bool {
     self.timed_out || self.canceled || self.limit_hit.is_some()
+  }
+
+  /// The child's status, as the system gave it (`None`: it could not be had).
+  pub(super) fn status(&self) -> Option<ExitStatus> {
+    self.status.as_ref().ok().copied()
   }
 }
 

@@ -36,6 +36,8 @@ pub use execution::Execution;
 #[cfg(unix)]
 pub use exit::{decode_status, kill_sequence};
 pub use exit::{format_duration, Finished, RunOutcome};
+#[cfg(unix)]
+pub(crate) use pump::Catchup;
 pub use sink::{Discard, OutputSink};
 pub use spec::{ProcessSpec, RunPolicy, StdinMode};
 

@@ -63,14 +63,28 @@ impl Catchup {
     n
   }
 
-  pub(super) fn ask(&self) -> u64 {
+  /// Ask for a round: the generation to wait for with
+  /// [`Catchup::answered_from`].
+  /// [`Catchup::answer`] if a round was asked that is not answered yet
+  /// (else nothing is drained: 0).
+  fn answer_if_asked(&self, drain: impl FnOnce() -> u64) -> u64 {
+    if self.asked_gen.load(Ordering::SeqCst) > self.answered_gen.load(Ordering::SeqCst) {
+      self.answer(drain)
+    } else {
+      0
+    }
+  }
+
+  pub(crate) fn ask(&self) -> u64 {
     let g = self.asked_gen.fetch_add(1, Ordering::SeqCst) + 1;
     // a stored permit if the pump is busy: it sees the request next time round
     self.asked.notify_one();
     g
   }
 
-  pub(super) async fn answered_from(&self, g: u64) {
+  /// The round `g` (or a later one) was answered. Never, once the pump has
+  /// ended: then everything it read is in its sink.
+  pub(crate) async fn answered_from(&self, g: u64) {
     loop {
       let n = self.answered.notified();
       tokio::pin!(n);
@@ -163,6 +177,15 @@ impl<S: OutputSink> Pump<S> {
   pub(super) fn catchup(&self) -> Option<&Catchup> {
     match self {
       Pump::Reading { catchup, .. } | Pump::Inline { catchup, .. } => Some(catchup),
+      Pump::Idle(_) => None,
+    }
+  }
+
+  /// [`Pump::catchup`], shared (a session's worker asks it at each control
+  /// message, from the task that follows its requests).
+  pub(super) fn catchup_arc(&self) -> Option<Arc<Catchup>> {
+    match self {
+      Pump::Reading { catchup, .. } | Pump::Inline { catchup, .. } => Some(catchup.clone()),
       Pump::Idle(_) => None,
     }
   }
@@ -259,6 +282,9 @@ where
               grown = true;
               grow_pipe(fd);
             }
+            // a writer that never lets the pipe empty would keep this
+            // branch first (biased) and starve the catch-up's
+            total += catchup.answer_if_asked(|| final_drain(fd, &mut buf, &mut sink, skim));
             if !ready_or_stopped(&mut sink, &stop).await {
               total += final_drain(fd, &mut buf, &mut sink, skim);
               break;
