@@ -272,20 +272,12 @@ pub fn capture_call<'env>(
     env,
     args,
     |(command, argv, a)| async move {
-      use exec_core::process::spec::{
-        check_cwd, explain_spawn_failure, locate_program, resolve_program,
-      };
+      use exec_core::process::spec::{explain_spawn_failure, program_for_spawn};
       let path = a.process.env.path_var();
       let cwd = a.process.cwd().to_path_buf();
-      // unsandboxed, the checks run only if the spawn fails (their message)
-      let checked = a.process.sandbox.is_some();
+      let sandboxed = a.process.sandbox.is_some();
       let prepared = (|| -> std::result::Result<ProcessSpec, ExecError> {
-        let program = if checked {
-          check_cwd(&cwd)?;
-          resolve_program(&command, path.as_ref(), &cwd)?
-        } else {
-          locate_program(&command, path.as_ref(), &cwd)?
-        };
+        let program = program_for_spawn(&command, path.as_ref(), &cwd, sandboxed)?;
         let mut spec = ProcessSpec::new(program);
         spec.args = argv.into_iter().map(Into::into).collect();
         Ok(spec)

@@ -3,7 +3,7 @@
 //! (see `subprocess.rs`, whose machinery they share).
 
 use exec_core::language::{self, Language, Launch};
-use exec_core::process::spec::{check_cwd, explain_spawn_failure, locate_program, resolve_program};
+use exec_core::process::spec::{check_cwd, explain_spawn_failure, program_for_spawn};
 use exec_core::process::supervise::{canceled_before_start, ProcessSpec};
 use exec_core::{ExecError, TsPath};
 use napi::bindgen_prelude::*;
@@ -101,18 +101,12 @@ pub fn spawn_call<'env>(
     |(command, argv, st)| {
       let cwd = st.process.cwd().to_path_buf();
       let path = st.process.env.path_var();
-      // unsandboxed, the checks run only if the spawn fails (their message)
-      let checked = st.process.sandbox.is_some();
+      let sandboxed = st.process.sandbox.is_some();
       let (cwd2, path2, command2) = (cwd.clone(), path.clone(), command.clone());
       stream_run(
         st,
         move || {
-          let program = if checked {
-            check_cwd(&cwd)?;
-            resolve_program(&command, path.as_ref(), &cwd)?
-          } else {
-            locate_program(&command, path.as_ref(), &cwd)?
-          };
+          let program = program_for_spawn(&command, path.as_ref(), &cwd, sandboxed)?;
           let mut spec = ProcessSpec::new(program);
           spec.args = argv.into_iter().map(Into::into).collect();
           Ok(Launch { spec, temp: None })

@@ -11,7 +11,7 @@ use exec_core::process::child::StdinPipe;
 /// Windows: the run's stdin is tokio's pipe to the child.
 #[cfg(windows)]
 type StdinPipe = tokio::process::ChildStdin;
-use exec_core::process::spec::{check_cwd, explain_spawn_failure, locate_program, resolve_program};
+use exec_core::process::spec::{explain_spawn_failure, program_for_spawn};
 use exec_core::process::supervise::{
   canceled_before_start, Execution, ProcessSpec, RunPolicy, StdinMode,
 };
@@ -550,13 +550,7 @@ fn start_child(
   }
   let path = st.process.env.path_var();
   let cwd = st.process.cwd().to_path_buf();
-  // unsandboxed, the checks run only if the spawn fails (their message)
-  let program = if st.process.sandbox.is_some() {
-    check_cwd(&cwd)?;
-    resolve_program(command, path.as_ref(), &cwd)?
-  } else {
-    locate_program(command, path.as_ref(), &cwd)?
-  };
+  let program = program_for_spawn(command, path.as_ref(), &cwd, st.process.sandbox.is_some())?;
   let mut spec = ProcessSpec::new(program);
   spec.args = argv.into_iter().map(Into::into).collect();
   let piped = piped && st.run.input.is_none();

@@ -226,6 +226,24 @@ pub fn locate_program(
   resolve_program(program, path_var, cwd)
 }
 
+/// The program of a spawn of `program` in `cwd`: a sandboxed run's is
+/// checked first, with its working directory ([`check_cwd`],
+/// [`resolve_program`]); any other's is located only ([`locate_program`]),
+/// its failure explained after the spawn ([`explain_spawn_failure`]).
+pub fn program_for_spawn(
+  program: &str,
+  path_var: Option<&OsString>,
+  cwd: &Path,
+  sandboxed: bool,
+) -> Result<PathBuf, ExecError> {
+  if sandboxed {
+    check_cwd(cwd)?;
+    resolve_program(program, path_var, cwd)
+  } else {
+    locate_program(program, path_var, cwd)
+  }
+}
+
 /// The error of a spawn of [`locate_program`]'s program that failed with
 /// `spawn_error`: the working directory's ([`check_cwd`]) or the
 /// program's ([`resolve_program`]) when one of them explains it, as they
