@@ -186,6 +186,18 @@ pub(crate) fn enter_job(child: &mut Child, job: &Job, pid: u32) -> Result<(), Ex
 }
 
 impl<O: OutputSink, E: OutputSink> Execution<O, E> {
+  /// [`Execution::spawn`], for a caller that awaits `wait` at once (on
+  /// POSIX its pumps are then polled by that wait; here they are tasks
+  /// either way).
+  pub fn spawn_waited(
+    spec: &ProcessSpec,
+    owner: u64,
+    stdout: O,
+    stderr: E,
+  ) -> Result<Self, ExecError> {
+    Self::spawn(spec, owner, stdout, stderr)
+  }
+
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
     spec.process.env.validate()?;
