@@ -343,10 +343,12 @@ pub struct EnvBlock {
 #[cfg(unix)]
 impl EnvBlock {
   /// `env` in its order.
-  pub fn from_pairs(env: &[(OsString, OsString)]) -> Result<EnvBlock, ExecError> {
+  pub fn from_pairs<'a>(
+    env: impl IntoIterator<Item = &'a (OsString, OsString)>,
+  ) -> Result<EnvBlock, ExecError> {
     let mut b = EnvBlock {
-      bytes: Vec::with_capacity(env.iter().map(|(k, v)| k.len() + v.len() + 2).sum()),
-      starts: Vec::with_capacity(env.len() + 1),
+      bytes: Vec::with_capacity(4096),
+      starts: Vec::with_capacity(64),
     };
     for (k, v) in env {
       b.push(k.as_bytes(), v.as_bytes())?;

@@ -31,35 +31,21 @@ impl ChildEnv<'_> {
   }
 }
 
-/// The environment as the child execs it (the fork and clone paths).
-pub(super) fn environment(env: &ChildEnv, mark: &str) -> Vec<(OsString, OsString)> {
-  let mut vars: Vec<(OsString, OsString)> = match env {
-    ChildEnv::Spec(s) if s.is_plain_inherit() => std::env::vars_os().collect(),
-    ChildEnv::Spec(s) => s.build(),
-    ChildEnv::Vars(v) => v.to_vec(),
-  };
-  vars.retain(|(k, _)| k != MARK_VAR);
-  vars.push((MARK_VAR.into(), mark.into()));
-  vars
-}
-
-/// The same environment as the exec image takes it: the host's own read
-/// in place when it is inherited as is (the common case: no variable made
-/// per spawn), else [`environment`]'s.
+/// The environment as the exec image takes it (the fork and clone paths),
+/// the mark last: the host's own read in place when it is inherited as is
+/// (the common case: no variable made per spawn), else the options'
+/// variables; a mark the host carries is left out.
 #[cfg(unix)]
 pub(super) fn block(
   env: &ChildEnv,
   mark: &str,
 ) -> Result<crate::process::spec::EnvBlock, crate::error::ExecError> {
   use crate::process::spec::EnvBlock;
+  let not_mark = |(k, _): &&(OsString, OsString)| k != MARK_VAR;
   let mut b = match env {
     ChildEnv::Spec(s) if s.is_plain_inherit() => EnvBlock::inherited(MARK_VAR),
-    _ => {
-      let mut vars = environment(env, mark);
-      // the mark goes on last, below
-      vars.pop();
-      EnvBlock::from_pairs(&vars)?
-    }
+    ChildEnv::Spec(s) => EnvBlock::from_pairs(s.build().iter().filter(not_mark))?,
+    ChildEnv::Vars(v) => EnvBlock::from_pairs(v.iter().filter(not_mark))?,
   };
   b.push(MARK_VAR.as_bytes(), mark.as_bytes())?;
   Ok(b)

@@ -64,11 +64,19 @@ fn a_mark_the_host_carries_is_replaced_in_the_image() {
     (OsString::from(MARK_VAR), OsString::from("1.2.3")),
     (OsString::from("A"), OsString::from("b")),
   ];
-  let env = mark::environment(&ChildEnv::Vars(&vars), "9.9.9");
-  let marks: Vec<_> = env.iter().filter(|(k, _)| k == MARK_VAR).collect();
+  let block = mark::block(&ChildEnv::Vars(&vars), "9.9.9").unwrap();
+  let env: Vec<(&[u8], &[u8])> = block
+    .entries()
+    .map(|e| e.split_at(e.iter().position(|&c| c == b'=').unwrap()))
+    .map(|(k, v)| (k, &v[1..]))
+    .collect();
+  let marks: Vec<_> = env
+    .iter()
+    .filter(|(k, _)| *k == MARK_VAR.as_bytes())
+    .collect();
   assert_eq!(marks.len(), 1);
-  assert_eq!(marks[0].1, "9.9.9");
-  assert!(env.iter().any(|(k, v)| k == "A" && v == "b"));
+  assert_eq!(marks[0].1, b"9.9.9");
+  assert!(env.iter().any(|(k, v)| *k == b"A" && *v == b"b"));
 }
 
 #[test]
