@@ -357,6 +357,33 @@ function keptHelpersOf(host: number): number[] {
   return out
 }
 
+/** The sandboxed runs whose parent is `host` (`exec-native-sandbox --run`). */
+function runsOf(host: number): number[] {
+  const out: number[] = []
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue
+    try {
+      const argv = readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0')
+      if (argv.length !== 2 || argv[1] !== '--run' || !argv[0].endsWith('exec-native-sandbox')) continue
+      const ppid = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${d}/status`, 'utf8'))?.[1]
+      if (Number(ppid) === host) out.push(Number(d))
+    } catch {}
+  }
+  return out
+}
+
+/** Whether `pid`'s init (its one child) has a child of its own: a command. */
+function hasChildRunning(pid: number): boolean {
+  const kids = (p: number) => {
+    try {
+      return readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number)
+    } catch {
+      return []
+    }
+  }
+  return kids(pid).some((init) => kids(init).length > 0)
+}
+
 describe.skipIf(!full)('the kept sandbox helper (the runs\' zygote)', () => {
   it('is out of a run\'s reach, comes back when killed, and a run through it is the host\'s child', async () => {
     const { work } = fresh()
@@ -403,6 +430,45 @@ describe.skipIf(!full)('the kept sandbox helper (the runs\' zygote)', () => {
     const [next] = keptHelpersOf(process.pid)
     expect(next).toBeGreaterThan(1)
     expect(next).not.toBe(kept)
+  })
+
+  it('makes the next namespaced run ahead: the host\'s child, handed the next request, reaped if it ends unused', async () => {
+    const { work } = fresh()
+    const ppid = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1])
+    /** The runs made ahead: children of this host shown as `--run` that run no command. */
+    const waitingRuns = async () => {
+      for (let i = 0; i < 100; i++) {
+        const runs = runsOf(process.pid).filter((p) => !hasChildRunning(p))
+        if (runs.length) return runs
+        await new Promise((r) => setTimeout(r, 20))
+      }
+      return []
+    }
+    expect((await executeAndCapture('true', 'bash', { cwd: work, sandbox: true })).exitCode).toBe(0)
+    const [ahead] = await waitingRuns()
+    expect(ahead).toBeGreaterThan(1)
+    // its own group, like every run, and no command yet
+    expect(Number(readFileSync(`/proc/${ahead}/stat`, 'utf8').split(') ')[1].split(' ')[2])).toBe(ahead)
+    // the next request is handed to it: the command's chain goes through it
+    const probe = executeAndCapture('sleep 2.7183; echo ok', 'bash', { cwd: work, sandbox: true })
+    let chain: number[] = []
+    for (let i = 0; i < 100 && !chain.length; i++) {
+      const sleeper = hostPidsOf(['sleep', '2.7183'])[0]
+      if (sleeper) for (let p = sleeper; p > 1; p = ppid(p)) chain.push(p)
+      else await new Promise((r) => setTimeout(r, 20))
+    }
+    expect(chain[chain.indexOf(process.pid) - 1]).toBe(ahead)
+    expect(await probe).toMatchObject({ exitCode: 0, stdout: 'ok\n' })
+    // the kept helper killed: the run it had made ahead ends, and is reaped
+    // at the next spawn (no zombie of this host is left)
+    const [next] = await waitingRuns()
+    expect(next).toBeGreaterThan(1)
+    expect(next).not.toBe(ahead)
+    const [kept] = keptHelpersOf(process.pid)
+    process.kill(kept, 'SIGKILL')
+    const after = await executeAndCapture('echo again', 'bash', { cwd: work, sandbox: true })
+    expect(after).toMatchObject({ exitCode: 0, stdout: 'again\n' })
+    expect(existsSync(`/proc/${next}`)).toBe(false)
   })
 
   it('ends with its host: a host killed with SIGKILL leaves no kept helper behind', async () => {

@@ -77,6 +77,8 @@ mod linux {
 
   use exec_native_sandbox::restrict;
 
+  mod warm;
+
   /// The process's own `argv` (its strings are what `/proc/<pid>/cmdline`
   /// shows), null when it has no argument.
   pub static ARGV: std::sync::atomic::AtomicPtr<*const libc::c_char> =
@@ -503,27 +505,43 @@ mod linux {
     // SAFETY: chdir(2) reads the NUL-terminated literal.
     unsafe { libc::chdir(c"/".as_ptr()) };
     const SOCK: i32 = 0;
+    // the run made ahead for the next namespaced request (see warm.rs)
+    let mut warm: Option<warm::Warm> = None;
     loop {
-      let (header, stdio) = match z::recv_header(SOCK) {
-        Ok(Some(got)) => got,
-        // SAFETY: _exit ends the process without unwinding; the host is gone.
-        Ok(None) => unsafe { libc::_exit(0) },
+      let (header, stdio, body) = read_request(SOCK);
+      let req = match z::decode(&header, &body) {
+        Ok(req) => req,
         Err(e) => fail(format!("zygote: {e}")),
       };
-      if header.len > MAX_REQUEST {
-        fail(format!("zygote: bad request header {header:?}"));
+      let target = warm::Target::of(&req.argv);
+      // a warm run made for other namespaces (the host's template was made
+      // again) is ended; the host reaps it
+      if warm
+        .as_ref()
+        .is_some_and(|w| target.as_ref().is_none_or(|t| t.key != w.key))
+        && target.is_some()
+      {
+        if let Some(w) = warm.take() {
+          w.end();
+        }
       }
-      let mut body = vec![0u8; header.len as usize];
-      match z::recv_with_fds(SOCK, &mut body, 0) {
-        Ok(Some(_)) => {}
-        Ok(None) if body.is_empty() => {}
-        Ok(None) => fail("zygote: the host closed the socket mid-request"),
-        Err(e) => fail(format!("zygote: {e}")),
-      }
-      let reply = match z::decode(&header, &body) {
-        Ok(req) if stdio.len() == 3 => fork_run(req, stdio),
-        Ok(_) => Err(libc::EBADF),
-        Err(e) => fail(format!("zygote: {e}")),
+      let handed = match warm.take() {
+        Some(w) if stdio.len() == 3 && target.as_ref().is_some_and(|t| t.key == w.key) => {
+          w.hand_over(&header, &body, &stdio)
+        }
+        other => {
+          warm = other;
+          None
+        }
+      };
+      let reply = match handed {
+        Some(run) => {
+          // the run's stdio is the run's: not the next warm run's too
+          drop(stdio);
+          Ok(run)
+        }
+        None if stdio.len() == 3 => fork_run(req, stdio),
+        None => Err(libc::EBADF),
       };
       let (pid, pidfd) = match reply {
         Ok((pid, pidfd)) => (pid, Some(pidfd)),
@@ -532,14 +550,62 @@ mod linux {
       use std::os::fd::AsRawFd;
       let sent = z::send_reply(
         SOCK,
-        &z::Reply { pid },
+        &z::Reply {
+          kind: z::Reply::RUN,
+          pid,
+        },
         pidfd.as_ref().map(|f| f.as_raw_fd()),
       );
+      drop(pidfd);
       if sent.is_err() {
         // SAFETY: _exit ends the process without unwinding; the host is gone.
         unsafe { libc::_exit(0) }
       }
+      // the next namespaced run, made now, while this one starts
+      if let (None, Some(t)) = (&warm, target) {
+        if let Some(w) = warm::Warm::make(t) {
+          let news = z::Reply {
+            kind: z::Reply::WARM,
+            pid: w.pid,
+          };
+          if z::send_reply(SOCK, &news, Some(w.pidfd.as_raw_fd())).is_err() {
+            // SAFETY: _exit ends the process without unwinding; the host is gone (the warm run
+            // ends when its socket closes).
+            unsafe { libc::_exit(0) }
+          }
+          warm = Some(w);
+        }
+      }
     }
+  }
+
+  /// The next request on the kept helper's socket: its header, the
+  /// descriptors sent with it, its body. The host gone: the kept helper ends.
+  fn read_request(
+    sock: i32,
+  ) -> (
+    exec_native_sandbox::zygote::Header,
+    Vec<std::os::fd::OwnedFd>,
+    Vec<u8>,
+  ) {
+    use exec_native_sandbox::zygote as z;
+    let (header, stdio) = match z::recv_header(sock) {
+      Ok(Some(got)) => got,
+      // SAFETY: _exit ends the process without unwinding; the host is gone.
+      Ok(None) => unsafe { libc::_exit(0) },
+      Err(e) => fail(format!("zygote: {e}")),
+    };
+    if header.len > MAX_REQUEST {
+      fail(format!("zygote: bad request header {header:?}"));
+    }
+    let mut body = vec![0u8; header.len as usize];
+    match z::recv_with_fds(sock, &mut body, 0) {
+      Ok(Some(_)) => {}
+      Ok(None) if body.is_empty() => {}
+      Ok(None) => fail("zygote: the host closed the socket mid-request"),
+      Err(e) => fail(format!("zygote: {e}")),
+    }
+    (header, stdio, body)
   }
 
   /// The largest request the kept helper reads (arguments and environment
@@ -602,8 +668,14 @@ mod linux {
     if let Err(e) = std::env::set_current_dir(cwd) {
       fail(format!("cannot enter {}: {e}", Path::new(cwd).display()));
     }
-    let env: Vec<CString> = req
-      .env
+    set_environment(req.env);
+    run(req.argv.into_iter().map(OsString::from_vec))
+  }
+
+  /// Make `env` (`NAME=value` strings) this process's environment, for
+  /// good (what the command is exec'd with).
+  pub(crate) fn set_environment(env: Vec<Vec<u8>>) {
+    let env: Vec<CString> = env
       .into_iter()
       .map(|v| CString::new(v).unwrap_or_else(|_| fail("an environment variable holds a NUL byte")))
       .collect();
@@ -612,12 +684,12 @@ mod linux {
     extern "C" {
       static mut environ: *const *const libc::c_char;
     }
-    // SAFETY: this process is single-threaded; `env` and `ptrs` are leaked below, so the
-    // NULL-terminated array `environ` now points at lives as long as the process.
+    // SAFETY: this process is single-threaded (a process sharing its memory is blocked in a read
+    // meanwhile); `env` and `ptrs` are leaked below, so the NULL-terminated array `environ` now
+    // points at lives as long as the process.
     unsafe { environ = ptrs.as_ptr() };
     std::mem::forget(env);
     std::mem::forget(ptrs);
-    run(req.argv.into_iter().map(OsString::from_vec))
   }
 
   /// The namespace file at `path`, opened (before any is joined: from
@@ -1025,6 +1097,26 @@ mod linux {
     // SAFETY: `arg` is the `Init` the monitor passed, which lives until the monitor ends (it never
     // returns), and this process dies with it (parent-death signal, below).
     let init = unsafe { &*(arg as *const Init) };
+    init_prelude(init.parent);
+    let mounted = if init.templated {
+      run_mounts(init.opts).and_then(|()| shm())
+    } else {
+      mounts(init.opts)
+    };
+    if let Err(e) = mounted.and_then(|()| mount_proc()) {
+      fail(e);
+    }
+    if let Some(cwd) = &init.cwd {
+      // the working directory held the mount it had before: take it again
+      // through the new ones (a writable root is a new bind mount)
+      let _ = std::env::set_current_dir(cwd);
+    }
+    start_command(init.opts, init.status, init.command_stack)
+  }
+
+  /// What an init does first: die with the monitor (its parent), and end
+  /// at once if the monitor is already gone.
+  pub(crate) fn init_prelude(parent: i32) {
     // SAFETY: PR_SET_PDEATHSIG takes plain integers; it only sets an attribute of this process.
     unsafe {
       libc::prctl(
@@ -1037,48 +1129,44 @@ mod linux {
     };
     // SAFETY: getppid has no preconditions (0 in a new PID namespace: the parent is outside it).
     let ppid = unsafe { libc::getppid() };
-    if ppid != 0 && ppid != init.parent {
+    if ppid != 0 && ppid != parent {
       // SAFETY: _exit ends the process without unwinding.
       unsafe { libc::_exit(SETUP_FAILED) };
     }
-    let mounted = if init.templated {
-      run_mounts(init.opts).and_then(|()| shm())
-    } else {
-      mounts(init.opts)
-    };
+  }
+
+  /// The PID namespace's own `/proc`.
+  pub(crate) fn mount_proc() -> Result<(), String> {
     let proc_ = c"proc";
-    let mounted = mounted.and_then(|()| {
-      mount(
-        Some(proc_),
-        Path::new("/proc"),
-        Some(proc_),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-      )
-    });
-    if let Err(e) = mounted {
-      fail(e);
-    }
-    if let Some(cwd) = &init.cwd {
-      // the working directory held the mount it had before: take it again
-      // through the new ones (a writable root is a new bind mount)
-      let _ = std::env::set_current_dir(cwd);
-    }
+    mount(
+      Some(proc_),
+      Path::new("/proc"),
+      Some(proc_),
+      libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+      None,
+    )
+  }
+
+  /// The init's part once the mounts are made: the command as its
+  /// `CLONE_VFORK` child (on `command_stack`, restricted by `opts`), then
+  /// reap everything until the command ends, write its status on `status`
+  /// and end (and with the init, the namespace).
+  pub(crate) fn start_command(opts: &Opts, status: i32, command_stack: *mut libc::c_void) -> ! {
     // the command's restriction (its roots and the private /dev/shm) and its
     // exec arguments, made here, where allocation is allowed
-    let mut writable = init.opts.write.clone();
+    let mut writable = opts.write.clone();
     writable.push(PathBuf::from("/dev/shm"));
-    let launch = Launch::new(init.opts, &writable);
+    let launch = Launch::new(opts, &writable);
     // The command shares this process's memory until its exec (CLONE_VFORK
     // suspends this process meanwhile), as posix_spawn does.
     // SAFETY: `command_main` is an extern "C" fn(*mut c_void) -> c_int that runs on
-    // `init.command_stack` (the top of a live allocation of the monitor's) and reads `launch`
-    // through the pointer, a local of this never-returning function; CLONE_VFORK keeps this
-    // process suspended until the child execs or exits.
+    // `command_stack` (the top of a live allocation of the monitor's) and reads `launch` through
+    // the pointer, a local of this never-returning function; CLONE_VFORK keeps this process
+    // suspended until the child execs or exits.
     let cmd = unsafe {
       libc::clone(
         command_main,
-        init.command_stack,
+        command_stack,
         libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
         &launch as *const Launch as *mut libc::c_void,
       )
@@ -1087,7 +1175,7 @@ mod linux {
       fail(format!("cannot start the command: {}", errno()));
     }
     handle_passed_on();
-    let_go_of_descriptors(init.status);
+    let_go_of_descriptors(status);
     loop {
       let mut st = 0;
       // SAFETY: `st` is a live i32 for waitpid(2) to write into.
@@ -1096,7 +1184,7 @@ mod linux {
         let b = st.to_ne_bytes();
         // SAFETY: `b` is a live [u8; 4] and 4 its length; `status` is the write end this process
         // kept open.
-        unsafe { libc::write(init.status, b.as_ptr().cast(), 4) };
+        unsafe { libc::write(status, b.as_ptr().cast(), 4) };
         // SAFETY: _exit ends the init (and so the namespace) without unwinding, the command's
         // status written.
         unsafe { libc::_exit(0) };

@@ -24,6 +24,19 @@
 //! arguments and the `envc` `NAME=value` strings, each NUL-terminated. The
 //! reply: a [`Reply`] (the run's pid, or the negative errno of what
 //! failed) sent with the run's pidfd when it started.
+//!
+//! **Runs made ahead.** A namespaced run spends most of its set-up on what
+//! is the same for every run of the host: the fork, joining the host's kept
+//! user, network and template mount namespaces, making its own mount, IPC
+//! and PID namespaces, and mounting its `/proc` and `/dev/shm`. After it
+//! answers a namespaced request, the kept helper makes the next such run
+//! ahead of time (a *warm* run: the host's child, like every run, waiting
+//! for its request), and sends the host a [`Reply`] of kind
+//! [`Reply::WARM`] with its pid and pidfd, so that the host knows of it and
+//! reaps it if it is never used. The next request with the same
+//! namespaces (see [`WarmKey`]) is handed to it, and the reply names it. A
+//! warm run made for other namespaces than a request's (the host's template
+//! was made again) is killed, and the host reaps it.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -41,12 +54,33 @@ pub struct Header {
   pub len: u32,
 }
 
-/// The reply to a request.
+/// The reply to a request, or the news of a warm run.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reply {
+  /// [`Reply::RUN`] or [`Reply::WARM`].
+  pub kind: u32,
   /// The run's pid (its pidfd comes with the reply), or `-errno`.
   pub pid: i32,
+}
+
+impl Reply {
+  /// The answer to a request.
+  pub const RUN: u32 = 0;
+  /// Not an answer: a warm run was made (its pid; its pidfd comes with it).
+  pub const WARM: u32 = 1;
+}
+
+/// What a warm run joined: the identity (device and inode) of the host's
+/// kept user namespace, network namespace (none with network on) and
+/// template mount namespace. A request whose namespaces have the same
+/// identity may be handed to it; a path alone could name another
+/// namespace by then (a descriptor's number is reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarmKey {
+  pub user: (u64, u64),
+  pub net: Option<(u64, u64)>,
+  pub template: (u64, u64),
 }
 
 /// A request, decoded.
@@ -178,6 +212,17 @@ pub fn recv_with_fds(
   buf: &mut [u8],
   max_fds: usize,
 ) -> io::Result<Option<Vec<OwnedFd>>> {
+  recv_with_fds_flags(fd, buf, max_fds, 0)
+}
+
+/// [`recv_with_fds`] with `recvmsg` flags (`MSG_DONTWAIT`: an error of
+/// kind `WouldBlock` when nothing is there).
+fn recv_with_fds_flags(
+  fd: RawFd,
+  buf: &mut [u8],
+  max_fds: usize,
+  flags: libc::c_int,
+) -> io::Result<Option<Vec<OwnedFd>>> {
   let space = cmsg_space(max_fds);
   let mut control = vec![0u8; space];
   let mut got = 0;
@@ -194,7 +239,7 @@ pub fn recv_with_fds(
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
     // SAFETY: `msg` and what it points at (`iov` into `buf`, `control`) are live for the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
     if n < 0 {
       let e = io::Error::last_os_error();
       if e.kind() == io::ErrorKind::Interrupted {
@@ -258,15 +303,25 @@ pub fn recv_header(sock: RawFd) -> io::Result<Option<(Header, Vec<OwnedFd>)>> {
 
 /// Read a reply and the pidfd sent with it.
 pub fn recv_reply(sock: RawFd) -> io::Result<(Reply, Option<OwnedFd>)> {
+  recv_reply_flags(sock, 0)
+}
+
+/// [`recv_reply`] of what is already there: `WouldBlock` when nothing is.
+pub fn try_recv_reply(sock: RawFd) -> io::Result<(Reply, Option<OwnedFd>)> {
+  recv_reply_flags(sock, libc::MSG_DONTWAIT)
+}
+
+fn recv_reply_flags(sock: RawFd, flags: libc::c_int) -> io::Result<(Reply, Option<OwnedFd>)> {
   let mut r = Reply::default();
-  // SAFETY: Reply is repr(C) of one i32: any bytes are a valid value; the slice borrows `r`.
+  // SAFETY: Reply is repr(C) of a u32 and an i32: any bytes are a valid value; the slice borrows
+  // `r`.
   let buf = unsafe {
     std::slice::from_raw_parts_mut(
       (&mut r as *mut Reply).cast::<u8>(),
       std::mem::size_of::<Reply>(),
     )
   };
-  let fds = recv_with_fds(sock, buf, 1)?.ok_or(io::ErrorKind::UnexpectedEof)?;
+  let fds = recv_with_fds_flags(sock, buf, 1, flags)?.ok_or(io::ErrorKind::UnexpectedEof)?;
   Ok((r, fds.into_iter().next()))
 }
 
@@ -307,6 +362,31 @@ mod tests {
       .unwrap_err()
       .contains("strings"));
     assert!(decode(&h, &body[..body.len() - 1]).is_err());
+  }
+
+  #[test]
+  fn news_of_a_warm_run_comes_before_the_reply_and_a_try_does_not_wait() {
+    use std::os::fd::AsRawFd;
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let err = try_recv_reply(b.as_raw_fd()).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    let warm = Reply {
+      kind: Reply::WARM,
+      pid: 41,
+    };
+    let null = std::fs::File::open("/dev/null").unwrap();
+    send_reply(a.as_raw_fd(), &warm, Some(null.as_raw_fd())).unwrap();
+    let run = Reply {
+      kind: Reply::RUN,
+      pid: -libc::ENOENT,
+    };
+    send_reply(a.as_raw_fd(), &run, None).unwrap();
+    let (got, fd) = try_recv_reply(b.as_raw_fd()).unwrap();
+    assert_eq!((got, fd.is_some()), (warm, true));
+    let (got, fd) = recv_reply(b.as_raw_fd()).unwrap();
+    assert_eq!((got, fd.is_none()), (run, true));
+    drop(a);
+    assert!(recv_reply(b.as_raw_fd()).is_err());
   }
 
   #[test]

@@ -19,7 +19,9 @@ pub use linux::*;
 #[cfg(target_os = "linux")]
 mod spawn_linux;
 #[cfg(target_os = "linux")]
-pub use spawn_linux::{kill_pidfd, reap_pidfd, spawn as raw_spawn, RawChild, RawSpawn};
+pub use spawn_linux::{
+  kill_pidfd, reap_pidfd, reap_pidfd_nohang, spawn as raw_spawn, RawChild, RawSpawn,
+};
 
 #[cfg(target_os = "macos")]
 mod macos;

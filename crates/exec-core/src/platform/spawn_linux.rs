@@ -362,6 +362,24 @@ pub fn kill_pidfd(pidfd: &OwnedFd) -> io::Result<()> {
   Ok(())
 }
 
+/// Reap the process of `pidfd` (a child of this process) if it has ended:
+/// whether it has (or cannot be waited for: it is gone).
+pub fn reap_pidfd_nohang(pidfd: &OwnedFd) -> bool {
+  // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
+  let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+  // SAFETY: `pidfd` is open for the call and `info` a live siginfo_t; WNOHANG returns at once.
+  let r = unsafe {
+    libc::waitid(
+      libc::P_PIDFD,
+      pidfd.as_raw_fd() as libc::id_t,
+      &mut info,
+      libc::WEXITED | libc::WNOHANG,
+    )
+  };
+  // SAFETY: waitid filled the child fields (si_pid 0: still running).
+  r != 0 || unsafe { info.si_pid() } != 0
+}
+
 /// Wait for the process of `pidfd` (a child of this process) to end and reap
 /// it, blocking.
 pub fn reap_pidfd(pidfd: &OwnedFd) {

@@ -393,6 +393,8 @@ impl KeptState {
   fn retire_current(&mut self) {
     if let Some(old) = self.current.take() {
       self.retired.push((std::time::Instant::now(), old));
+      // the runs made ahead joined the old template
+      zygote::end_warm();
     }
   }
 }
@@ -439,7 +441,13 @@ fn watch_mounts() {
       if changed {
         st.retire_current();
       }
+      let retired = st.retired.len();
       st.retired.retain(|(at, _)| at.elapsed() < RETIRE_AFTER);
+      if st.retired.len() < retired {
+        // a run made ahead from a template being closed now (its news came
+        // after the template was retired) must not hold it either
+        zygote::end_warm();
+      }
     });
 }
 

@@ -10,6 +10,11 @@
 //! be used (it fails to start) the caller spawns the helper itself.
 //! `EXEC_NATIVE_SANDBOX_NO_ZYGOTE` set in the host's environment turns it
 //! off (the benchmark's comparison).
+//!
+//! The kept helper also makes namespaced runs ahead of their request (the
+//! host's children too) and says so in a `WARM` reply; they are kept here
+//! by pidfd until a reply names one as a run, and reaped here if they end
+//! unused (the kept helper ended or replaced them).
 
 use std::ffi::CString;
 use std::io;
@@ -27,13 +32,61 @@ struct Kept {
   helper: PathBuf,
   sock: OwnedFd,
   pidfd: OwnedFd,
+  /// The runs it made ahead that no reply has named yet (pid, pidfd).
+  warm: Vec<(i32, OwnedFd)>,
+}
+
+impl Kept {
+  /// Take a `WARM` reply's run into [`Kept::warm`].
+  fn note_warm(&mut self, pid: i32, pidfd: Option<OwnedFd>) {
+    if let Some(fd) = pidfd {
+      self.warm.push((pid, fd));
+    }
+  }
+
+  /// Reap the runs made ahead that ended unused.
+  fn reap_ended_warm(&mut self) {
+    self
+      .warm
+      .retain(|(_, fd)| !crate::platform::reap_pidfd_nohang(fd));
+  }
 }
 
 impl Drop for Kept {
-  /// Kill the kept helper and reap it (its socket closes with `self`).
+  /// Kill the kept helper and reap it (its socket closes with `self`), then
+  /// the runs it made ahead: those it told of before it ended, read from
+  /// the socket (its end is closed now, so the reads end), killed and
+  /// reaped.
   fn drop(&mut self) {
     let _ = crate::platform::kill_pidfd(&self.pidfd);
     crate::platform::reap_pidfd(&self.pidfd);
+    self.end_warm();
+  }
+}
+
+impl Kept {
+  /// Kill and reap the runs made ahead: those known, and those whose news
+  /// is queued on the socket (read without waiting: between requests
+  /// nothing else is). The kept helper finds its own gone at the next
+  /// request and makes another.
+  fn end_warm(&mut self) {
+    while let Ok((r, fd)) = wire::try_recv_reply(self.sock.as_raw_fd()) {
+      if r.kind == wire::Reply::WARM {
+        self.note_warm(r.pid, fd);
+      }
+    }
+    for (_, fd) in self.warm.drain(..) {
+      let _ = crate::platform::kill_pidfd(&fd);
+      crate::platform::reap_pidfd(&fd);
+    }
+  }
+}
+
+/// End the runs the kept helper made ahead (the host's template namespace
+/// was replaced: they hold the old one, and with it the old mounts).
+pub fn end_warm() {
+  if let Some(k) = KEPT.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+    k.end_warm();
   }
 }
 
@@ -50,7 +103,11 @@ fn start(helper: &Path) -> io::Result<Kept> {
     .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
   let arg = c"--zygote";
   let argv = [program.as_ptr(), arg.as_ptr(), std::ptr::null()];
-  let envp = [std::ptr::null::<libc::c_char>()];
+  // one variable, for `/proc/<pid>/environ` of it and its forks (the runs,
+  // and those made ahead, which wait there): an empty one is what a process
+  // in the middle of an `execve` shows, which a run's sweep waits for
+  // (`marks::marked_or_pending_since`)
+  let envp = [c"EXEC_NATIVE_SANDBOX_KEPT=1".as_ptr(), std::ptr::null()];
   let req = crate::platform::RawSpawn {
     program: &program,
     argv: argv.as_ptr(),
@@ -66,6 +123,7 @@ fn start(helper: &Path) -> io::Result<Kept> {
     helper: helper.to_path_buf(),
     sock: OwnedFd::from(ours),
     pidfd,
+    warm: Vec::new(),
   })
 }
 
@@ -78,17 +136,28 @@ enum Failed {
 }
 
 fn request(
-  kept: &Kept,
+  kept: &mut Kept,
   header: &wire::Header,
   body: &[u8],
   stdio: [RawFd; 3],
 ) -> Result<(i32, OwnedFd), Failed> {
+  kept.reap_ended_warm();
   let sock = kept.sock.as_raw_fd();
   wire::send_request(sock, header, body, &stdio).map_err(|_| Failed::Broken)?;
-  match wire::recv_reply(sock) {
-    Ok((r, Some(pidfd))) if r.pid > 0 => Ok((r.pid, pidfd)),
-    Ok((r, None)) if r.pid < 0 => Err(Failed::Run(io::Error::from_raw_os_error(-r.pid))),
-    _ => Err(Failed::Broken),
+  loop {
+    match wire::recv_reply(sock) {
+      // news of a run made ahead (sent after the previous reply)
+      Ok((r, fd)) if r.kind == wire::Reply::WARM => kept.note_warm(r.pid, fd),
+      Ok((r, Some(pidfd))) if r.kind == wire::Reply::RUN && r.pid > 0 => {
+        // a run made ahead is now a run: the caller owns it
+        kept.warm.retain(|(pid, _)| *pid != r.pid);
+        return Ok((r.pid, pidfd));
+      }
+      Ok((r, None)) if r.kind == wire::Reply::RUN && r.pid < 0 => {
+        return Err(Failed::Run(io::Error::from_raw_os_error(-r.pid)))
+      }
+      _ => return Err(Failed::Broken),
+    }
   }
 }
 
@@ -116,7 +185,7 @@ pub fn spawn(
     if kept.is_none() {
       *kept = Some(start(helper).ok()?);
     }
-    let k = kept.as_ref()?;
+    let k = kept.as_mut()?;
     match request(k, &header, &body, stdio) {
       Ok(child) => return Some(Ok(child)),
       Err(Failed::Run(e)) => return Some(Err(e)),
