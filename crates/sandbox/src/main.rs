@@ -534,10 +534,12 @@ mod linux {
           None
         }
       };
+      let mut mounting = None;
       let reply = match handed {
-        Some(run) => {
+        Some((run, sock)) => {
           // the run's stdio is the run's: not the next warm run's too
           drop(stdio);
+          mounting = Some(sock);
           Ok(run)
         }
         None if stdio.len() == 3 => fork_run(req, stdio),
@@ -561,8 +563,12 @@ mod linux {
         // SAFETY: _exit ends the process without unwinding; the host is gone.
         unsafe { libc::_exit(0) }
       }
-      // the next namespaced run, made now, while this one starts
+      // the next namespaced run, made while this one starts (once its
+      // mounts are made)
       if let (None, Some(t)) = (&warm, target) {
+        if let Some(sock) = mounting {
+          warm::wait_for_mounts(&sock, SOCK);
+        }
         if let Some(w) = warm::Warm::make(t) {
           let news = z::Reply {
             kind: z::Reply::WARM,
