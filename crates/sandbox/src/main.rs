@@ -626,34 +626,10 @@ mod linux {
     req: exec_native_sandbox::zygote::Request,
     stdio: Vec<std::os::fd::OwnedFd>,
   ) -> Result<(i32, std::os::fd::OwnedFd), i32> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let mut pidfd: libc::c_int = -1;
-    // a fork (no stack given: the child returns here with a copy of this
-    // small process's memory) whose parent is the host; it exits with
-    // SIGCHLD to the host, as this process would (CLONE_PARENT keeps ours)
-    let flags = (libc::CLONE_PARENT | libc::CLONE_PIDFD) as libc::c_ulong;
-    // SAFETY: clone(2) without CLONE_VM and without a stack is a fork: the child gets a copy of this
-    // single-threaded process and returns 0 here; `pidfd` is a live c_int for CLONE_PIDFD (the
-    // parent_tid argument, third on x86_64 and aarch64).
-    let pid = unsafe {
-      libc::syscall(
-        libc::SYS_clone,
-        flags,
-        0usize,
-        &mut pidfd as *mut libc::c_int,
-        0usize,
-        0usize,
-      )
-    };
-    if pid < 0 {
-      return Err(last_errno());
-    }
-    if pid > 0 {
+    use std::os::fd::AsRawFd;
+    if let Some(parent) = fork_as_host_child()? {
       drop(stdio);
-      // SAFETY: CLONE_PIDFD stored a new descriptor of the child in `pidfd`, owned from here.
-      return Ok((pid as i32, unsafe {
-        std::os::fd::OwnedFd::from_raw_fd(pidfd)
-      }));
+      return Ok(parent);
     }
     // the run
     show_as_run();
@@ -696,6 +672,41 @@ mod linux {
     unsafe { environ = ptrs.as_ptr() };
     std::mem::forget(env);
     std::mem::forget(ptrs);
+  }
+
+  /// Fork this (single-threaded) process as a sibling, the host's child
+  /// (`clone(CLONE_PARENT|CLONE_PIDFD)`): in this process the child's pid and
+  /// pidfd, in the child `None`, or the errno of a failed fork.
+  pub(crate) fn fork_as_host_child() -> Result<Option<(i32, std::os::fd::OwnedFd)>, i32> {
+    use std::os::fd::FromRawFd;
+    let mut pidfd: libc::c_int = -1;
+    // a fork (no stack given: the child returns here with a copy of this
+    // small process's memory) whose parent is the host; it exits with
+    // SIGCHLD to the host, as this process would (CLONE_PARENT keeps ours)
+    let flags = (libc::CLONE_PARENT | libc::CLONE_PIDFD) as libc::c_ulong;
+    // SAFETY: clone(2) without CLONE_VM and without a stack is a fork: the child gets a copy of this
+    // single-threaded process and returns 0 here; `pidfd` is a live c_int for CLONE_PIDFD (the
+    // parent_tid argument, third on x86_64 and aarch64).
+    let pid = unsafe {
+      libc::syscall(
+        libc::SYS_clone,
+        flags,
+        0usize,
+        &mut pidfd as *mut libc::c_int,
+        0usize,
+        0usize,
+      )
+    };
+    if pid < 0 {
+      return Err(last_errno());
+    }
+    if pid == 0 {
+      return Ok(None);
+    }
+    // SAFETY: CLONE_PIDFD stored a new descriptor of the child in `pidfd`, owned from here.
+    Ok(Some((pid as i32, unsafe {
+      std::os::fd::OwnedFd::from_raw_fd(pidfd)
+    })))
   }
 
   /// The namespace file at `path`, opened (before any is joined: from

@@ -16,8 +16,9 @@
 //! request does after its mounts.
 //!
 //! So a request no longer waits for a fork, three `setns`, a `clone` with
-//! three new namespaces and two mounts: about 0.2 ms of the full boundary's
-//! cost on the 2-core test machine (docs/SANDBOX.md, "Cost").
+//! three new namespaces and two mounts: the full boundary went from 1.83 to
+//! 1.51 ms by the median on the 2-core test machine (docs/PERFORMANCE.md,
+//! "Runs made ahead").
 //!
 //! A warm run that is never used ends when the kept helper does (its
 //! socket closes: the init ends, and the run with it) or when the kept
@@ -25,7 +26,7 @@
 //! told of it by a `WARM` reply, reaps it.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -33,8 +34,8 @@ use std::path::PathBuf;
 use exec_native_sandbox::zygote::{self as z, WarmKey};
 
 use super::{
-  errno, fail, init_prelude, join, monitor, mount_proc, parse, run_mounts, set_environment, shm,
-  show_as_run, stack_top, start_command, MAX_REQUEST, SETUP_FAILED, STACK,
+  errno, fail, fork_as_host_child, init_prelude, join, monitor, mount_proc, parse, run_mounts,
+  set_environment, shm, show_as_run, stack_top, start_command, MAX_REQUEST, SETUP_FAILED, STACK,
 };
 
 /// The namespaces a namespaced request names, and their identity.
@@ -88,48 +89,16 @@ impl Warm {
   /// Fork the run for `target` (see the module doc). `None` if the fork
   /// failed; a run whose set-up fails ends, and its socket with it.
   pub fn make(target: Target) -> Option<Warm> {
-    let mut sv = [0; 2];
-    // SAFETY: `sv` is a live [i32; 2] for socketpair(2) to fill.
-    let made = unsafe {
-      libc::socketpair(
-        libc::AF_UNIX,
-        libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-        0,
-        sv.as_mut_ptr(),
-      )
-    };
-    if made != 0 {
-      return None;
-    }
-    // SAFETY: both descriptors were just made and are owned here, once each.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-    let mut pidfd: libc::c_int = -1;
-    let flags = (libc::CLONE_PARENT | libc::CLONE_PIDFD) as libc::c_ulong;
-    // SAFETY: as in `fork_run`: a fork of this single-threaded process (no CLONE_VM, no stack),
-    // whose parent is the host; `pidfd` is a live c_int for CLONE_PIDFD.
-    let pid = unsafe {
-      libc::syscall(
-        libc::SYS_clone,
-        flags,
-        0usize,
-        &mut pidfd as *mut libc::c_int,
-        0usize,
-        0usize,
-      )
-    };
-    if pid < 0 {
-      return None;
-    }
-    if pid == 0 {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().ok()?;
+    let Some((pid, pidfd)) = fork_as_host_child().ok()? else {
       drop(ours);
-      run(&target, theirs)
-    }
+      run(&target, OwnedFd::from(theirs))
+    };
     drop(theirs);
     Some(Warm {
-      pid: pid as i32,
-      // SAFETY: CLONE_PIDFD stored a new descriptor of the child in `pidfd`, owned from here.
-      pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
-      sock: ours,
+      pid,
+      pidfd,
+      sock: OwnedFd::from(ours),
       key: target.key,
     })
   }
@@ -171,10 +140,10 @@ impl Warm {
 /// init closes the socket then), or a request comes on `host` (the kept
 /// helper's socket), or 10 ms have passed: the next run is made ahead then,
 /// so that the two do not contend for the mount table (and its locks) at
-/// once. (Waiting longer, until the run has ended, was slower: `node
-/// benchmark/sandbox-spawn.mjs`-style A/B of the two helpers, 1,600 runs
-/// each, median 1.66 against 1.48 ms; the set-up is best overlapped with the
-/// run's command, on the other core.)
+/// once. (Making it at once was slower, 1.50 against 1.46 ms by the median,
+/// and so was waiting until the run has ended, 1.66 against 1.48: the
+/// set-up is best overlapped with the run's command, on the other core;
+/// `benchmark/sandbox-ab.mjs`, two helpers with one addon, docs/PERFORMANCE.md.)
 pub fn wait_for_mounts(sock: &OwnedFd, host: RawFd) {
   let mut fds = [
     libc::pollfd {
