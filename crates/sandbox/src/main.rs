@@ -585,8 +585,10 @@ mod linux {
     }
   }
 
-  /// The next request on the kept helper's socket: its header, the
-  /// descriptors sent with it, its body. The host gone: the kept helper ends.
+  /// The next request on `sock` (the kept helper's from the host, a warm
+  /// run's from the kept helper): its header, the descriptors sent with it,
+  /// its body. The other end closed: this process ends (exit 0); a bad
+  /// request: it fails (exit 125).
   fn read_request(
     sock: i32,
   ) -> (
@@ -766,6 +768,31 @@ mod linux {
     if joined_user && !opts.net && !joined_net {
       flags |= libc::CLONE_NEWNET;
     }
+    start_init(flags, init_main, |parent, status, command_stack| Init {
+      parent,
+      status,
+      opts,
+      cwd,
+      templated,
+      command_stack,
+    })
+  }
+
+  /// Start an init: `entry` in new namespaces (`flags`), sharing this
+  /// process's memory, given the value `make(this pid, the status pipe's
+  /// write end, the top of the command's stack)`; then be its monitor.
+  ///
+  /// The init shares this process's memory (CLONE_VM: no copy of the
+  /// address space to make or to tear down) but not its descriptors, its
+  /// working directory nor its signal handlers. This process does not
+  /// allocate from here on (it only waits and reads), so the init may; and
+  /// the value and both stacks live until this process ends (it never
+  /// returns).
+  pub(crate) fn start_init<T>(
+    flags: libc::c_int,
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    make: impl FnOnce(i32, i32, *mut libc::c_void) -> T,
+  ) -> ! {
     let mut status_pipe = [0i32; 2];
     // SAFETY: `status_pipe` is a live [i32; 2], the two ints pipe2(2) writes.
     if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -773,31 +800,19 @@ mod linux {
     }
     let mut init_stack = vec![0u8; STACK];
     let mut command_stack = vec![0u8; STACK];
-    let init = Init {
-      // SAFETY: getpid has no preconditions.
-      parent: unsafe { libc::getpid() },
-      status: status_pipe[1],
-      opts,
-      cwd,
-      templated,
-      command_stack: stack_top(&mut command_stack),
-    };
-    // The init shares this process's memory (CLONE_VM: no copy of the
-    // address space to make or to tear down) but not its descriptors, its
-    // working directory nor its signal handlers. This process does not
-    // allocate from here on (it only waits and reads), so the init may; and
-    // `init`, `opts` and both stacks live until this process ends (it never
-    // returns).
-    // SAFETY: `init_main` is an extern "C" fn(*mut c_void) -> c_int that runs on `init_stack`
-    // (a live allocation this never-returning function keeps) and reads `init` through the
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let init = make(parent, status_pipe[1], stack_top(&mut command_stack));
+    // SAFETY: `entry` is an extern "C" fn(*mut c_void) -> c_int that runs on `init_stack` (a live
+    // allocation this never-returning function keeps) and reads `init` (a `T`) through the
     // pointer, which lives as long; the flags make a process, not a thread (no CLONE_THREAD,
     // CLONE_FILES, CLONE_FS or CLONE_SIGHAND).
     let pid = unsafe {
       libc::clone(
-        init_main,
+        entry,
         stack_top(&mut init_stack),
         flags | libc::CLONE_VM | libc::SIGCHLD,
-        &init as *const Init as *mut libc::c_void,
+        &init as *const T as *mut libc::c_void,
       )
     };
     if pid == -1 {

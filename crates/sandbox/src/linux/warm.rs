@@ -34,8 +34,8 @@ use std::path::PathBuf;
 use exec_native_sandbox::zygote::{self as z, WarmKey};
 
 use super::{
-  errno, fail, fork_as_host_child, init_prelude, join, monitor, mount_proc, parse, run_mounts,
-  set_environment, shm, show_as_run, stack_top, start_command, MAX_REQUEST, SETUP_FAILED, STACK,
+  errno, fail, fork_as_host_child, init_prelude, join, mount_proc, parse, read_request, run_mounts,
+  set_environment, shm, show_as_run, start_command, start_init, SETUP_FAILED,
 };
 
 /// The namespaces a namespaced request names, and their identity.
@@ -227,40 +227,16 @@ fn run(target: &Target, sock: OwnedFd) -> ! {
     // SAFETY: _exit ends the process without unwinding (its socket closes: unused).
     unsafe { libc::_exit(SETUP_FAILED) }
   }
-  let mut status_pipe = [0i32; 2];
-  // SAFETY: `status_pipe` is a live [i32; 2], the two ints pipe2(2) writes.
-  if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-    fail(format!("pipe: {}", errno()));
-  }
-  let mut init_stack = vec![0u8; STACK];
-  let mut command_stack = vec![0u8; STACK];
   // the init keeps the socket: it is not close-on-exec there, and the
   // command never has it (the init closes it before it starts the command)
-  let init = WarmInit {
-    // SAFETY: getpid has no preconditions.
-    parent: unsafe { libc::getpid() },
-    status: status_pipe[1],
-    sock: std::os::fd::IntoRawFd::into_raw_fd(sock),
-    command_stack: stack_top(&mut command_stack),
-  };
+  let sock = std::os::fd::IntoRawFd::into_raw_fd(sock);
   let flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
-  // SAFETY: as in `namespaces`: `init_main` runs on `init_stack` (kept by this never-returning
-  // function) and reads `init` through the pointer, which lives as long; the flags make a process
-  // sharing this one's memory, not a thread.
-  let pid = unsafe {
-    libc::clone(
-      init_main,
-      stack_top(&mut init_stack),
-      flags | libc::CLONE_VM | libc::SIGCHLD,
-      &init as *const WarmInit as *mut libc::c_void,
-    )
-  };
-  if pid == -1 {
-    fail(format!("cannot create the namespaces: {}", errno()));
-  }
-  // SAFETY: this process owns its copy of the write end and closes it once; it never uses it.
-  unsafe { libc::close(status_pipe[1]) };
-  monitor(pid, status_pipe[0])
+  start_init(flags, init_main, |parent, status, command_stack| WarmInit {
+    parent,
+    status,
+    sock,
+    command_stack,
+  })
 }
 
 /// pid 1 of a warm run: its `/dev/shm` and `/proc`, then its request, then
@@ -274,23 +250,15 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
   if let Err(e) = shm().and_then(|()| mount_proc()) {
     fail(e);
   }
-  let quit = |code: i32| -> ! {
-    // SAFETY: _exit ends the process without unwinding.
-    unsafe { libc::_exit(code) }
-  };
-  let (header, stdio) = match z::recv_header(init.sock) {
-    Ok(Some(got)) => got,
-    _ => quit(0),
-  };
-  if header.len > MAX_REQUEST || stdio.len() != 3 {
-    quit(SETUP_FAILED)
+  // the kept helper gone before a request came: `read_request` ends this
+  // process (and the run with it)
+  let (header, stdio, body) = read_request(init.sock);
+  if stdio.len() != 3 {
+    fail("warm run: a request without its stdio");
   }
-  let mut body = vec![0u8; header.len as usize];
-  if !matches!(z::recv_with_fds(init.sock, &mut body, 0), Ok(Some(_))) && !body.is_empty() {
-    quit(SETUP_FAILED)
-  }
-  let Ok(req) = z::decode(&header, &body) else {
-    quit(SETUP_FAILED)
+  let req = match z::decode(&header, &body) {
+    Ok(req) => req,
+    Err(e) => fail(format!("warm run: {e}")),
   };
   for (to, from) in stdio.iter().enumerate() {
     // SAFETY: `from` is a descriptor received with the request and open; dup2(2) makes `to` a
