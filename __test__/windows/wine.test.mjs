@@ -345,6 +345,27 @@ test('NodeSession: state persists, a throwing cell, TypeScript, interrupt of an 
   assert.equal(addon.liveProcessGroups(), 0, 'the worker\'s job is gone')
 })
 
+test('NodeSession: output a grandchild wrote just before a cell ended, more than a pipe holds, is that cell\'s, none of it the next one\'s (the pumps\' catch-up barrier)', async () => {
+  const s = await addon.NodeSession.start({ nodePath: node, startupTimeout: 60000 })
+  try {
+    const n = 300000
+    for (const tag of ['a', 'b', 'c', 'd']) {
+      // the grandchild writes straight into the worker's stdout pipe, more than it holds; after a
+      // quiet spell (the pumps look less often) a last line, and the cell ends at once
+      const child = `process.stdout.write('${tag}'.repeat(${n})); setTimeout(() => process.stdout.write('end ${tag}'), 400)`
+      const code = `require('child_process').execFileSync(${JSON.stringify(node)}, ['-e', ${JSON.stringify(child)}], { stdio: 'inherit' }); 1`
+      const r = await s.execute(code, { timeout: 60000 })
+      assert.equal(r.status, 'ok', JSON.stringify({ ...r, stdout: r.stdout.length }))
+      assert.equal(r.stdout.length, n + 5, `cell ${tag}: ${r.stdout.length} bytes, ends ${JSON.stringify(r.stdout.slice(-8))}`)
+      assert.equal(r.stdout, tag.repeat(n) + `end ${tag}`, `cell ${tag} holds only its own output`)
+    }
+    const quiet = await s.execute('2')
+    assert.equal(quiet.stdout, '', 'nothing left over for the next cell')
+  } finally {
+    await s.close()
+  }
+})
+
 test('PythonSession: a missing interpreter is ENOENT; sandbox ESANDBOX; fileSizeBytes EINVAL', async () => {
   await assert.rejects(addon.PythonSession.start({ python: 'no-such-python-here' }), { code: 'ENOENT' })
   await assert.rejects(addon.PythonSession.start({ python: node, sandbox: true }), { code: 'ESANDBOX' })

@@ -278,6 +278,74 @@ pub fn resume_process(pid: u32) -> std::io::Result<usize> {
   Ok(resumed)
 }
 
+/// Read what the pipe `pipe` holds now, at most `buf.len()` bytes, without
+/// waiting for more: `Ok(None)` when it is empty, `Ok(Some(0))` once every
+/// writer closed it and it is empty (its EOF). `PeekNamedPipe` says how much
+/// it holds; only that much is read, so the read does not wait for a writer
+/// (the handle may be overlapped, as std makes its end of a child's pipe:
+/// the read is then waited for on an event of its own, at once complete).
+/// Anonymous pipes have no readiness on Windows: this is how a pump can
+/// read "everything there is" (the catch-up barrier of a session's worker).
+pub fn read_available(
+  pipe: &impl std::os::windows::io::AsRawHandle,
+  buf: &mut [u8],
+) -> std::io::Result<Option<usize>> {
+  use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_IO_PENDING};
+  use windows_sys::Win32::Storage::FileSystem::ReadFile;
+  use windows_sys::Win32::System::Pipes::PeekNamedPipe;
+  use windows_sys::Win32::System::Threading::CreateEventW;
+  use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
+
+  let h = pipe.as_raw_handle() as HANDLE;
+  let is_eof = |e: &std::io::Error| e.raw_os_error() == Some(ERROR_BROKEN_PIPE as i32);
+  let mut avail: u32 = 0;
+  // SAFETY: no buffer (its size 0), only the count of available bytes is
+  // written, into a local
+  let ok = unsafe {
+    PeekNamedPipe(
+      h,
+      std::ptr::null_mut(),
+      0,
+      std::ptr::null_mut(),
+      &mut avail,
+      std::ptr::null_mut(),
+    )
+  };
+  if ok == 0 {
+    let e = last_error();
+    return if is_eof(&e) { Ok(Some(0)) } else { Err(e) };
+  }
+  if avail == 0 {
+    return Ok(None);
+  }
+  let want = (avail as usize).min(buf.len()) as u32;
+  // SAFETY: a new manual-reset event, unnamed, unsignalled
+  let event = unsafe { CreateEventW(std::ptr::null(), 1, 0, std::ptr::null()) };
+  if event.is_null() {
+    return Err(last_error());
+  }
+  let event = Handle(event);
+  // SAFETY: OVERLAPPED is plain data; zeroed is its documented start state
+  let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
+  ov.hEvent = event.0;
+  let mut got: u32 = 0;
+  // SAFETY: `buf` holds at least `want` bytes; `ov` and `buf` outlive the
+  // read, which is waited for below before either is dropped
+  let ok = unsafe { ReadFile(h, buf.as_mut_ptr(), want, &mut got, &mut ov) };
+  if ok == 0 {
+    let e = last_error();
+    if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
+      return if is_eof(&e) { Ok(Some(0)) } else { Err(e) };
+    }
+    // SAFETY: the read started above on `h` with `ov`; waited for to its end
+    if unsafe { GetOverlappedResult(h, &ov, &mut got, 1) } == 0 {
+      let e = last_error();
+      return if is_eof(&e) { Ok(Some(0)) } else { Err(e) };
+    }
+  }
+  Ok(Some(got as usize))
+}
+
 /// Send `CTRL_BREAK_EVENT` to the process group `pid` leads (a child created
 /// with `CREATE_NEW_PROCESS_GROUP`). False when the event could not be sent:
 /// the host has no console, or not the child's.

@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 use super::drain::joined;
 use super::exit::sleep_until_opt;
 use super::{
-  canceled_before_start, format_duration, Finished, OutputSink, ProcessSpec, RunOutcome, RunPolicy,
+  canceled_before_start, format_duration, Catchup, Finished, OutputSink, ProcessSpec, RunOutcome,
+  RunPolicy,
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::platform::{self, Job, JobLimitHit, JobLimits};
@@ -44,6 +45,8 @@ const READ_BUF: usize = 64 * 1024;
 
 /// The two pump tasks of a run.
 type Pumps<O, E> = (JoinHandle<(O, u64)>, JoinHandle<(E, u64)>);
+/// Their catch-up barriers (polled pumps only).
+type Catchups = [Option<Arc<Catchup>>; 2];
 
 /// A spawned child whose output is being pumped.
 pub struct Execution<O: OutputSink, E: OutputSink> {
@@ -54,6 +57,9 @@ pub struct Execution<O: OutputSink, E: OutputSink> {
   stdin: Option<ChildStdin>,
   input_task: Option<JoinHandle<()>>,
   pumps: Option<Pumps<O, E>>,
+  /// The pumps' catch-up barriers, when they read by polling
+  /// ([`Reads::Polled`]).
+  catchups: Catchups,
   stop: CancellationToken,
   mark: String,
   limits: Limits,
@@ -150,7 +156,11 @@ fn base_command(spec: &ProcessSpec) -> Result<std::process::Command, ExecError> 
   Ok(cmd)
 }
 
-fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Command, ExecError> {
+fn build_command(
+  spec: &ProcessSpec,
+  mark: &str,
+  extra_env: &[(&str, &str)],
+) -> Result<tokio::process::Command, ExecError> {
   let mut cmd = base_command(spec)?;
   if let Some(cwd) = &spec.process.cwd {
     cmd.current_dir(cwd);
@@ -160,6 +170,9 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Comma
     cmd.envs(spec.process.env.build());
   }
   cmd.env(MARK_VAR, mark);
+  for (k, v) in extra_env {
+    cmd.env(k, v);
+  }
   cmd.creation_flags(platform::CREATE_NEW_PROCESS_GROUP | platform::CREATE_SUSPENDED);
   cmd.stdin(if spec.stdin_piped() {
     Stdio::piped()
@@ -170,6 +183,30 @@ fn build_command(spec: &ProcessSpec, mark: &str) -> Result<tokio::process::Comma
   cmd.stderr(Stdio::piped());
   Ok(tokio::process::Command::from(cmd))
 }
+
+/// How a run's pumps read its pipes.
+#[derive(Clone, Copy)]
+enum Reads {
+  /// A read that waits for bytes, on tokio's blocking pool (anonymous pipes
+  /// have no readiness on Windows): a byte is delivered as soon as it comes.
+  Blocking,
+  /// What `PeekNamedPipe` says the pipe holds, read without waiting, the pipe
+  /// looked at again after a pause that grows while it stays empty
+  /// ([`POLL_MIN`] to [`POLL_MAX`]), and at once when a catch-up is asked:
+  /// "everything the pipe holds now" can then be read, which a read in
+  /// flight on another thread cannot tell (a session's worker, whose output
+  /// must be split exactly at each control message).
+  Polled,
+}
+
+/// The first pause of a polled pump after the pipe was found empty.
+const POLL_MIN: Duration = Duration::from_millis(1);
+/// The longest pause of a polled pump (the delay of a byte that comes after
+/// a quiet spell; a catch-up does not wait for it).
+const POLL_MAX: Duration = Duration::from_millis(20);
+/// At most this much is read in one look at a polled pipe (a writer that
+/// never lets it empty still yields to the loop).
+const POLL_READ_MAX: u64 = 8 * 1024 * 1024;
 
 /// Put a suspended child in `job` and let it run. On failure the child is
 /// ended (it never ran a single instruction outside the job).
@@ -200,6 +237,31 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
 
   /// Start `spec`. Must be called within a tokio runtime.
   pub fn spawn(spec: &ProcessSpec, owner: u64, stdout: O, stderr: E) -> Result<Self, ExecError> {
+    Self::start(spec, owner, (stdout, stderr), Reads::Blocking, &[])
+  }
+
+  /// [`Execution::spawn`] for a child that lives through many requests (a
+  /// session's worker): its pumps answer a catch-up barrier
+  /// ([`Execution::catchups`]), so they read by polling what the pipe holds
+  /// ([`Reads::Polled`]); `extra_env` is set over the spec's environment
+  /// (the worker's control channel).
+  pub(crate) fn spawn_with_catchup(
+    spec: &ProcessSpec,
+    owner: u64,
+    stdout: O,
+    stderr: E,
+    extra_env: &[(&str, &str)],
+  ) -> Result<Self, ExecError> {
+    Self::start(spec, owner, (stdout, stderr), Reads::Polled, extra_env)
+  }
+
+  fn start(
+    spec: &ProcessSpec,
+    owner: u64,
+    (stdout, stderr): (O, E),
+    reads: Reads,
+    extra_env: &[(&str, &str)],
+  ) -> Result<Self, ExecError> {
     spec.process.env.validate()?;
     for a in &spec.args {
       if a.as_encoded_bytes().contains(&0) {
@@ -217,7 +279,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let limits = job_limits(&spec.process.limits)?;
     registry::begin_spawn(owner)?;
     let mark = registry::new_mark(owner);
-    let mut cmd = build_command(spec, &mark)?;
+    let mut cmd = build_command(spec, &mark, extra_env)?;
     let job = Arc::new(Job::new(limits).map_err(|e| {
       ExecError::new(
         ErrorCode::ESPAWN,
@@ -234,9 +296,17 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let stop = CancellationToken::new();
     let out = child.stdout.take().expect("stdout is piped");
     let err = child.stderr.take().expect("stderr is piped");
-    let out_task = tokio::spawn(pump(out, stdout, stop.clone()));
-    let err_task = tokio::spawn(pump(err, stderr, stop.clone()));
-
+    let (pumps, catchups) = match start_pumps(reads, (out, err), (stdout, stderr), &stop) {
+      Ok(p) => p,
+      Err(e) => {
+        job.terminate(TERMINATED_EXIT);
+        registry::unregister(pid as i32);
+        return Err(ExecError::new(
+          ErrorCode::EIO,
+          format!("cannot read the output pipes of process {pid}: {e}"),
+        ));
+      }
+    };
     let mut stdin = child.stdin.take();
     let mut input_task = None;
     if let Some(bytes) = &spec.run.input {
@@ -256,7 +326,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       started,
       stdin,
       input_task,
-      pumps: Some((out_task, err_task)),
+      pumps: Some(pumps),
+      catchups,
       stop,
       mark,
       limits: spec.process.limits.clone(),
@@ -281,6 +352,60 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// The stdin pipe, with [`StdinMode::Piped`](super::StdinMode::Piped).
   pub fn take_stdin(&mut self) -> Option<ChildStdin> {
     self.stdin.take()
+  }
+
+  /// The catch-up barriers of the two streams (`None` unless spawned with
+  /// [`Execution::spawn_with_catchup`]): asked and answered, everything the
+  /// pipe held when it was asked is in the sink.
+  pub(crate) fn catchups(&self) -> Catchups {
+    self.catchups.clone()
+  }
+
+  /// [`Execution::wait`] for a child whose tree its owner ends and
+  /// unregisters itself (a session's worker): its exit (or `cancel`, then the
+  /// graceful end of its job), `reaped` told at once, then the drain (bounded
+  /// by `drain`) and the outcome (the limit its job says was hit), with the
+  /// status as the system gave it (`None`: it could not be had). As on
+  /// POSIX; the job is not ended here.
+  pub async fn follow_owned(
+    mut self,
+    drain: Duration,
+    cancel: &CancellationToken,
+    reaped: impl FnOnce(),
+  ) -> (Option<ExitStatus>, Finished<O, E>) {
+    let mut canceled = false;
+    let status = tokio::select! {
+      st = self.child.wait() => st,
+      _ = cancel.cancelled() => {
+        canceled = true;
+        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
+      }
+    };
+    reaped();
+    let st = status.as_ref().ok().copied();
+    (st, self.settle(status, (false, canceled), drain).await)
+  }
+
+  /// After the exit: the pumps drained (bounded by `drain`), their sinks
+  /// handed back with the outcome.
+  async fn settle(
+    mut self,
+    status: std::io::Result<ExitStatus>,
+    ended: (bool, bool),
+    drain: Duration,
+  ) -> Finished<O, E> {
+    let (out, err) = self.drain(drain).await;
+    let (stdout, stdout_bytes) = joined(out).await;
+    let (stderr, stderr_bytes) = joined(err).await;
+    if let Some(t) = self.input_task.take() {
+      t.abort();
+    }
+    let outcome = self.outcome(status, ended, (stdout_bytes, stderr_bytes));
+    Finished {
+      outcome,
+      stdout,
+      stderr,
+    }
   }
 
   /// Wait for the end: the child's exit (or the timeout, or `cancel`), then
@@ -308,18 +433,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     } else {
       registry::unregister(self.pid as i32);
     }
-    let (out, err) = self.drain(policy).await;
-    let (stdout, stdout_bytes) = joined(out).await;
-    let (stderr, stderr_bytes) = joined(err).await;
-    if let Some(t) = self.input_task.take() {
-      t.abort();
-    }
-    let outcome = self.outcome(status, (timed_out, canceled), (stdout_bytes, stderr_bytes));
-    Finished {
-      outcome,
-      stdout,
-      stderr,
-    }
+    self
+      .settle(status, (timed_out, canceled), policy.drain)
+      .await
   }
 
   fn outcome(
@@ -369,7 +485,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Read until EOF, but no longer than `drain` after the exit.
   async fn drain(
     &mut self,
-    policy: &RunPolicy,
+    drain: Duration,
   ) -> (
     Result<(O, u64), tokio::task::JoinError>,
     Result<(E, u64), tokio::task::JoinError>,
@@ -379,7 +495,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     tokio::pin!(pumps);
     tokio::select! {
       r = &mut pumps => r,
-      _ = tokio::time::sleep(policy.drain) => {
+      _ = tokio::time::sleep(drain) => {
         self.stop.cancel();
         pumps.await
       }
@@ -501,6 +617,115 @@ async fn pump<S: OutputSink>(
         sink.tick();
       }
       _ = stop.cancelled() => break,
+    }
+  }
+  sink.finish().await;
+  (sink, total)
+}
+
+/// The two pumps of a run, reading as `reads` says, and their catch-up
+/// barriers (polled pumps only).
+fn start_pumps<O: OutputSink, E: OutputSink>(
+  reads: Reads,
+  (out, err): (tokio::process::ChildStdout, tokio::process::ChildStderr),
+  (stdout, stderr): (O, E),
+  stop: &CancellationToken,
+) -> std::io::Result<(Pumps<O, E>, Catchups)> {
+  Ok(match reads {
+    Reads::Blocking => (
+      (
+        tokio::spawn(pump(out, stdout, stop.clone())),
+        tokio::spawn(pump(err, stderr, stop.clone())),
+      ),
+      [None, None],
+    ),
+    Reads::Polled => {
+      let (out, err) = (out.into_owned_handle()?, err.into_owned_handle()?);
+      let (co, ce) = (Arc::new(Catchup::default()), Arc::new(Catchup::default()));
+      (
+        (
+          tokio::spawn(pump_polled(out, stdout, stop.clone(), co.clone())),
+          tokio::spawn(pump_polled(err, stderr, stop.clone(), ce.clone())),
+        ),
+        [Some(co), Some(ce)],
+      )
+    }
+  })
+}
+
+/// Read what `pipe` holds now into `sink`, up to [`POLL_READ_MAX`]: the
+/// bytes, and whether the pipe is at its EOF (or failed).
+fn read_now<S: OutputSink>(
+  pipe: &std::os::windows::io::OwnedHandle,
+  buf: &mut [u8],
+  sink: &mut S,
+) -> (u64, bool) {
+  let mut total = 0u64;
+  while total < POLL_READ_MAX {
+    match platform::read_available(pipe, buf) {
+      Ok(None) => return (total, false),
+      Ok(Some(0)) | Err(_) => return (total, true),
+      Ok(Some(n)) => {
+        total += n as u64;
+        sink.write(&buf[..n]);
+      }
+    }
+  }
+  (total, false)
+}
+
+/// [`Reads::Polled`]: read `pipe` into its sink until EOF, or until `stop`
+/// (then what it holds is read), answering its catch-up barrier: a round
+/// asked is answered once the pipe was read empty after it.
+async fn pump_polled<S: OutputSink>(
+  pipe: std::os::windows::io::OwnedHandle,
+  mut sink: S,
+  stop: CancellationToken,
+  catchup: Arc<Catchup>,
+) -> (S, u64) {
+  let mut buf = vec![0u8; READ_BUF];
+  let mut total = 0u64;
+  let mut pause = POLL_MIN;
+  let ticker = tokio::time::sleep(Duration::ZERO);
+  tokio::pin!(ticker);
+  let mut tick_at: Option<Instant> = None;
+  loop {
+    total += catchup.answer_if_asked(|| read_now(&pipe, &mut buf, &mut sink).0);
+    let (n, eof) = read_now(&pipe, &mut buf, &mut sink);
+    total += n;
+    if eof {
+      break;
+    }
+    if n > 0 {
+      pause = POLL_MIN;
+      tokio::select! {
+        _ = sink.ready() => continue,
+        _ = stop.cancelled() => {
+          total += read_now(&pipe, &mut buf, &mut sink).0;
+          break;
+        }
+      }
+    }
+    match sink.next_tick() {
+      None => tick_at = None,
+      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
+      Some(t) => {
+        ticker.as_mut().reset(t);
+        tick_at = Some(t);
+      }
+    }
+    tokio::select! {
+      biased;
+      _ = stop.cancelled() => {
+        total += read_now(&pipe, &mut buf, &mut sink).0;
+        break;
+      }
+      _ = catchup.asked() => {}
+      _ = &mut ticker, if tick_at.is_some() => {
+        tick_at = None;
+        sink.tick();
+      }
+      _ = tokio::time::sleep(pause) => pause = (pause * 2).min(POLL_MAX),
     }
   }
   sink.finish().await;

@@ -9,11 +9,10 @@
 //! longer than a bounded drain: a grandchild that keeps the pipes open
 //! cannot hold the session.
 //!
-//! POSIX: the pipes are pumped by the worker's `Execution` for the worker's
-//! whole life (`output.rs`: a relay per stream, the pumps' catch-up barrier
-//! at each message; the drain after the exit is the execution's). Windows
-//! (`output_windows.rs`): the pipes are read here, and the control channel
-//! is a loopback TCP connection that the worker makes after its start
+//! The pipes are pumped by the worker's `Execution` for the worker's whole
+//! life (`output.rs`: a relay per stream, the pumps' catch-up barrier at
+//! each message; the drain after the exit is the execution's). Windows: the
+//! control channel is a loopback TCP connection that the worker makes after its start
 //! ([`Pending`]: the listener and the token the worker must send first);
 //! until it is made, `next_event` waits for it (or the worker's exit, the
 //! deadline, the cancel).

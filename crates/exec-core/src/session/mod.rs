@@ -19,7 +19,9 @@
 //! - `shell`: bash (its own protocol, timeout escalation and results).
 //!
 //! On Windows (`worker_windows.rs`) the channel is a loopback connection the
-//! worker makes, and an interrupt is a control message: see there. Only
+//! worker makes, and an interrupt is a control message: see there. Its
+//! output goes the same way (the Windows `Execution`, whose pumps then read
+//! what the pipe holds by polling, to answer the same catch-up barrier). Only
 //! Python runs there yet (bash and Node read their channel from fd 0).
 //!
 //! The control channel is a socketpair given to the worker as its stdin. The
@@ -54,11 +56,6 @@ mod engine;
 mod lifecycle;
 mod node;
 pub mod notebook;
-#[cfg(unix)]
-mod output;
-// Windows: the pipes read by the request (no non-blocking read there)
-#[cfg(windows)]
-#[path = "output_windows.rs"]
 mod output;
 mod python;
 mod queue;

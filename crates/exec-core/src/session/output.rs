@@ -1,4 +1,4 @@
-//! The worker's output, POSIX. Its pipes are pumped for the worker's whole
+//! The worker's output. Its pipes are pumped for the worker's whole
 //! life by the worker's [`Execution`](crate::process::supervise::Execution)
 //! (the run pump every child has), each into a [`Relay`]; the request that
 //! runs takes what the relays hold into its own sinks ([`Output`]).
@@ -10,7 +10,9 @@
 //! ([`Catchup`]) are asked and answered (while what the relays get is
 //! delivered, so a pump waiting for room goes on), so the output the worker
 //! wrote before the message is in the relays and goes to the request it
-//! belongs to, not the next one.
+//! belongs to, not the next one. On Windows the worker's pumps read by
+//! polling what the pipe holds (a pipe there has no readiness nor
+//! non-blocking read), and answer the barrier the same way.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,10 +1,13 @@
 //! Windows: the worker of a session (issue 25). The same interface as the
 //! POSIX worker (`worker.rs`), with Windows' means:
 //!
-//! - the worker is created suspended in a new process group, put in its own
-//!   Job Object (`KILL_ON_JOB_CLOSE`, with its limits), then resumed: what a
-//!   cell starts is in the job too, and every way of ending the worker ends
-//!   the job (`TerminateJobObject`);
+//! - the worker is a run of the Windows [`Execution`]: created suspended in
+//!   a new process group, put in its own Job Object (`KILL_ON_JOB_CLOSE`,
+//!   with its limits), then resumed, so what a cell starts is in the job
+//!   too, and every way of ending the worker ends the job
+//!   (`TerminateJobObject`); its pumps read its pipes into relays for its
+//!   whole life and answer the catch-up barrier (`output.rs`), and the
+//!   execution follows it to its end (`follow_owned`);
 //! - the control channel is a loopback TCP connection (Windows cannot hand a
 //!   socket over as stdin): the host listens on `127.0.0.1:0`, names the port
 //!   and a random token in `EXEC_NATIVE_SESSION_CTL`, and takes the first
@@ -14,9 +17,8 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::windows::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,16 +28,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::rendered_text;
 use super::channel::{unknown_status, wait_exited, Channel, Event, Exit, Pending};
-use super::output::Output;
+use super::output::{relay, Output, Relay};
 use crate::buffer::HeadTailBuffer;
 use crate::error::{ErrorCode, ExecError};
-use crate::platform::{self, Job};
+use crate::platform::Job;
 use crate::process::registry::{self, TERMINATED_EXIT};
 use crate::process::spec::check_cwd;
 use crate::process::supervise::{
-  decode_status, enter_job, job_limit_error, job_limits, OutputSink, MARK_VAR,
+  decode_status, job_limit_error, Execution, OutputSink, ProcessSpec, StdinMode,
 };
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
+
+/// After the worker exited: how long a grandchild holding the pipes may delay us.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
 
 /// The variable that tells the driver where the control channel is.
 pub(crate) const CTL_VAR: &str = "EXEC_NATIVE_SESSION_CTL";
@@ -80,19 +85,14 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-  /// Start the worker in its job, listening for its control connection.
-  /// Must be called within a tokio runtime.
+  /// Start the worker in its job, listening for its control connection,
+  /// followed to its end by the one supervisor (the Windows
+  /// [`Execution`], its pumps answering the catch-up barrier). Must be
+  /// called within a tokio runtime.
   pub fn spawn(spec: &WorkerSpec, owner: u64) -> Result<Worker, ExecError> {
-    spec.process.env.validate()?;
+    // checked again at each (re)start: the cwd may have been removed since
+    // the session started, and the spawn's error would blame the program
     check_cwd(spec.process.cwd())?;
-    if spec.process.sandbox.is_some() {
-      return Err(ExecError::new(
-        ErrorCode::ESANDBOX,
-        "the sandbox is not available on Windows yet: nothing ran",
-      ));
-    }
-    let limits = job_limits(&spec.process.limits)?;
-    registry::begin_spawn(owner)?;
     let channel_error = |e: std::io::Error| {
       ExecError::new(
         ErrorCode::ESPAWN,
@@ -106,35 +106,22 @@ impl Worker {
     // tells the worker's connection from any other one to the port
     let token = format!("{:016x}{:016x}", random_u64(), random_u64());
 
-    let mut cmd = std::process::Command::new(&spec.program);
-    cmd.args(&spec.args);
-    cmd.current_dir(spec.process.cwd());
-    if !spec.process.env.is_plain_inherit() {
-      cmd.env_clear();
-      cmd.envs(spec.process.env.build());
-    }
-    cmd.env(MARK_VAR, registry::new_mark(owner));
-    cmd.env(CTL_VAR, format!("{port} {token}"));
-    cmd.creation_flags(platform::CREATE_NEW_PROCESS_GROUP | platform::CREATE_SUSPENDED);
-    cmd.stdin(Stdio::null());
-    cmd.stdout(Stdio::piped());
-    cmd.stderr(Stdio::piped());
-    let job = Arc::new(Job::new(limits).map_err(|e| {
-      ExecError::new(
-        ErrorCode::ESPAWN,
-        format!("cannot create a Job Object: {e}"),
-      )
-    })?);
-    let shown = spec.program.display().to_string();
-    let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-      check_cwd(spec.process.cwd())
-        .err()
-        .unwrap_or_else(|| ExecError::from_spawn(&shown, &e))
-    })?;
-    let pid = child.id().unwrap_or(0);
-    enter_job(&mut child, &job, pid)?;
-    registry::register(pid as i32, owner, job.clone());
-
+    let run = ProcessSpec {
+      program: spec.program.clone(),
+      args: spec.args.clone(),
+      arg0: None,
+      stdin: StdinMode::Null,
+      process: spec.process.clone(),
+      run: RunOptions::untimed(),
+    };
+    let ((out, out_rx), (err, err_rx)) = (relay(), relay());
+    let ctl = format!("{port} {token}");
+    // the job, the sandbox's ESANDBOX and the limits' EINVAL are the
+    // execution's, as for any run
+    let exec = Execution::spawn_with_catchup(&run, owner, out, err, &[(CTL_VAR, &ctl)])?;
+    let pid = exec.pid();
+    let job = exec.job();
+    let output = Output::new([out_rx, err_rx], exec.catchups());
     let interrupt = Interrupt(Arc::new(Mutex::new(None)));
     let channel = Channel::new(
       Pending {
@@ -143,21 +130,12 @@ impl Worker {
         interrupt: interrupt.0.clone(),
       },
       spec.separator,
-      Output::new(child.stdout.take(), child.stderr.take()),
+      output,
     );
-    let (tx, exited) = watch::channel(None);
-    tokio::spawn(async move {
-      let status = child.wait().await.unwrap_or_else(|_| unknown_status());
-      // the job says which limit ended it (`limit_error`)
-      let _ = tx.send(Some(Exit {
-        status,
-        limit: None,
-      }));
-    });
     Ok(Worker {
       pid: pid as i32,
       channel,
-      exited,
+      exited: follow(exec),
       exit: None,
       job,
       limits: spec.process.limits.clone(),
@@ -298,6 +276,22 @@ impl Drop for Worker {
     self.job.terminate(TERMINATED_EXIT);
     registry::unregister(self.pid);
   }
+}
+
+/// Follow the worker's execution to its end in a task of its own (its exit,
+/// then the bounded drain): the receiver sees how it ended.
+fn follow(exec: Execution<Relay, Relay>) -> watch::Receiver<Option<Exit>> {
+  let (tx, exited) = watch::channel(None);
+  tokio::spawn(async move {
+    // nothing cancels a worker's execution: its session ends the job
+    let never = CancellationToken::new();
+    let (st, finished) = exec.follow_owned(EXIT_DRAIN, &never, || {}).await;
+    let _ = tx.send(Some(Exit {
+      status: st.unwrap_or_else(unknown_status),
+      limit: finished.outcome.error,
+    }));
+  });
+  exited
 }
 
 /// 64 random bits: std's hasher keys come from the system's random source.

@@ -13,7 +13,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::launch::{self, LaunchedChild};
-use super::pump::{watch_pipe, Catchup, PipeIn, Pump};
+use super::pump::{watch_pipe, PipeIn, Pump};
+use super::Catchup;
 use super::{OutputSink, ProcessSpec};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::child::{Child, StdinPipe};

@@ -8,8 +8,9 @@
 //! - `sink`: where a stream's bytes go ([`OutputSink`], [`Discard`]);
 //! - `execution`: the [`Execution`] and its spawn; `launch`: how its child is
 //!   started (the addon's own clone on Linux, `posix_spawn` elsewhere);
-//! - `pump`: the loop that reads a pipe into its sink (skimming, the
-//!   catch-up barrier);
+//! - `pump`: the loop that reads a pipe into its sink (skimming);
+//!   `catchup`: its catch-up barrier, which the Windows pump of a session's
+//!   worker answers too;
 //! - `exit`: the exit phase (the child's exit, the timeout, a cancel, a
 //!   limit), the status decoded and explained in the [`RunOutcome`];
 //! - `drain`: after the exit: the tree's sweep, the bounded drain, what a run
@@ -19,6 +20,7 @@
 //! Windows: `../supervise_windows.rs`, the same run with its tree in a Job
 //! Object.
 
+mod catchup;
 mod drain;
 #[cfg(unix)]
 mod execution;
@@ -30,14 +32,13 @@ mod pump;
 mod sink;
 mod spec;
 
+pub(crate) use catchup::Catchup;
 pub use drain::LeftRunning;
 #[cfg(unix)]
 pub use execution::Execution;
 #[cfg(unix)]
 pub use exit::{decode_status, kill_sequence};
 pub use exit::{format_duration, Finished, RunOutcome};
-#[cfg(unix)]
-pub(crate) use pump::Catchup;
 pub use sink::{Discard, OutputSink};
 pub use spec::{ProcessSpec, RunPolicy, StdinMode};
 
@@ -60,9 +61,9 @@ pub fn canceled_before_start() -> ExecError {
 #[path = "../supervise_windows.rs"]
 mod windows;
 #[cfg(windows)]
-pub use windows::{decode_status, run, Execution};
+pub(crate) use windows::job_limit_error;
 #[cfg(windows)]
-pub(crate) use windows::{enter_job, job_limit_error, job_limits, MARK_VAR};
+pub use windows::{decode_status, run, Execution};
 
 #[cfg(unix)]
 /// Spawn and wait; a `cancel` already cancelled spawns nothing

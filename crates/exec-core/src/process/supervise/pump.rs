@@ -2,10 +2,9 @@
 //! sink until EOF or the stop, with its helpers: backpressure, the sink's
 //! ticks, the heavy pipe's growth, skimming (a head+tail sink's surplus
 //! dropped in the kernel), the bounded final drain, and the catch-up barrier
-//! ([`Catchup`]).
+//! ([`Catchup`], `catchup.rs`).
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::OutputSink;
+use super::{Catchup, OutputSink};
 use crate::platform;
 
 #[cfg(unix)]
@@ -36,66 +35,6 @@ const PARKED_RECHECK: Duration = Duration::from_millis(10);
 #[cfg(unix)]
 /// At most this much is read after the drain ran out.
 const FINAL_DRAIN_MAX: usize = 8 * 1024 * 1024;
-
-#[cfg(unix)]
-/// A request to a pump to read everything its pipe holds at that moment
-/// (non-blocking, bounded like the final drain) and say so. The exit of a
-/// process whose pipe stays open elsewhere has no EOF to wait for; this is
-/// the barrier that still delivers what it wrote before it exited.
-#[derive(Default)]
-pub(crate) struct Catchup {
-  asked_gen: std::sync::atomic::AtomicU64,
-  answered_gen: std::sync::atomic::AtomicU64,
-  asked: tokio::sync::Notify,
-  answered: tokio::sync::Notify,
-}
-
-#[cfg(unix)]
-impl Catchup {
-  /// The pump's side: `drain` what the pipe holds, then tell the askers.
-  /// (The generation is read before the drain: a request made during it is
-  /// answered only by the next round.)
-  fn answer(&self, drain: impl FnOnce() -> u64) -> u64 {
-    let g = self.asked_gen.load(Ordering::SeqCst);
-    let n = drain();
-    self.answered_gen.store(g, Ordering::SeqCst);
-    self.answered.notify_waiters();
-    n
-  }
-
-  /// Ask for a round: the generation to wait for with
-  /// [`Catchup::answered_from`].
-  /// [`Catchup::answer`] if a round was asked that is not answered yet
-  /// (else nothing is drained: 0).
-  fn answer_if_asked(&self, drain: impl FnOnce() -> u64) -> u64 {
-    if self.asked_gen.load(Ordering::SeqCst) > self.answered_gen.load(Ordering::SeqCst) {
-      self.answer(drain)
-    } else {
-      0
-    }
-  }
-
-  pub(crate) fn ask(&self) -> u64 {
-    let g = self.asked_gen.fetch_add(1, Ordering::SeqCst) + 1;
-    // a stored permit if the pump is busy: it sees the request next time round
-    self.asked.notify_one();
-    g
-  }
-
-  /// The round `g` (or a later one) was answered. Never, once the pump has
-  /// ended: then everything it read is in its sink.
-  pub(crate) async fn answered_from(&self, g: u64) {
-    loop {
-      let n = self.answered.notified();
-      tokio::pin!(n);
-      n.as_mut().enable();
-      if self.answered_gen.load(Ordering::SeqCst) >= g {
-        return;
-      }
-      n.await;
-    }
-  }
-}
 
 #[cfg(unix)]
 /// The loop of one stream, not spawned (see [`Pump::Inline`]).
@@ -307,7 +246,7 @@ where
         tick_at = None;
         sink.tick();
       }
-      _ = catchup.asked.notified() => {
+      _ = catchup.asked() => {
         total += catchup.answer(|| final_drain(fd, &mut buf, &mut sink, skim));
         park.parked = false;
       }
