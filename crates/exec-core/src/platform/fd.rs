@@ -7,6 +7,22 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// The host's one `/dev/null` (read-write, close-on-exec), opened at the
+/// first call and kept: a child whose stdin is `/dev/null` gets a copy of it
+/// (`dup2` in the child), so a spawn does not open and close it each time
+/// (issue 28). Its offset and status flags are shared by every copy, which
+/// `/dev/null` ignores.
+pub fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
+  use std::os::fd::AsFd;
+  static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+  if let Some(fd) = NULL.get() {
+    return Ok(fd.as_fd());
+  }
+  let fd = open_noctty(Path::new("/dev/null"))?;
+  // a race opens it twice: the loser's copy is closed
+  Ok(NULL.get_or_init(|| fd).as_fd())
+}
+
 /// Open `path` read-write without making it the controlling terminal
 /// (`O_NOCTTY`), close-on-exec.
 pub fn open_noctty(path: &Path) -> io::Result<OwnedFd> {

@@ -139,17 +139,26 @@ pub const MAX_NEEDLE: usize = 96;
 
 /// The last pid the kernel allocated (in this pid namespace) and `pid_max`.
 pub fn last_pid_and_max() -> Option<(i64, i64)> {
-  let last = std::fs::read_to_string("/proc/loadavg")
+  // one read into the stack (the whole file is some 30 bytes): no size
+  // query, no second read, as a sweep after every run asks for it
+  let mut buf = [0u8; 128];
+  let n = std::io::Read::read(&mut std::fs::File::open("/proc/loadavg").ok()?, &mut buf).ok()?;
+  let last = std::str::from_utf8(&buf[..n])
     .ok()?
     .split_whitespace()
     .nth(4)?
     .parse()
     .ok()?;
-  let max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-    .ok()?
-    .trim()
-    .parse()
-    .ok()?;
+  // read once: it changes only when an administrator writes it, and a sweep
+  // after every run asked for it (an open and a read each time)
+  static MAX: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+  let max = (*MAX.get_or_init(|| {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+      .ok()?
+      .trim()
+      .parse()
+      .ok()
+  }))?;
   Some((last, max))
 }
 

@@ -131,8 +131,8 @@ pub fn scan_since(first_pid: i32, needle: &Needle, f: &mut dyn FnMut(i32)) -> us
   }
 }
 
-/// Call `f` with every pid allocated after `first_pid` (but this process's),
-/// or return false when the range is too long or /proc does not say.
+/// Call `f` with every pid allocated after `first_pid` that still exists
+/// (but this process's), or return false when the range is too long or /proc does not say.
 fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
   let Some((last, max)) = platform::last_pid_and_max() else {
     return false;
@@ -148,7 +148,9 @@ fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
     if pid >= max {
       pid -= max - 300; // after a wrap the kernel starts again at 300
     }
-    if pid != me && pid > 0 {
+    // most pids of a range are gone by now (a burst of short runs): a
+    // probe without a path walk first
+    if pid != me && pid > 0 && platform::pid_exists(pid as i32) {
       f(pid as i32);
     }
   }

@@ -70,8 +70,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
     crate::trace::at("rt.swept");
     // read until EOF, but no longer than `drain` after the exit (a timer in
-    // this future, not a task: no spawn per run)
-    {
+    // this future, not a task: no spawn per run; none at all when both pumps
+    // ended with the exit, as a short run's do)
+    let ended = out.as_mut().output_mut().is_some() && err.as_mut().output_mut().is_some();
+    if !ended {
       let both = async {
         out.as_mut().await;
         err.as_mut().await;

@@ -89,20 +89,21 @@ pub(super) fn spawn(
     let shown = launch.program.display().to_string();
     Ok(move || {
       let start = || -> std::io::Result<(LaunchedChild, i32)> {
+        // the host's kept /dev/null, or the read end of the stdin pipe
+        // (closed here once the child has its copy)
         let (stdin_child, stdin_host) = if null_stdin {
-          let null = platform::open_noctty(std::path::Path::new("/dev/null"))?;
-          (null, None)
+          (None, None)
         } else {
           let (r, w) = cloexec_pipe()?;
-          (r, Some(w))
+          (Some(r), Some(w))
+        };
+        let stdin_fd = match &stdin_child {
+          Some(r) => r.as_raw_fd(),
+          None => platform::dev_null()?.as_raw_fd(),
         };
         let (out_r, out_w) = cloexec_pipe()?;
         let (err_r, err_w) = cloexec_pipe()?;
-        let stdio = [
-          stdin_child.as_raw_fd(),
-          out_w.as_raw_fd(),
-          err_w.as_raw_fd(),
-        ];
+        let stdio = [stdin_fd, out_w.as_raw_fd(), err_w.as_raw_fd()];
         crate::trace::at("rt.pipes");
         let kept = zygote.as_ref().and_then(|(helper, dir)| {
           let image = spawner.plain_image()?;
