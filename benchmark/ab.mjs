@@ -18,6 +18,12 @@ import os from 'node:os'
 
 const require = createRequire(import.meta.url)
 
+/** `n` calls of `one` at once; the first failure's result, else exit 0. */
+async function burst(n, one) {
+  const rs = await Promise.all(Array.from({ length: n }, one))
+  return rs.find((r) => r.exitCode !== 0) ?? { exitCode: 0 }
+}
+
 /** Each case: a call of the addon, run `count` times per round. */
 const cases = {
   'spawnCall /bin/true': { count: 200, run: (a) => a.spawnCall('/bin/true', []) },
@@ -32,6 +38,9 @@ const cases = {
   'spawnCall stall (synchronous part)': { count: 200, stall: true, run: (a) => a.spawnCall('/bin/true', []) },
   'captureCall stall (synchronous part)': { count: 200, stall: true, run: (a) => a.captureCall('/bin/true', []) },
   'captureCall /bin/true': { count: 200, run: (a) => a.captureCall('/bin/true', []) },
+  // issue 28's concurrency row: the wall time of 200 spawns at once
+  '200 spawnCall /bin/true at once': { count: 9, run: (a) => burst(200, () => a.spawnCall('/bin/true', [])) },
+  '200 captureCall /bin/true at once': { count: 9, run: (a) => burst(200, () => a.captureCall('/bin/true', [])) },
   'capture 256 MiB (cap 1 MiB)': {
     count: 3,
     run: (a) => a.executeAndCapture(`head -c ${256 << 20} /dev/zero`, 'bash'),

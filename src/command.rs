@@ -937,7 +937,10 @@ pub fn serve_mcp<'env>(
     process.cwd = Some(cwd.clone());
     let defaults = CommandDefaults::new(CallOptions {
       process,
-      timeout: Some(Some(core::tools::MCP_DEFAULT_TIMEOUT)),
+      run: exec_core::RunFields {
+        timeout: Some(Some(core::tools::MCP_DEFAULT_TIMEOUT)),
+        ..Default::default()
+      },
       ..Default::default()
     })?;
     let mut config = exec_core::mcp::McpConfig::new(cwd.clone());

@@ -446,6 +446,8 @@ fn read_spec(spec: Unknown) -> ArgResult<StartSpec> {
       .io
       .map_or(ProcessIo::Pipe { stdin_open: false }, |io| io.0),
     process,
+    // no run options in `ProcessStartSpec`: a managed process's defaults
+    run: exec_core::RunOptions::managed(),
   })
 }
 

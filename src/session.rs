@@ -16,7 +16,7 @@ use crate::options::nullable;
 use crate::read::{self, ArgResult, At, FromJs, JsFn, Ms, Size, Timeout};
 use crate::stream::CallbackSink;
 use crate::subprocess::output_callback;
-use exec_core::ProcessOptions;
+use exec_core::{ProcessOptions, RunFields, RunOptions};
 
 const CALLBACK_INTERVAL: Duration = crate::subprocess::DEFAULT_INTERVAL;
 
@@ -356,7 +356,9 @@ pub struct ShellExecuteResult {
 /// What every kind of session takes, checked, with the core's defaults.
 struct Common {
   process: ProcessOptions,
-  grace: Duration,
+  /// The defaults of each execution: `forceKillAfterDelay` over the
+  /// core's (`RunOptions::session`: 30 s, 2 s, 1 MiB).
+  run: RunOptions,
   startup: Duration,
 }
 
@@ -367,11 +369,15 @@ impl Common {
     process: ProcessOptions,
     grace: Option<Ms>,
     startup: Option<Ms>,
-    d: (Duration, Duration),
+    d: (&RunOptions, Duration),
   ) -> Self {
+    let given = RunFields {
+      kill_grace: grace.map(|m| m.0),
+      ..RunFields::default()
+    };
     Common {
       process,
-      grace: grace.map_or(d.0, |m| m.0),
+      run: given.over(d.0),
       startup: startup.map_or(d.1, |m| m.0),
     }
   }
@@ -403,7 +409,7 @@ fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<E
   let code: String = read::required(code, &At::arg(what))?;
   let at = At::arg("options");
   let o: SessionExecuteOptions = read::optional(options, &at)?.unwrap_or_default();
-  let d = CellOptions::default();
+  let opts = cell_options(&o);
   let on_out = output_callback(o.on_stdout, &at.key("onStdout"), false)?;
   let on_err = output_callback(o.on_stderr, &at.key("onStderr"), false)?;
   let on_display = match o.on_display {
@@ -412,12 +418,7 @@ fn exec_args(code: Unknown, options: Option<Unknown>, what: &str) -> ArgResult<E
   };
   Ok(ExecArgs {
     code,
-    opts: CellOptions {
-      timeout: o.timeout.map_or(d.timeout, |t| t.0),
-      max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
-      language: o.language.map(|l| l.0),
-      max_display_bytes: o.max_display_bytes.map_or(d.max_display_bytes, |s| s.0),
-    },
+    opts,
     out: CallbackSink::new(on_out, CALLBACK_INTERVAL),
     err: CallbackSink::new(on_err, CALLBACK_INTERVAL),
     display: DisplayCallback(on_display),
@@ -613,14 +614,14 @@ impl PythonSession {
         o.process().try_into()?,
         o.force_kill_after_delay,
         o.startup_timeout,
-        (d.kill_grace, d.startup_timeout),
+        (&d.run, d.startup_timeout),
       );
       Ok(core::PythonOptions {
         python: o.python.unwrap_or(d.python),
         process: c.process,
         init_code: o.init_code,
         owner: host::owner(),
-        kill_grace: c.grace,
+        run: c.run,
         startup_timeout: c.startup,
         max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
@@ -760,13 +761,26 @@ fn import_in<'env, V: ToNapiValue + Send + 'static>(
 /// The options of `importNotebook` (the callbacks are not used).
 fn exec_args_for_import(options: Option<Unknown>) -> ArgResult<CellOptions> {
   let o: SessionExecuteOptions = read::optional(options, &At::arg("options"))?.unwrap_or_default();
+  Ok(cell_options(&o))
+}
+
+/// The one conversion of an execution's options (`execute`,
+/// `importNotebook`): its timeout and `maxOutputBytes` over the session's
+/// run options (the core puts them over), the language, the bundles' cap.
+fn cell_options(o: &SessionExecuteOptions) -> CellOptions {
   let d = CellOptions::default();
-  Ok(CellOptions {
-    timeout: o.timeout.map_or(d.timeout, |t| t.0),
-    max_output: o.max_output_bytes.map_or(d.max_output, |s| s.0),
-    language: o.language.map(|l| l.0),
-    max_display_bytes: o.max_display_bytes.map_or(d.max_display_bytes, |s| s.0),
-  })
+  CellOptions {
+    run: RunFields {
+      timeout: o.timeout.as_ref().map(|t| t.0),
+      max_output_bytes: o.max_output_bytes.as_ref().map(|s| s.0),
+      ..RunFields::default()
+    },
+    language: o.language.as_ref().map(|l| l.0),
+    max_display_bytes: o
+      .max_display_bytes
+      .as_ref()
+      .map_or(d.max_display_bytes, |s| s.0),
+  }
 }
 
 fn python_result(r: core::CellResult) -> PythonExecuteResult {
@@ -861,7 +875,7 @@ impl NodeSession {
         o.process().try_into()?,
         o.force_kill_after_delay,
         o.startup_timeout,
-        (d.kill_grace, d.startup_timeout),
+        (&d.run, d.startup_timeout),
       );
       Ok(core::NodeOptions {
         node: o.node_path.unwrap_or(d.node),
@@ -869,7 +883,7 @@ impl NodeSession {
         process: c.process,
         init_code: o.init_code,
         owner: host::owner(),
-        kill_grace: c.grace,
+        run: c.run,
         startup_timeout: c.startup,
         max_history: o.max_history.map_or(d.max_history, |n| n.0),
       })
@@ -948,14 +962,14 @@ impl ShellSession {
         o.process().try_into()?,
         o.force_kill_after_delay,
         o.startup_timeout,
-        (d.kill_grace, d.startup_timeout),
+        (&d.run, d.startup_timeout),
       );
       Ok(core::ShellOptions {
         shell: o.shell.unwrap_or(d.shell),
         process: c.process,
         init_script: o.init_script,
         owner: host::owner(),
-        kill_grace: c.grace,
+        run: c.run,
         startup_timeout: c.startup,
       })
     };

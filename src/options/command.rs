@@ -1,13 +1,16 @@
 //! The command runner's options (`runCommand`, `new CommandRunner()`, its
 //! `run` and `start`), converted once into the core's: a call's
-//! `CallOptions` (the process fields as given, the timeout, the output
-//! window) merged over the runner's `CommandDefaults` by the core
-//! (`CommandDefaults::merge`). The process fields move out as the core's
-//! `ProcessFields`, the one route of every API's.
+//! `CallOptions` (the process fields as given, the run fields as given: the
+//! timeout, the answer's bytes; the lines and the truncation) merged over
+//! the runner's `CommandDefaults` (its `run` holds the runner's
+//! `forceKillAfterDelay`) by the core (`CommandDefaults::merge`). The
+//! process fields move out as the core's `ProcessFields`, the one route of
+//! every API's; the run fields as the core's `RunFields`.
 
 use std::path::PathBuf;
 
 use exec_core::command::{self as core, CallOptions, CommandDefaults, CommandSpec, RunnerConfig};
+use exec_core::RunFields;
 use napi::bindgen_prelude::*;
 
 use crate::command::{CommandOptions, CommandRunnerOptions, StartCommandOptions};
@@ -30,9 +33,12 @@ impl TryFrom<CommandOptions> for CallOptions {
   fn try_from(mut o: CommandOptions) -> ArgResult<Self> {
     Ok(CallOptions {
       process: o.process(),
-      timeout: o.timeout.map(|t| t.0),
+      run: RunFields {
+        timeout: o.timeout.map(|t| t.0),
+        max_output_bytes: o.max_bytes.map(|n| n.0),
+        ..RunFields::default()
+      },
       max_lines: o.max_lines.map(|n| n.0),
-      max_bytes: o.max_bytes.map(|n| n.0),
       truncation: read_truncation(o.truncation.as_deref())?,
       output_dir: o.output_dir.map(PathBuf::from),
       background: o.background,
@@ -63,15 +69,19 @@ pub fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaul
     owner: host::owner(),
     output_dir: o.output_dir.take().map_or(d.output_dir, PathBuf::from),
     retention: o.retention.map_or(d.retention, |t| t.0),
-    kill_grace: o.force_kill_after_delay.map_or(d.kill_grace, |m| m.0),
     stateful: o.stateful.unwrap_or(false),
     shell: d.shell,
   };
   let defaults = CommandDefaults::new(CallOptions {
     process: o.process(),
-    timeout: o.timeout.map(|t| t.0),
+    // the grace of every kill of the runner's commands and their jobs
+    run: RunFields {
+      timeout: o.timeout.map(|t| t.0),
+      kill_grace: o.force_kill_after_delay.map(|m| m.0),
+      max_output_bytes: o.max_bytes.map(|n| n.0),
+      ..RunFields::default()
+    },
     max_lines: o.max_lines.map(|n| n.0),
-    max_bytes: o.max_bytes.map(|n| n.0),
     truncation: read_truncation(o.truncation.as_deref())?,
     ..Default::default()
   })?;
@@ -87,15 +97,19 @@ pub fn read_start_options(
     read::optional(options, &At::arg("options"))?.unwrap_or_default();
   let call = CallOptions {
     process: o.process(),
+    run: RunFields {
+      max_output_bytes: o.max_bytes.map(|n| n.0),
+      ..RunFields::default()
+    },
     max_lines: o.max_lines.map(|n| n.0),
-    max_bytes: o.max_bytes.map(|n| n.0),
     truncation: read_truncation(o.truncation.as_deref())?,
     ..Default::default()
   };
   let base = d.merge(call, exec_core::process::options::host_cwd)?;
+  let limits = base.limits();
   let mut s = core::StartOptions::with_process(base.process);
   s.cwd_given = base.cwd_given;
-  s.limits = base.limits;
+  s.limits = limits;
   if let Some(y) = o.yield_ms {
     s.yield_time = y.0;
   }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use exec_core::{ExecError, ProcessFields, ProcessOptions, RunOptions, TsPath};
+use exec_core::{ExecError, ProcessFields, ProcessOptions, RunFields, RunOptions, TsPath};
 
 use super::{ExecuteOptions, SpawnOptions};
 use crate::read::{ArgResult, At, Input, JsFn, JsSignal, Ms, Size, Timeout};
@@ -33,12 +33,13 @@ fn run(
   input: Option<Input>,
   cap: Option<Size>,
 ) -> RunOptions {
-  RunOptions {
-    timeout: timeout.map_or(d.timeout, |t| t.0),
-    kill_grace: grace.map_or(d.kill_grace, |g| g.0),
+  RunFields {
+    timeout: timeout.map(|t| t.0),
+    kill_grace: grace.map(|g| g.0),
     input: input.map(|i| i.0),
-    max_output_bytes: cap.map_or(d.max_output_bytes, |s| s.0),
+    max_output_bytes: cap.map(|s| s.0),
   }
+  .over(&d)
 }
 
 /// The options of `executeAndCapture` and `captureCall`, converted.

@@ -26,7 +26,7 @@ pub use process::spec::EnvSpec;
 pub use process::supervise::{
   run, Execution, OutputSink, ProcessSpec, RunOutcome, RunPolicy, StdinMode,
 };
-pub use process::{ProcessFields, ProcessOptions, RunOptions};
+pub use process::{ProcessFields, ProcessOptions, RunFields, RunOptions};
 pub use tokio_util::sync::CancellationToken;
 pub use ts_strip::TsPath;
 

@@ -17,7 +17,7 @@ use crate::manager::{
   ExitInfo, ManagerConfig, ProcessIo, ProcessManager, StartSpec, TerminateMode,
   DEFAULT_MAX_PROCESSES,
 };
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
 use crate::CancellationToken;
 
 use super::format::{binary_notice, truncation_sentence, Vocabulary};
@@ -40,7 +40,11 @@ const IN_FLIGHT: Duration = Duration::from_millis(30);
 /// Bytes of output an interactive session holds between two calls.
 const RETAINED: usize = 4 * 1024 * 1024;
 
-/// Options of [`Interactive::start`].
+/// Options of [`Interactive::start`]. No `run`: an interactive command has
+/// no timeout (`yield_time` is the wait for an answer, not for its end), its
+/// input is what [`Interactive::write`] sends, its kill is `kill`'s, and its
+/// answer's bytes are `limits.max_bytes`; the managed process it starts gets
+/// [`RunOptions::managed`].
 #[derive(Debug, Clone)]
 pub struct StartOptions {
   /// The session's cwd (always given), environment, opt-in resource limits,
@@ -211,6 +215,9 @@ impl Interactive {
             env,
             ..opts.process.clone()
           },
+          // no timeout (it runs until it ends or is killed), its input is
+          // what `write` sends, its output retained by the manager's config
+          run: RunOptions::managed(),
         },
         None,
       )?;

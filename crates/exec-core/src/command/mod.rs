@@ -8,6 +8,14 @@
 //! Pipeline per stream: rolling window (2 x `max_bytes`) + counters over the
 //! whole stream + lazy log ([`offload`]) -> [`sanitize`] -> [`truncate`] ->
 //! [`format`]. Background processes live in a [`CommandRunner`] (a session).
+//!
+//! A command's options are the process layer's two types, with a command's
+//! meaning: `process` ([`ProcessOptions`]) and `run` ([`RunOptions`], from
+//! [`RunOptions::command`]): its timeout moves it to the background, its
+//! kill grace holds at a cancel, a cleanup, a kill of it as a background job
+//! and of the jobs it left, its input is fed to its stdin (else `/dev/null`),
+//! and its output cap is the bytes of its answer (`max_bytes`, both streams
+//! together, besides [`CommandSpec::max_lines`] and the truncation mode).
 
 pub mod background;
 pub mod format;
@@ -24,7 +32,7 @@ use std::time::Duration;
 
 use crate::error::ExecError;
 use crate::process::spec::EnvSpec;
-use crate::process::{ProcessFields, ProcessOptions};
+use crate::process::{ProcessFields, ProcessOptions, RunFields, RunOptions};
 
 pub use background::{sweep_logs, BackgroundInfo, CheckResult, CommandRunner, RunnerConfig};
 pub use format::{ProcessState, Vocabulary};
@@ -36,8 +44,9 @@ pub use truncate::{
   TruncationMode,
 };
 
-/// Milliseconds before a command is moved to the background.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
+/// Milliseconds before a command is moved to the background
+/// ([`RunOptions::command`]'s).
+pub const DEFAULT_TIMEOUT: Duration = RunOptions::COMMAND_TIMEOUT;
 /// Log files older than this are deleted when a runner starts or closes.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
@@ -131,9 +140,16 @@ pub struct CommandSpec {
   /// the host dies) and the opt-in OS sandbox of the command's tree (see
   /// [`crate::process::sandbox`]).
   pub process: ProcessOptions,
-  /// Move to the background after this long (`None`: wait for the end).
-  pub timeout: Option<Duration>,
-  pub limits: OutputLimits,
+  /// `timeout`: move to the background after this long (`None`: wait for
+  /// the end); `kill_grace`: between SIGTERM and SIGKILL when it (or what
+  /// it left running, adopted) is killed; `input`: fed to its stdin, then
+  /// EOF (`None`: `/dev/null`); `max_output_bytes`: the bytes of its
+  /// answer, both streams together. See [`RunOptions::command`].
+  pub run: RunOptions,
+  /// The lines of its answer (the last ones).
+  pub max_lines: usize,
+  /// Which part of a long output is shown.
+  pub truncation: TruncationMode,
   /// Where the log goes (`None`: the runner's directory).
   pub output_dir: Option<PathBuf>,
   /// Start in the background at once.
@@ -159,14 +175,24 @@ impl CommandSpec {
   pub fn new(cwd: impl Into<PathBuf>) -> Self {
     CommandSpec {
       process: ProcessOptions::in_dir(cwd),
-      timeout: Some(DEFAULT_TIMEOUT),
-      limits: OutputLimits::default(),
+      run: RunOptions::command(),
+      max_lines: truncate::DEFAULT_MAX_LINES,
+      truncation: TruncationMode::Tail,
       output_dir: None,
       background: false,
       cleanup: false,
       cwd_given: false,
       vocabulary: Vocabulary::Tool,
       cancel: None,
+    }
+  }
+
+  /// What its answer shows: `max_lines`, `run.max_output_bytes`, the mode.
+  pub fn limits(&self) -> OutputLimits {
+    OutputLimits {
+      max_lines: self.max_lines,
+      max_bytes: self.run.max_output_bytes,
+      mode: self.truncation,
     }
   }
 }
@@ -177,10 +203,10 @@ impl CommandSpec {
 pub struct CallOptions {
   /// cwd, env, its lists, limits, parent death, sandbox, as given.
   pub process: ProcessFields,
-  /// `Some(None)`: no timeout (0 or Infinity).
-  pub timeout: Option<Option<Duration>>,
+  /// The timeout (`Some(None)`: none, 0 or Infinity), the kill grace, the
+  /// input, the bytes of the answer (`maxBytes`), as given.
+  pub run: RunFields,
   pub max_lines: Option<usize>,
-  pub max_bytes: Option<usize>,
   /// Which part of a long output is shown (tail, or head and tail).
   pub truncation: Option<TruncationMode>,
   pub output_dir: Option<PathBuf>,
@@ -194,16 +220,20 @@ pub struct CommandDefaults {
   /// What each call's process starts from (`cwd` `None`: the host's cwd at
   /// each call).
   pub process: ProcessOptions,
-  pub timeout: Option<Duration>,
-  pub limits: OutputLimits,
+  /// What each call's run starts from ([`RunOptions::command`]: the
+  /// timeout, the runner's kill grace, the answer's bytes).
+  pub run: RunOptions,
+  pub max_lines: usize,
+  pub truncation: TruncationMode,
 }
 
 impl Default for CommandDefaults {
   fn default() -> Self {
     CommandDefaults {
       process: ProcessOptions::default(),
-      timeout: Some(DEFAULT_TIMEOUT),
-      limits: OutputLimits::default(),
+      run: RunOptions::command(),
+      max_lines: truncate::DEFAULT_MAX_LINES,
+      truncation: TruncationMode::Tail,
     }
   }
 }
@@ -216,12 +246,9 @@ impl CommandDefaults {
     let d = CommandDefaults::default();
     Ok(CommandDefaults {
       process: ProcessOptions::try_from(o.process)?,
-      timeout: o.timeout.unwrap_or(d.timeout),
-      limits: OutputLimits {
-        max_lines: o.max_lines.unwrap_or(d.limits.max_lines),
-        max_bytes: o.max_bytes.unwrap_or(d.limits.max_bytes),
-        mode: o.truncation.unwrap_or(d.limits.mode),
-      },
+      run: o.run.over(&d.run),
+      max_lines: o.max_lines.unwrap_or(d.max_lines),
+      truncation: o.truncation.unwrap_or(d.truncation),
     })
   }
 
@@ -268,12 +295,9 @@ impl CommandDefaults {
           .unwrap_or(self.process.die_with_parent),
         sandbox,
       },
-      timeout: call.timeout.unwrap_or(self.timeout),
-      limits: OutputLimits {
-        max_lines: call.max_lines.unwrap_or(self.limits.max_lines),
-        max_bytes: call.max_bytes.unwrap_or(self.limits.max_bytes),
-        mode: call.truncation.unwrap_or(self.limits.mode),
-      },
+      run: call.run.over(&self.run),
+      max_lines: call.max_lines.unwrap_or(self.max_lines),
+      truncation: call.truncation.unwrap_or(self.truncation),
       output_dir: call.output_dir,
       background: call.background.unwrap_or(false),
       cleanup: call.cleanup.unwrap_or(false),

@@ -58,12 +58,15 @@ fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
     "a list not given stays the runner's"
   );
   assert_eq!(o.process.env.allow, Some(vec!["PATH".to_owned()]));
-  assert_eq!(o.limits.max_lines, 10);
-  assert_eq!(o.timeout, Some(DEFAULT_TIMEOUT));
+  assert_eq!(o.max_lines, 10);
+  assert_eq!(o.run.timeout, Some(DEFAULT_TIMEOUT));
   let none = runner
     .merge(
       CallOptions {
-        timeout: Some(None),
+        run: RunFields {
+          timeout: Some(None),
+          ..Default::default()
+        },
         process: ProcessFields {
           cwd: Some("/c".into()),
           ..Default::default()
@@ -73,7 +76,7 @@ fn a_call_adds_to_the_runners_env_and_replaces_its_lists() {
       || panic!("the host's cwd is not asked for when a cwd is given"),
     )
     .unwrap();
-  assert_eq!(none.timeout, None);
+  assert_eq!(none.run.timeout, None);
 }
 
 #[test]

@@ -301,10 +301,11 @@ pub async fn call_with(
     ToolCall::Run { command, timeout } => {
       let mut opts = base;
       opts.vocabulary = super::Vocabulary::Tool;
-      opts.timeout = settings.timeout(timeout, opts.timeout);
-      opts.limits = settings.output_limits(extras.max_output_tokens, opts.limits);
+      opts.run.timeout = settings.timeout(timeout, opts.run.timeout);
+      let shown = settings.output_limits(extras.max_output_tokens, opts.limits());
+      opts.run.max_output_bytes = shown.max_bytes;
       if let Some(mode) = extras.truncation {
-        opts.limits.mode = mode;
+        opts.truncation = mode;
       }
       if let Some(w) = &extras.workdir {
         match resolve_workdir(&opts, w) {
@@ -442,7 +443,7 @@ pub async fn exec_command(
       ..base.process.clone()
     });
     s.cwd_given = workdir.is_some() || base.cwd_given;
-    s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits);
+    s.limits = settings.output_limits(integer(args, "max_output_tokens")?, base.limits());
     if let Some(mode) = truncation(args)? {
       s.limits.mode = mode;
     }

@@ -38,7 +38,10 @@ impl std::str::FromStr for TruncationMode {
   }
 }
 
-/// The two limits of what is shown, and which part is kept.
+/// The two limits of what is shown, and which part is kept: what the
+/// truncation takes (`truncateTail`, a command's answer, an interactive
+/// command's). A command's spec holds the bytes as its `run.max_output_bytes`
+/// and makes these with [`CommandSpec::limits`](super::CommandSpec::limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
   pub max_lines: usize,
@@ -47,7 +50,9 @@ pub struct OutputLimits {
 }
 
 pub const DEFAULT_MAX_LINES: usize = 2000;
-pub const DEFAULT_MAX_BYTES: usize = 50 * 1024;
+/// A command's answer ([`RunOptions::command`](crate::process::RunOptions::command)'s
+/// cap), and `truncateTail`'s.
+pub const DEFAULT_MAX_BYTES: usize = crate::process::RunOptions::COMMAND_OUTPUT_BYTES;
 
 impl Default for OutputLimits {
   fn default() -> Self {

@@ -94,7 +94,7 @@ impl Default for ManagerConfig {
       retained_output_bytes: DEFAULT_RETAINED_OUTPUT_BYTES,
       max_processes: DEFAULT_MAX_PROCESSES,
       exited_retention: DEFAULT_EXITED_RETENTION,
-      close_grace: Duration::from_millis(500),
+      close_grace: crate::process::RunOptions::DEFAULT_KILL_GRACE,
       drain: Duration::from_millis(100),
       owner: 0,
     }
@@ -127,6 +127,15 @@ pub struct StartSpec {
   /// side closes, so it is ignored there) and the opt-in OS sandbox of the
   /// process tree (see [`crate::process::sandbox`]).
   pub process: crate::process::ProcessOptions,
+  /// How it ends on its own ([`RunOptions::managed`](crate::process::RunOptions::managed):
+  /// none of it): `timeout`, its tree killed as a run's is (exit code 124,
+  /// `TIMEOUT` in its exit); `kill_grace`, between SIGTERM and SIGKILL at
+  /// that timeout and the sweep after its exit (a `terminate` has its own
+  /// wait, the manager's close `close_grace`); `input`, fed to a pipe child's
+  /// stdin, then EOF (`EINVAL` with a PTY or an open stdin, which the caller
+  /// writes); `max_output_bytes`, the bytes it retains per stream, within
+  /// the manager's `retained_output_bytes`.
+  pub run: crate::process::RunOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,6 @@ use crate::process::spec::{check_cwd, resolve_program};
 #[cfg(unix)]
 use crate::process::supervise::Discard;
 use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
-use crate::process::RunOptions;
 
 impl ProcessManager {
   /// Start a process. Must be called within a tokio runtime. On a spawn
@@ -97,18 +96,30 @@ impl ProcessManager {
         "arg0 is only supported with io.type 'pipe'",
       ));
     }
+    // an input is fed to a stdin nobody else writes: not a terminal's, not
+    // an open one
+    match spec.io {
+      ProcessIo::Pty { .. } => spec
+        .run
+        .refuse_input("a PTY process (write to its terminal instead)")?,
+      ProcessIo::Pipe { stdin_open: true } => spec
+        .run
+        .refuse_input("a process with an open stdin (write to it instead)")?,
+      ProcessIo::Pipe { stdin_open: false } => {}
+    }
+    // what it retains: its own cap, within the manager's
+    let retained = self
+      .inner
+      .config
+      .retained_output_bytes
+      .min(spec.run.max_output_bytes);
     let id: Arc<str> = id.into();
     let p = Arc::new(Proc {
       id: id.clone(),
       pid: AtomicU32::new(0),
       pty,
       argv: spec.argv.clone(),
-      state: Mutex::new(state::State::new(
-        id,
-        pty,
-        self.inner.config.retained_output_bytes,
-        events,
-      )),
+      state: Mutex::new(state::State::new(id, pty, retained, events)),
       changed: watch::channel(0).0,
       input: tokio::sync::Mutex::new(Input::Closed),
       #[cfg(unix)]
@@ -155,9 +166,9 @@ impl ProcessManager {
       cwd: Some(cwd),
       ..spec.process
     };
-    // no timeout: it runs until it exits or is terminated, with the
-    // manager's grace
-    ps.run = self.untimed();
+    // its run: by default no timeout (it runs until it exits or is
+    // terminated), its input (if any) fed to its stdin
+    ps.run = spec.run;
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -213,19 +224,10 @@ impl ProcessManager {
       proc: p.clone(),
       stream: Stream::Pty,
     };
-    let exec = Execution::on_terminal(spawned, io.clone(), sink, Discard, &self.untimed());
+    let exec = Execution::on_terminal(spawned, io.clone(), sink, Discard, &spec.run);
     *p.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(master);
     *p.input.try_lock().expect("new process") = Input::Pty(io);
     Ok(self.follow(p, exec))
-  }
-
-  /// A run of the manager's: no timeout (it runs until it exits or is
-  /// terminated), the manager's grace.
-  fn untimed(&self) -> RunOptions {
-    RunOptions {
-      kill_grace: self.inner.config.close_grace,
-      ..RunOptions::untimed()
-    }
   }
 
   /// Record `exec`'s pid and its tree in `p`, and follow it to its end on a
@@ -261,8 +263,11 @@ impl ProcessManager {
         .finish(ExitInfo {
           exit_code: f.outcome.exit_code,
           signal: f.outcome.signal,
-          // no timeout and no cancel here: only a limit gives an error
-          error: f.outcome.error.filter(|e| e.code == ErrorCode::ELIMIT),
+          // no cancel here: only a limit or a timeout gives an error
+          error: f
+            .outcome
+            .error
+            .filter(|e| matches!(e.code, ErrorCode::ELIMIT | ErrorCode::TIMEOUT)),
           sandbox: f.outcome.sandbox,
         })
         .await;

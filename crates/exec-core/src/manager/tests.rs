@@ -10,6 +10,7 @@ fn spec(argv: &[&str], io: ProcessIo) -> StartSpec {
     arg0: None,
     io,
     process: Default::default(),
+    run: crate::process::RunOptions::managed(),
   }
 }
 
@@ -58,6 +59,44 @@ async fn closed_stdin_by_default() {
       .exit_code,
     0
   );
+}
+
+#[tokio::test]
+async fn a_start_specs_run_is_honoured_or_refused() {
+  let m = ProcessManager::new(ManagerConfig::default());
+  // a timeout kills the tree as a run's does
+  let mut s = pipe(&["sleep", "30"]);
+  s.run.timeout = Some(Duration::from_millis(200));
+  let t = Instant::now();
+  let p = m.start(s, None).unwrap();
+  let x = m.wait(&p.process_id, LONG).await.unwrap().exit.unwrap();
+  assert_eq!(x.exit_code, 124, "{x:?}");
+  assert_eq!(x.error.map(|e| e.code), Some(ErrorCode::TIMEOUT));
+  assert!(t.elapsed() < Duration::from_secs(10));
+  // an input is fed to the stdin nobody else writes, then EOF
+  let mut s = pipe(&["cat"]);
+  s.run.input = Some(b"fed".to_vec());
+  let p = m.start(s, None).unwrap();
+  let x = m.wait(&p.process_id, LONG).await.unwrap().exit.unwrap();
+  assert_eq!(x.exit_code, 0);
+  assert_eq!(m.snapshot(&p.process_id).unwrap().stdout, b"fed");
+  // its own cap on what it retains, within the manager's
+  let mut s = pipe(&["head", "-c", "1000", "/dev/zero"]);
+  s.run.max_output_bytes = 100;
+  let p = m.start(s, None).unwrap();
+  m.wait(&p.process_id, LONG).await.unwrap();
+  let snap = m.snapshot(&p.process_id).unwrap();
+  assert!(snap.truncated && snap.omitted_bytes >= 900, "{snap:?}");
+  // refused where the caller writes the stdin
+  for io in [
+    ProcessIo::Pipe { stdin_open: true },
+    ProcessIo::Pty { rows: 24, cols: 80 },
+  ] {
+    let mut s = spec(&["cat"], io);
+    s.run.input = Some(b"x".to_vec());
+    let e = m.start(s, None).unwrap_err();
+    assert_eq!(e.code, ErrorCode::EINVAL, "{e:?}");
+  }
 }
 
 #[tokio::test]

@@ -59,7 +59,10 @@ impl McpConfig {
   pub fn new(cwd: PathBuf) -> Self {
     let defaults = CommandDefaults {
       process: crate::process::ProcessOptions::in_dir(cwd.clone()),
-      timeout: Some(tools::MCP_DEFAULT_TIMEOUT),
+      run: crate::process::RunOptions {
+        timeout: Some(tools::MCP_DEFAULT_TIMEOUT),
+        ..crate::process::RunOptions::command()
+      },
       ..Default::default()
     };
     McpConfig {

@@ -14,8 +14,9 @@
 //!   its watchdog), [`cgroup`] (the cgroups the guard makes), [`sandbox`]
 //!   (the policy, the helper's command line or the child's restriction);
 //! - [`options`]: `ProcessOptions`, what every process takes (cwd, env,
-//!   limits, parent death, sandbox), embedded in the features' specs, and
-//!   `RunOptions`, how a run ends (timeout, kill grace, input, output cap);
+//!   limits, parent death, sandbox), and `RunOptions`, how a run ends
+//!   (timeout, kill grace, input, output cap), both embedded in every spec
+//!   (each API's defaults and what its timeout does there);
 //! - [`tree`]: a run's tree (`ProcessTree`) and the one order it is signalled in;
 //! - [`reaper`]: orphans of our runs reaped when the host is PID 1 or a
 //!   subreaper (its decisions a pure part, `reaper::pass`);
@@ -51,7 +52,7 @@ pub mod supervise;
 #[cfg(unix)]
 mod tree;
 
-pub use options::{ProcessFields, ProcessOptions, RunOptions};
+pub use options::{ProcessFields, ProcessOptions, RunFields, RunOptions};
 #[cfg(windows)]
 pub use registry::{kill_all, shutdown};
 #[cfg(unix)]

@@ -16,7 +16,7 @@ use crate::manager::{
   TerminateMode, WaitResult,
 };
 use crate::process::limits::Limits;
-use crate::process::{ProcessFields, ProcessOptions};
+use crate::process::{ProcessFields, ProcessOptions, RunOptions};
 
 pub const PROTOCOL_VERSION: &str = "1";
 
@@ -554,6 +554,8 @@ pub fn start_spec(p: Value) -> Result<(StartSpec, bool), RpcError> {
       arg0: p.arg0,
       io,
       process: ProcessOptions::try_from(fields)?,
+      // no run params in the protocol: a managed process's defaults
+      run: RunOptions::managed(),
     },
     p.events.unwrap_or(true),
   ))

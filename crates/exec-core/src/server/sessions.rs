@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::protocol::{self, RpcError, METHOD_NOT_FOUND};
 use crate::process::supervise::OutputSink;
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunFields, RunOptions};
 use crate::session::{
   Bundle, CellLanguage, CellOptions, CellResult, DriverSession, NodeOptions, PythonOptions,
 };
@@ -224,7 +224,9 @@ struct Common {
   process: ProcessOptions,
   owner: u64,
   init_code: Option<String>,
-  kill_grace: Option<Duration>,
+  /// The defaults of each execution: `forceKillAfterDelayMs` over
+  /// [`RunOptions::session`].
+  run: RunOptions,
   startup_timeout: Option<Duration>,
 }
 
@@ -245,7 +247,11 @@ async fn start(sessions: &Sessions, owner: u64, p: StartParams) -> Result<Value,
     process,
     owner,
     init_code: p.init_code,
-    kill_grace: p.force_kill_after_delay_ms.map(ms),
+    run: RunFields {
+      kill_grace: p.force_kill_after_delay_ms.map(ms),
+      ..RunFields::default()
+    }
+    .over(&RunOptions::session()),
     startup_timeout: p.startup_timeout_ms.map(ms),
   };
   let id = new_id(sessions, p.session_id)?;
@@ -275,7 +281,7 @@ async fn start_python(c: Common, program: Option<String>) -> Result<Session, Rpc
     process: c.process,
     init_code: c.init_code,
     owner: c.owner,
-    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    run: c.run,
     startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
     max_history: d.max_history,
   };
@@ -294,7 +300,7 @@ async fn start_node(
     process: c.process,
     init_code: c.init_code,
     owner: c.owner,
-    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    run: c.run,
     startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
     max_history: d.max_history,
   };
@@ -309,7 +315,7 @@ async fn start_shell(c: Common, program: Option<String>) -> Result<Session, RpcE
     process: c.process,
     init_script: c.init_code,
     owner: c.owner,
-    kill_grace: c.kill_grace.unwrap_or(d.kill_grace),
+    run: c.run,
     startup_timeout: c.startup_timeout.unwrap_or(d.startup_timeout),
   };
   Ok(Session::Shell(Arc::new(ShellSession::start(o).await?)))
@@ -328,6 +334,7 @@ async fn execute(
 ) -> Result<Value, RpcError> {
   let s = sessions.get(&p.session_id)?;
   let d = CellOptions::default();
+  let ms = Duration::from_millis;
   let language = match p.language.as_deref() {
     Some(l) => {
       Some(CellLanguage::parse(l).map_err(|e| RpcError::invalid_params(format!("language {e}")))?)
@@ -335,12 +342,12 @@ async fn execute(
     None => None,
   };
   let opts = CellOptions {
-    timeout: match p.timeout_ms {
-      Some(0) => None,
-      Some(t) => Some(Duration::from_millis(t)),
-      None => d.timeout,
+    // over the session's; 0: none
+    run: RunFields {
+      timeout: p.timeout_ms.map(|t| (t != 0).then(|| ms(t))),
+      max_output_bytes: p.max_output_bytes,
+      ..RunFields::default()
     },
-    max_output: p.max_output_bytes.unwrap_or(d.max_output),
     language,
     max_display_bytes: p.max_display_bytes.unwrap_or(d.max_display_bytes),
   };

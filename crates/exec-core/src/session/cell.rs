@@ -35,9 +35,10 @@ pub struct DriverSpec {
   pub init_code: Option<String>,
   /// The host environment that owns the processes.
   pub owner: u64,
-  /// After the SIGINT of a timeout (Node: of an interrupt too), how long the
-  /// cell may take to stop before the interpreter is killed.
-  pub kill_grace: Duration,
+  /// The defaults of each cell: its timeout, how long it may take to stop
+  /// after the SIGINT of its timeout (Node: of an interrupt too) before the
+  /// interpreter is killed (`kill_grace`), the bytes kept per stream.
+  pub run: crate::process::RunOptions,
   /// Bound on starting the interpreter and running `init_code`.
   pub startup_timeout: Duration,
   /// Cells `history()` keeps; the oldest are dropped past it.

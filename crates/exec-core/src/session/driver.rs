@@ -30,6 +30,7 @@ use super::worker::{Worker, WorkerSpec};
 use super::{CellLanguage, CellOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{format_duration, Discard, OutputSink};
+use crate::process::RunOptions;
 
 impl DriverKind {
   /// The name in messages (`Python cell timeout after 1s`).
@@ -117,6 +118,9 @@ struct Request<'a> {
   /// A compile error the cell fails with (nothing runs).
   error: Option<&'a CellException>,
   timeout: Option<Duration>,
+  /// After the SIGINT of the timeout (Node: of an interrupt too), how long
+  /// the cell may take to stop before the interpreter is killed.
+  kill_grace: Duration,
 }
 
 /// Where a request's output and bundles go.
@@ -219,6 +223,7 @@ impl DriverSession {
   /// runtime.
   pub async fn start(opts: impl Into<DriverSpec>) -> Result<DriverSession, ExecError> {
     let mut opts: DriverSpec = opts.into();
+    opts.run.refuse_input("a session")?;
     opts.process.resolve_cwd()?;
     let spec = WorkerSpec {
       program: PathBuf::from(&opts.program),
@@ -287,9 +292,9 @@ impl DriverSession {
       // interrupt first; the cell has `kill_grace` to stop
       timed_out = true;
       w.interrupt();
-      Escalate::Until(Some(Instant::now() + self.opts.kill_grace))
+      Escalate::Until(Some(Instant::now() + req.kill_grace))
     };
-    let grace = self.opts.kind.interrupt_grace(self.opts.kill_grace);
+    let grace = self.opts.kind.interrupt_grace(req.kill_grace);
     let followed = self
       .engine
       .follow(w, out, err, deadline, grace, on_message, on_deadline)
@@ -357,11 +362,12 @@ impl DriverSession {
     err: E,
     display: D,
   ) -> Result<CellResult, ExecError> {
+    let run = opts.run_over(&self.opts.run)?;
     let prepared = self.opts.kind.prepare(code, opts.language);
     let entered = self.engine.enter(&mut turn, self).await?;
     let order = Order::default();
-    let mut out = Capture::new(opts.max_output, out).ordered(&order, 0);
-    let mut err = Capture::new(opts.max_output, err).ordered(&order, 1);
+    let mut out = Capture::new(run.max_output_bytes, out).ordered(&order, 0);
+    let mut err = Capture::new(run.max_output_bytes, err).ordered(&order, 1);
     let mut shown = Shown {
       sink: display,
       kept: Vec::new(),
@@ -378,7 +384,8 @@ impl DriverSession {
       code,
       init: false,
       error,
-      timeout: opts.timeout,
+      timeout: run.timeout,
+      kill_grace: run.kill_grace,
     };
     let io = Io {
       out: &mut out,
@@ -387,7 +394,7 @@ impl DriverSession {
     };
     let (mut slot, entry, ran) = self.run_cell(entered, &turn, req, io).await?;
     let mut result = CellResult::blank(entry, ran.count, started.elapsed());
-    self.settle(&mut slot, ran, opts, &mut result).await;
+    self.settle(&mut slot, ran, &run, &mut result).await;
     result.displays = shown.kept;
     if let Some(d) = result.result_data.take() {
       result.result_data = Some(cap_bundle(d, opts.max_display_bytes));
@@ -478,15 +485,10 @@ impl DriverSession {
     self.opts.kind
   }
 
-  /// Fill `result` from how the cell ended; the interpreter goes back into
-  /// the slot, or is cleared away when it was lost.
-  async fn settle(
-    &self,
-    slot: &mut Slot<()>,
-    ran: Ran,
-    opts: &CellOptions,
-    result: &mut CellResult,
-  ) {
+  /// Fill `result` from how the cell ended (`run`: its timeout, grace and
+  /// cap); the interpreter goes back into the slot, or is cleared away when
+  /// it was lost.
+  async fn settle(&self, slot: &mut Slot<()>, ran: Ran, run: &RunOptions, result: &mut CellResult) {
     let Ran {
       mut w,
       outcome,
@@ -495,7 +497,7 @@ impl DriverSession {
       count,
     } = ran;
     let label = self.opts.kind.label();
-    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
+    let timeout_label = run.timeout.map(format_duration).unwrap_or_default();
     // a watched limit passed by the end of the cell (processes it left, a
     // fork the kernel refused) is this cell's, not the next one's
     let outcome = match outcome {
@@ -509,7 +511,7 @@ impl DriverSession {
       Outcome::Done(m) => {
         result.execution_count = m.count.unwrap_or(0);
         result.exception = m.exception;
-        result.result_value = m.value.map(|v| cap_text(v, opts.max_output));
+        result.result_value = m.value.map(|v| cap_text(v, run.max_output_bytes));
         result.result_data = m.data;
         result.status = match m.status.as_deref() {
           Some("ok") => SessionStatus::Ok,
@@ -543,7 +545,7 @@ impl DriverSession {
             ErrorCode::ECANCELED,
             format!(
               "the {label} cell did not stop within {} of the interrupt (code running after an await cannot be interrupted in-process), so the interpreter was killed and its state lost",
-              format_duration(self.opts.kill_grace)
+              format_duration(run.kill_grace)
             ),
           ));
         }
@@ -582,6 +584,7 @@ impl DriverSession {
       init: true,
       error: None,
       timeout: Some(self.opts.startup_timeout),
+      kill_grace: self.opts.run.kill_grace,
     };
     let io = Io {
       out: &mut out,

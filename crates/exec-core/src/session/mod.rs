@@ -69,7 +69,8 @@ mod worker;
 #[path = "worker_windows.rs"]
 mod worker;
 
-use std::time::Duration;
+use crate::error::ExecError;
+use crate::process::{RunFields, RunOptions};
 
 pub use capture::OutputPiece;
 pub use cell::{CellException, CellResult, DriverKind, DriverSpec};
@@ -149,10 +150,11 @@ impl CellLanguage {
 /// Per-execution settings.
 #[derive(Debug, Clone)]
 pub struct CellOptions {
-  /// Interrupt after this long (`None`: never).
-  pub timeout: Option<Duration>,
-  /// Bytes kept per stream (head + tail).
-  pub max_output: usize,
+  /// This execution's timeout (`Some(None)`: none), kill grace and bytes
+  /// kept per stream (head + tail), over the session's `run` (the defaults
+  /// of each request: 30 s, 2 s, 1 MiB). An execution has no stdin: an
+  /// `input` is `EINVAL`.
+  pub run: RunFields,
   /// NodeSession: the cell's language (default JavaScript); others ignore it.
   pub language: Option<CellLanguage>,
   /// Bytes a display bundle may take (see [`display::cap_bundle`]).
@@ -160,13 +162,23 @@ pub struct CellOptions {
 }
 
 impl Default for CellOptions {
+  /// The session's run options, JavaScript, 8 MiB per bundle.
   fn default() -> Self {
     CellOptions {
-      timeout: Some(Duration::from_secs(30)),
-      max_output: 1024 * 1024,
+      run: RunFields::default(),
       language: None,
       max_display_bytes: display::DEFAULT_MAX_DISPLAY_BYTES,
     }
+  }
+}
+
+impl CellOptions {
+  /// This execution's run options: what it gave over the session's
+  /// (`session`). `EINVAL` for an input: nothing would read it.
+  pub(crate) fn run_over(&self, session: &RunOptions) -> Result<RunOptions, ExecError> {
+    let run = self.run.clone().over(session);
+    run.refuse_input("a session's execution")?;
+    Ok(run)
   }
 }
 

@@ -32,7 +32,7 @@ use swc_ecma_visit::{Visit, VisitWith};
 use super::cell::{CellException, DriverKind, DriverSpec};
 use super::CellLanguage;
 use crate::error::{ErrorCode, ExecError};
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
 
 /// The driver that runs inside `node` (`node_driver.mjs`, embedded).
 pub const DRIVER: &str = include_str!("node_driver.mjs");
@@ -52,9 +52,12 @@ pub struct NodeOptions {
   /// JavaScript run after every start (first start, restarts, reset).
   pub init_code: Option<String>,
   pub owner: u64,
-  /// After the SIGINT of a timeout or an interrupt, how long the cell may
-  /// take to stop before `node` is killed (and its state lost).
-  pub kill_grace: Duration,
+  /// The defaults of each cell ([`RunOptions::session`]): its timeout (an
+  /// interrupt, the state kept), how long the cell may take to stop after
+  /// the SIGINT of its timeout or of an interrupt before `node` is killed
+  /// and its state lost (`kill_grace`), the bytes kept per stream. A cell
+  /// has no stdin: an `input` is `EINVAL` at the start.
+  pub run: RunOptions,
   pub startup_timeout: Duration,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
   pub max_history: usize,
@@ -68,7 +71,7 @@ impl Default for NodeOptions {
       process: ProcessOptions::default(),
       init_code: None,
       owner: 0,
-      kill_grace: Duration::from_millis(2000),
+      run: RunOptions::session(),
       startup_timeout: Duration::from_secs(30),
       max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
@@ -94,7 +97,7 @@ impl From<NodeOptions> for DriverSpec {
       process: o.process,
       init_code: o.init_code,
       owner: o.owner,
-      kill_grace: o.kill_grace,
+      run: o.run,
       startup_timeout: o.startup_timeout,
       max_history: o.max_history,
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::cell::{DriverKind, DriverSpec};
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
 
 /// The driver that runs inside the interpreter (`python_driver.py`, embedded).
 pub const DRIVER: &str = include_str!("python_driver.py");
@@ -24,9 +24,12 @@ pub struct PythonOptions {
   pub init_code: Option<String>,
   /// The host environment that owns the processes.
   pub owner: u64,
-  /// After the SIGINT of a timeout, how long the cell may take to stop before
-  /// the interpreter is killed.
-  pub kill_grace: Duration,
+  /// The defaults of each cell ([`RunOptions::session`]): its timeout (an
+  /// interrupt, the namespace kept), how long the cell may take to stop
+  /// after the SIGINT of its timeout before the interpreter is killed
+  /// (`kill_grace`), the bytes kept per stream. A cell has no stdin: an
+  /// `input` is `EINVAL` at the start.
+  pub run: RunOptions,
   /// Bound on starting the interpreter and running `init_code`.
   pub startup_timeout: Duration,
   /// Cells `history()` keeps (the oldest dropped past it). Default 1000.
@@ -45,7 +48,7 @@ impl Default for PythonOptions {
       process: ProcessOptions::default(),
       init_code: None,
       owner: 0,
-      kill_grace: Duration::from_millis(2000),
+      run: RunOptions::session(),
       startup_timeout: Duration::from_secs(30),
       max_history: super::cell::DEFAULT_MAX_HISTORY,
     }
@@ -61,7 +64,7 @@ impl From<PythonOptions> for DriverSpec {
       process: o.process,
       init_code: o.init_code,
       owner: o.owner,
-      kill_grace: o.kill_grace,
+      run: o.run,
       startup_timeout: o.startup_timeout,
       max_history: o.max_history,
     }

@@ -33,7 +33,7 @@ use super::worker::{Worker, WorkerSpec};
 use super::{CellOptions, SessionStatus};
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{format_duration, Discard, OutputSink};
-use crate::process::ProcessOptions;
+use crate::process::{ProcessOptions, RunOptions};
 
 /// Sent once after bash starts. The completion report uses no variable (the
 /// status comes as an argument, expanded from the read-only `PROMPT_COMMAND`)
@@ -70,9 +70,12 @@ pub struct ShellOptions {
   /// Run after every start of a shell (first start, restarts).
   pub init_script: Option<String>,
   pub owner: u64,
-  /// After the SIGINT of a timeout, how long the command may take to stop
-  /// before its processes are killed.
-  pub kill_grace: Duration,
+  /// The defaults of each command ([`RunOptions::session`]): its timeout
+  /// (an interrupt, the shell's state kept), how long the command may take
+  /// to stop after the SIGINT of its timeout before its processes are
+  /// killed (`kill_grace`), the bytes kept per stream. A command's stdin is
+  /// at EOF: an `input` is `EINVAL` at the start.
+  pub run: RunOptions,
   /// Bound on starting the shell and running `init_script`.
   pub startup_timeout: Duration,
 }
@@ -84,7 +87,7 @@ impl Default for ShellOptions {
       process: ProcessOptions::default(),
       init_script: None,
       owner: 0,
-      kill_grace: Duration::from_millis(2000),
+      run: RunOptions::session(),
       startup_timeout: Duration::from_secs(30),
     }
   }
@@ -195,6 +198,7 @@ pub fn ansi_c_quote(s: &str) -> String {
 impl ShellSession {
   /// Start bash and run `init_script`. Must be called within a tokio runtime.
   pub async fn start(mut opts: ShellOptions) -> Result<ShellSession, ExecError> {
+    opts.run.refuse_input("a shell session")?;
     opts.process.resolve_cwd()?;
     let spec = WorkerSpec {
       program: PathBuf::from(&opts.shell),
@@ -224,7 +228,8 @@ impl ShellSession {
   /// the report needs leaves bash waiting for input without a D: a command
   /// that runs long is probed with empty lines, which bash reads only when
   /// it is back at its prompt (the socket tells how much it has not read);
-  /// two probes read and still no D means the report is broken.
+  /// two probes read and still no D means the report is broken. `run`: its
+  /// timeout and the grace after the timeout's SIGINT.
   #[allow(clippy::too_many_arguments)]
   async fn run_request<O: OutputSink, E: OutputSink>(
     &self,
@@ -234,7 +239,7 @@ impl ShellSession {
     command: &str,
     out: &mut O,
     err: &mut E,
-    timeout: Option<Duration>,
+    run: &RunOptions,
   ) -> Result<(Followed<(i32, String)>, bool, bool), ExecError> {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
@@ -245,7 +250,7 @@ impl ShellSession {
     );
     let (deadline, sent) = self
       .engine
-      .send_request(w, gen, line.as_bytes(), timeout)
+      .send_request(w, gen, line.as_bytes(), run.timeout)
       .await;
     // 0: running, 1: interrupted by the timeout, 2..: killing the command's
     // processes; u32::MAX: the line could not be sent
@@ -291,7 +296,7 @@ impl ShellSession {
           0 => {
             phase = 1;
             w.signal(Signal::SIGINT);
-            Some(now + self.opts.kill_grace)
+            Some(now + run.kill_grace)
           }
           _ => {
             // SIGINT was not enough: kill the command's processes, keep the shell
@@ -364,15 +369,16 @@ impl ShellSession {
     if command.contains('\0') {
       return Err(ExecError::invalid("command contains a NUL byte"));
     }
+    let run = opts.run_over(&self.opts.run)?;
     let entered = self.engine.enter(&mut turn, self).await?;
-    let mut out = Capture::new(opts.max_output, out);
-    let mut err = TtyNoise::new(Capture::new(opts.max_output, err), &self.engine.shown);
+    let mut out = Capture::new(run.max_output_bytes, out);
+    let mut err = TtyNoise::new(Capture::new(run.max_output_bytes, err), &self.engine.shown);
     let started = Instant::now();
     let (mut slot, entry, ran) = self
-      .run_command(entered, &turn, command, opts.timeout, &mut out, &mut err)
+      .run_command(entered, &turn, command, &run, &mut out, &mut err)
       .await?;
     let mut result = ShellResult::blank(entry, slot.state.clone(), started.elapsed());
-    self.settle(&mut slot, ran, opts, &mut result).await;
+    self.settle(&mut slot, ran, &run, &mut result).await;
     let streams = Engine::finish(slot, turn, out, err.into_inner()).await;
     Ok(result.with_streams(streams))
   }
@@ -384,7 +390,7 @@ impl ShellSession {
     entered: Entered<'a, String>,
     turn: &Turn,
     command: &str,
-    timeout: Option<Duration>,
+    run: &RunOptions,
     out: &mut O,
     err: &mut TtyNoise<E>,
   ) -> Result<(MutexGuard<'a, Slot<String>>, Entry, Ran), ExecError> {
@@ -395,7 +401,7 @@ impl ShellSession {
       let mut w = slot.worker.take().expect("a shell was started");
       err.pid = w.pid;
       let (run, timed_out, broken) = self
-        .run_request(&mut w, turn.gen(), id, command, out, err, timeout)
+        .run_request(&mut w, turn.gen(), id, command, out, err, run)
         .await?;
       // the shell died before it started the command (between commands, and
       // the death was not seen yet): the command runs in a new one
@@ -420,13 +426,13 @@ impl ShellSession {
     }
   }
 
-  /// Fill `result` from how the command ended; the shell goes back into the
-  /// slot, or is cleared away when it was lost.
+  /// Fill `result` from how the command ended (`run`: its timeout); the
+  /// shell goes back into the slot, or is cleared away when it was lost.
   async fn settle(
     &self,
     slot: &mut Slot<String>,
     ran: Ran,
-    opts: &CellOptions,
+    run: &RunOptions,
     result: &mut ShellResult,
   ) {
     let Ran {
@@ -436,7 +442,7 @@ impl ShellSession {
       interrupted,
       broken,
     } = ran;
-    let timeout_label = opts.timeout.map(format_duration).unwrap_or_default();
+    let timeout_label = run.timeout.map(format_duration).unwrap_or_default();
     // a watched limit passed by the end of the command (processes it left, a
     // fork the kernel refused) is this command's, not the next one's
     let outcome = match outcome {
@@ -557,9 +563,12 @@ impl Boot<String> for ShellSession {
       let id = slot.take_id();
       let mut out = Capture::new(4096, Discard);
       let mut err = Capture::new(4096, Discard);
-      let timeout = Some(self.opts.startup_timeout);
+      let run = RunOptions {
+        timeout: Some(self.opts.startup_timeout),
+        ..self.opts.run.without_input()
+      };
       match self
-        .run_request(&mut w, 0, id, &init, &mut out, &mut err, timeout)
+        .run_request(&mut w, 0, id, &init, &mut out, &mut err, &run)
         .await
       {
         Ok((

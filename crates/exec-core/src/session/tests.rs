@@ -9,19 +9,32 @@ use super::worker::live_members;
 use super::*;
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{Discard, OutputSink};
+use crate::process::{RunFields, RunOptions};
 
 fn opts(timeout_ms: u64) -> CellOptions {
   CellOptions {
-    timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms)),
-    max_output: 1 << 20,
+    run: RunFields {
+      timeout: Some((timeout_ms > 0).then(|| Duration::from_millis(timeout_ms))),
+      max_output_bytes: Some(1 << 20),
+      ..Default::default()
+    },
     ..Default::default()
+  }
+}
+
+/// A session's run options with `grace` between a timeout's interrupt and
+/// the kill.
+fn grace(ms: u64) -> RunOptions {
+  RunOptions {
+    kill_grace: Duration::from_millis(ms),
+    ..RunOptions::session()
   }
 }
 
 async fn py() -> Arc<PythonSession> {
   Arc::new(
     PythonSession::start(PythonOptions {
-      kill_grace: Duration::from_millis(500),
+      run: grace(500),
       ..Default::default()
     })
     .await
@@ -38,7 +51,7 @@ async fn cell(s: &Arc<PythonSession>, code: &str) -> CellResult {
 async fn sh() -> Arc<ShellSession> {
   Arc::new(
     ShellSession::start(ShellOptions {
-      kill_grace: Duration::from_millis(300),
+      run: grace(300),
       ..Default::default()
     })
     .await
@@ -155,7 +168,7 @@ async fn python_interrupt_keeps_namespace() {
 async fn python_timeout_kills_stubborn_cell_and_restarts() {
   let s = Arc::new(
     PythonSession::start(PythonOptions {
-      kill_grace: Duration::from_millis(300),
+      run: grace(300),
       init_code: Some("boot = 'yes'".into()),
       ..Default::default()
     })
@@ -579,6 +592,87 @@ async fn interrupt_targets_the_execution_whose_ticket_is_held() {
   let r = b.await.unwrap().unwrap();
   assert_eq!(r.status, SessionStatus::Ok, "{r:?}");
   drop(tb);
+  s.close().await;
+}
+
+#[tokio::test]
+async fn a_command_takes_the_sessions_run_options_unless_it_gives_its_own() {
+  let s = Arc::new(
+    ShellSession::start(ShellOptions {
+      run: RunOptions {
+        timeout: Some(Duration::from_millis(300)),
+        max_output_bytes: 64,
+        ..grace(300)
+      },
+      ..Default::default()
+    })
+    .await
+    .unwrap(),
+  );
+  let d = || CellOptions::default();
+  let r = s
+    .execute("sleep 5".into(), d(), Discard, Discard)
+    .await
+    .unwrap();
+  assert_eq!(r.status, SessionStatus::Timeout, "{r:?}");
+  assert_eq!(r.exit_code, 124);
+  let r = s
+    .execute(
+      "head -c 1000 /dev/zero | tr '\\0' a".into(),
+      d(),
+      Discard,
+      Discard,
+    )
+    .await
+    .unwrap();
+  assert!(r.truncated && r.stdout_bytes == 1000, "{r:?}");
+  let untimed = CellOptions {
+    run: RunFields {
+      timeout: Some(None),
+      ..Default::default()
+    },
+    ..Default::default()
+  };
+  let r = s
+    .execute("sleep 0.5; echo done".into(), untimed, Discard, Discard)
+    .await
+    .unwrap();
+  assert_eq!((r.status, r.stdout.as_str()), (SessionStatus::Ok, "done\n"));
+  s.close().await;
+}
+
+#[tokio::test]
+async fn an_input_is_refused_not_dropped() {
+  let fed = RunOptions {
+    input: Some(b"x".to_vec()),
+    ..RunOptions::session()
+  };
+  let python = PythonOptions {
+    run: fed.clone(),
+    ..Default::default()
+  };
+  let e = PythonSession::start(python).await.err().unwrap();
+  assert_eq!(e.code, ErrorCode::EINVAL, "{e:?}");
+  let shell = ShellOptions {
+    run: fed,
+    ..Default::default()
+  };
+  let e = ShellSession::start(shell).await.err().unwrap();
+  assert_eq!(e.code, ErrorCode::EINVAL, "{e:?}");
+  let s = sh().await;
+  let mut o = opts(10_000);
+  o.run.input = Some(b"x".to_vec());
+  let e = s
+    .execute("cat".into(), o, Discard, Discard)
+    .await
+    .unwrap_err();
+  assert_eq!(e.code, ErrorCode::EINVAL);
+  assert!(e.message().contains("takes no input"), "{e:?}");
+  assert_eq!(
+    cmd(&s, "echo ok").await.stdout,
+    "ok\n",
+    "the session goes on"
+  );
   s.close().await;
 }
 

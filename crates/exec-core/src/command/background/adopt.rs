@@ -17,6 +17,7 @@ use super::runner::{guard, Inner};
 use crate::command::format::Vocabulary;
 use crate::command::offload::SharedCapture;
 use crate::command::truncate::OutputLimits;
+use crate::command::CommandSpec;
 use crate::process::marks;
 use crate::process::supervise::RunOutcome;
 use crate::process::ProcessTree;
@@ -91,6 +92,25 @@ async fn settled_command_line(pid: i32, command: &str) -> String {
   }
 }
 
+/// What the jobs adopted from a command take of its options: how their
+/// output is shown, whose words their texts use, the grace of their kill.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Inherited {
+  pub(super) limits: OutputLimits,
+  pub(super) vocabulary: Vocabulary,
+  pub(super) kill_grace: Duration,
+}
+
+impl Inherited {
+  pub(super) fn of(opts: &CommandSpec) -> Self {
+    Inherited {
+      limits: opts.limits(),
+      vocabulary: opts.vocabulary,
+      kill_grace: opts.run.kill_grace,
+    }
+  }
+}
+
 /// Adopt what a command left running (`left`: its marked processes still
 /// running after `bash` exited) as background jobs of the runner: one per
 /// process whose parent is not among them (the server, not its workers).
@@ -101,8 +121,7 @@ pub(super) async fn adopt_left(
   mark: &str,
   command: &str,
   capture: &SharedCapture,
-  limits: OutputLimits,
-  vocabulary: Vocabulary,
+  from: Inherited,
 ) -> Vec<(u32, String)> {
   let alive: Vec<(i32, marks::Stat)> = left
     .into_iter()
@@ -120,12 +139,12 @@ pub(super) async fn adopt_left(
       started: SystemTime::now(),
       started_at: Instant::now(),
       capture: capture.clone(),
-      limits,
+      limits: from.limits,
       cancel: cancel.clone(),
       done: rx,
       adopted: true,
       left: Mutex::new(Vec::new()),
-      vocabulary,
+      vocabulary: from.vocabulary,
     });
     guard(&inner.procs).insert(*pid as u32, proc);
     if inner.closed.load(Ordering::SeqCst) {
@@ -137,7 +156,7 @@ pub(super) async fn adopt_left(
       mark.to_owned(),
       cancel,
       tx,
-      inner.config.kill_grace,
+      from.kill_grace,
     ));
     adopted.push((*pid as u32, command));
   }

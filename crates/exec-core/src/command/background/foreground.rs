@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::adopt::{adopt_left, signal_adopted};
+use super::adopt::{adopt_left, signal_adopted, Inherited};
 use super::logs::{close_log_after, shown, take_streams};
 use super::runner::guard;
 use super::CommandRunner;
@@ -113,11 +113,12 @@ impl CommandRunner {
     capture: &SharedCapture,
     opts: &CommandSpec,
   ) -> Option<CommandReport> {
-    let (pid, limits) = (run.pid, opts.limits);
+    let (pid, limits) = (run.pid, opts.limits());
     guard(&self.inner.foreground).insert(pid, run.cancel.clone());
     let caller = opts.cancel.clone().unwrap_or_default();
     let wait = async {
-      match opts.timeout {
+      // the timeout moves it to the background: the wait ends, the run goes on
+      match opts.run.timeout {
         None => Some(joined((&mut run.handle).await, pid)),
         Some(t) => tokio::time::timeout_at(run.at + t, &mut run.handle)
           .await
@@ -146,8 +147,7 @@ impl CommandRunner {
       &left.mark,
       command,
       capture,
-      limits,
-      opts.vocabulary,
+      Inherited::of(opts),
     )
     .await;
     let keep_log = !adopted.is_empty();

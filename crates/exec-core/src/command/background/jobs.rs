@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::adopt::adopt_left;
+use super::adopt::{adopt_left, Inherited};
 use super::foreground::{joined, limit_error, Started};
 use super::logs::{close_log_after, shown, take_streams};
 use super::runner::guard;
@@ -104,7 +104,8 @@ impl CommandRunner {
     capture: SharedCapture,
     opts: &CommandSpec,
   ) -> CommandReport {
-    let (pid, limits) = (run.pid, opts.limits);
+    let (pid, from) = (run.pid, Inherited::of(opts));
+    let limits = from.limits;
     let (stdout, stderr) = take_streams(&capture, limits, true);
     let log = lock(&capture).log.status(true);
     let (tx, rx) = watch::channel(None);
@@ -128,7 +129,6 @@ impl CommandRunner {
     let weak = Arc::downgrade(&self.inner);
     let handle = run.handle;
     let command_owned = command.to_owned();
-    let vocabulary = opts.vocabulary;
     tokio::spawn(async move {
       let left = joined(handle.await, pid);
       let adopted = match weak.upgrade() {
@@ -139,8 +139,7 @@ impl CommandRunner {
             &left.mark,
             &command_owned,
             &capture,
-            limits,
-            vocabulary,
+            from,
           )
           .await
         }
@@ -154,14 +153,18 @@ impl CommandRunner {
       }
       let _ = tx.send(Some((left.outcome, Instant::now())));
     });
-    let after = if opts.background { None } else { opts.timeout };
+    let after = if opts.background {
+      None
+    } else {
+      opts.run.timeout
+    };
     let text = format_backgrounded(
       pid,
       after,
       &shown(&stdout, &stderr),
       limits.max_bytes,
       &log,
-      vocabulary,
+      from.vocabulary,
     );
     CommandReport {
       pid,

@@ -28,10 +28,10 @@ pub struct RunnerConfig {
   pub owner: u64,
   /// Where logs go unless a command says otherwise.
   pub output_dir: PathBuf,
-  /// Logs older than this are swept (`None`: never).
+  /// Logs older than this are swept (`None`: never). (A kill's grace is
+  /// each command's, `CommandSpec.run.kill_grace`: the runner's defaults
+  /// give it, `CommandDefaults.run`.)
   pub retention: Option<Duration>,
-  /// Between SIGTERM and SIGKILL when a process is killed.
-  pub kill_grace: Duration,
   /// The commands share one shell state: `cd`, `export`, variables,
   /// functions, aliases and options carry over (see [`super::stateful`]).
   pub stateful: bool,
@@ -45,7 +45,6 @@ impl Default for RunnerConfig {
       owner: 0,
       output_dir: std::env::temp_dir(),
       retention: Some(DEFAULT_RETENTION),
-      kill_grace: Duration::from_millis(500),
       stateful: false,
       shell: super::Shell::Bash,
     }
@@ -108,7 +107,7 @@ fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
 
 /// `bash -c <command>` (or PowerShell's `-Command <command>`) with the
 /// options' cwd, environment (over the non-interactive defaults), limits and
-/// sandbox; stdin at EOF.
+/// sandbox; stdin at EOF (unless the caller sets an input in its `run`).
 fn bash_spec(
   command: &str,
   opts: &CommandSpec,
@@ -201,17 +200,18 @@ impl CommandRunner {
       Err(e) => return CommandReport::failed(e),
     };
     // the command's timeout moves it to the background (`wait_foreground`),
-    // it does not kill it; a kill has the runner's grace
+    // it does not kill it; a kill has the command's grace, its input (if
+    // any) is fed to bash's stdin
     spec.run = RunOptions {
-      kill_grace: self.inner.config.kill_grace,
-      ..RunOptions::untimed()
+      timeout: None,
+      ..opts.run.clone()
     };
     let dir = opts
       .output_dir
       .clone()
       .unwrap_or_else(|| self.inner.config.output_dir.clone());
     guard(&self.inner.dirs).insert(dir.clone());
-    let capture = Capture::shared(opts.limits, dir);
+    let capture = Capture::shared(opts.limits(), dir);
     let mut run = match self.spawn_supervised(&spec, &capture, !opts.cleanup, script) {
       Ok(r) => r,
       Err(e) => return CommandReport::failed(e),

@@ -86,11 +86,40 @@ async fn read_gets_eof() {
 }
 
 #[tokio::test]
+async fn a_commands_input_and_kill_grace_are_its_own() {
+  let dir = tempfile::tempdir().unwrap();
+  let r = runner(dir.path());
+  let mut o = opts(dir.path());
+  o.run.input = Some(b"hi\n".to_vec());
+  let res = r.run("read x; echo \"got $x\"", o).await;
+  assert_eq!(res.stdout.text, "got hi\n");
+  let mut o = opts(dir.path());
+  o.background = true;
+  o.run.kill_grace = Duration::from_millis(1500);
+  let res = r
+    .run("trap '' TERM; echo ready; while :; do sleep 0.05; done", o)
+    .await;
+  let t = Instant::now();
+  while !r.check(res.pid).unwrap().stdout.text.contains("ready") {
+    assert!(t.elapsed() < Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  let t = Instant::now();
+  let c = r.kill(res.pid).await.unwrap();
+  assert!(
+    t.elapsed() >= Duration::from_millis(1400),
+    "{:?}",
+    t.elapsed()
+  );
+  assert_eq!(c.signal.as_deref(), Some("SIGKILL"), "{c:?}");
+}
+
+#[tokio::test]
 async fn timeout_backgrounds_then_check_and_list() {
   let dir = tempfile::tempdir().unwrap();
   let r = runner(dir.path());
   let mut o = opts(dir.path());
-  o.timeout = Some(Duration::from_millis(300));
+  o.run.timeout = Some(Duration::from_millis(300));
   let res = r.run("echo start; sleep 1; echo done", o).await;
   let pid = res.background.as_ref().unwrap().pid;
   assert!(res.timed_out);
