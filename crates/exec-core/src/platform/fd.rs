@@ -11,7 +11,9 @@ use std::path::Path;
 /// first call and kept: a child whose stdin is `/dev/null` gets a copy of it
 /// (`dup2` in the child), so a spawn does not open and close it each time
 /// (issue 28). Its offset and status flags are shared by every copy, which
-/// `/dev/null` ignores.
+/// `/dev/null` ignores. (Linux: the addon's own spawn; elsewhere std's
+/// `Command` opens its own.)
+#[cfg(target_os = "linux")]
 pub fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
   use std::os::fd::AsFd;
   static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
