@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::drain::joined;
 use super::exit::sleep_until_opt;
+use super::sink::rearm_tick;
 use super::{
   canceled_before_start, format_duration, Catchup, Finished, OutputSink, ProcessSpec, RunOutcome,
   RunPolicy,
@@ -591,14 +592,7 @@ async fn pump<S: OutputSink>(
   tokio::pin!(ticker);
   let mut tick_at: Option<Instant> = None;
   loop {
-    match sink.next_tick() {
-      None => tick_at = None,
-      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
-      Some(t) => {
-        ticker.as_mut().reset(t);
-        tick_at = Some(t);
-      }
-    }
+    rearm_tick(sink.next_tick(), ticker.as_mut(), &mut tick_at);
     tokio::select! {
       biased;
       r = io.read(&mut buf) => match r {
@@ -706,14 +700,7 @@ async fn pump_polled<S: OutputSink>(
         }
       }
     }
-    match sink.next_tick() {
-      None => tick_at = None,
-      Some(t) if tick_at.is_some_and(|a| a <= t) => {}
-      Some(t) => {
-        ticker.as_mut().reset(t);
-        tick_at = Some(t);
-      }
-    }
+    rearm_tick(sink.next_tick(), ticker.as_mut(), &mut tick_at);
     tokio::select! {
       biased;
       _ = stop.cancelled() => {

@@ -12,6 +12,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::sink::rearm_tick;
 use super::{Catchup, OutputSink};
 use crate::platform;
 
@@ -276,24 +277,6 @@ fn start_skim(fd: i32, keep: usize) -> Option<usize> {
   grow_pipe_for_tail(fd, keep)
     .is_some_and(|size| size >= keep + SKIM_ROOM)
     .then_some(keep)
-}
-
-#[cfg(unix)]
-/// Move the sink's tick timer to `next` only when the sink wants it sooner:
-/// armed sooner, it fires then, and the sink is asked again.
-fn rearm_tick(
-  next: Option<Instant>,
-  ticker: std::pin::Pin<&mut tokio::time::Sleep>,
-  tick_at: &mut Option<Instant>,
-) {
-  match next {
-    None => *tick_at = None,
-    Some(t) if tick_at.is_some_and(|a| a <= t) => {}
-    Some(t) => {
-      ticker.reset(t);
-      *tick_at = Some(t);
-    }
-  }
 }
 
 /// A skimming pump's bytes left in the pipe on purpose (`parked`). The

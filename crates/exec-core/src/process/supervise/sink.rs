@@ -71,3 +71,20 @@ impl OutputSink for crate::buffer::HeadTailBuffer {
     self.skip(n);
   }
 }
+
+/// Move a pump's tick timer (every pump's, POSIX and Windows) to `next` only when the sink wants it sooner:
+/// armed sooner, it fires then, and the sink is asked again.
+pub(super) fn rearm_tick(
+  next: Option<Instant>,
+  ticker: std::pin::Pin<&mut tokio::time::Sleep>,
+  tick_at: &mut Option<Instant>,
+) {
+  match next {
+    None => *tick_at = None,
+    Some(t) if tick_at.is_some_and(|a| a <= t) => {}
+    Some(t) => {
+      ticker.reset(t);
+      *tick_at = Some(t);
+    }
+  }
+}
