@@ -377,10 +377,29 @@ export function testLayoutProblems(dirs) {
   return problems
 }
 
+/** A lock taken with `.lock().unwrap()` outside tests: a thread that
+ * panicked while it held the lock would make every later caller panic too
+ * (the host with it); the code recovers the guard instead
+ * (`unwrap_or_else(|e| e.into_inner())`). */
+export function poisonProblems(dirs) {
+  const problems = []
+  for (const file of dirs.flatMap(rustFiles)) {
+    if (/(^|\/)tests?\.rs$/.test(file)) continue
+    const { text } = withoutTests(readFileSync(file, 'utf8'))
+    for (const [i, line] of text.split('\n').entries()) {
+      if (/\.lock\(\)\s*\.unwrap\(\)/.test(line)) {
+        problems.push(`poisoned lock: ${relative(root, file)}:${i + 1}: \`.lock().unwrap()\` panics once a holder panicked: recover the guard (\`.lock().unwrap_or_else(|e| e.into_inner())\`)`)
+      }
+    }
+  }
+  return problems
+}
+
 function main() {
   const mods = moduleFiles()
   const all = edges(mods)
-  const problems = testLayoutProblems(['crates/exec-core/src', 'crates/sandbox/src', 'src'].map((d) => join(root, d)))
+  const dirs = ['crates/exec-core/src', 'crates/sandbox/src', 'src'].map((d) => join(root, d))
+  const problems = [...testLayoutProblems(dirs), ...poisonProblems(dirs)]
 
   const ordered = new Set(LAYERS.flatMap(([, ms]) => ms).filter((n) => n.includes('::')).map((n) => n.split('::')[0]))
   const named = new Set(LAYERS.flatMap(([, ms]) => ms))
@@ -444,7 +463,7 @@ function main() {
     for (const p of unique) console.error(p + '\n')
     process.exit(1)
   }
-  console.log(`check-layers: ${mods.size} modules, ${top.size} top-level; no cycle, no import from a higher layer; unit tests in the one layout`)
+  console.log(`check-layers: ${mods.size} modules, ${top.size} top-level; no cycle, no import from a higher layer; unit tests in the one layout; no lock that panics once poisoned`)
 }
 
 main()

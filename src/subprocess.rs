@@ -315,13 +315,24 @@ impl Subprocess {
   /// timeout, -1 if it never ran); null while it runs.
   #[napi(getter)]
   pub fn exit_code(&self) -> Option<i32> {
-    self.state.lock().unwrap().exit_code
+    self
+      .state
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .exit_code
   }
 
   /// The signal that ended the child (`'SIGTERM'`), once settled; else null.
   #[napi(getter, ts_return_type = "string | null")]
   pub fn signal_code(&self) -> Either<String, Null> {
-    crate::options::nullable(self.state.lock().unwrap().signal_code.clone())
+    crate::options::nullable(
+      self
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .signal_code
+        .clone(),
+    )
   }
 
   /// Settles once the process exited, its tree was cleaned up and every byte
@@ -360,7 +371,7 @@ impl Subprocess {
     let (Some(pid), Some(mark)) = (self.pid, self.mark.as_deref()) else {
       return Ok(false);
     };
-    if self.state.lock().unwrap().done {
+    if self.state.lock().unwrap_or_else(|e| e.into_inner()).done {
       return Ok(false);
     }
     let pgid = pid as i32;
@@ -519,7 +530,7 @@ async fn settle_recorded(
 ) -> SpawnResult {
   let r = settle(exec, policy, cancel).await;
   exited.cancel();
-  let mut s = state.lock().unwrap();
+  let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
   s.exit_code = Some(r.exit_code);
   s.signal_code = match &r.signal {
     Either::A(s) => Some(s.clone()),
@@ -637,7 +648,7 @@ pub fn spawn<'env>(
       (Some(pid), Some(mark), stdin, Either::A(fut))
     }
     Err(e) => {
-      let mut s = state.lock().unwrap();
+      let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
       s.exit_code = Some(-1);
       s.done = true;
       (None, None, None, Either::B(e))

@@ -59,7 +59,11 @@ struct Diagnostics(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Diagnostics {
   fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-    self.0.lock().unwrap().extend_from_slice(buf);
+    self
+      .0
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .extend_from_slice(buf);
     Ok(buf.len())
   }
   fn flush(&mut self) -> std::io::Result<()> {
@@ -361,7 +365,8 @@ fn strip_module(code: &str, mode: Mode) -> Result<String, String> {
     })
   });
   out.map(|o| o.code).map_err(|e| {
-    let text = String::from_utf8_lossy(&diags.0.lock().unwrap()).into_owned();
+    let text =
+      String::from_utf8_lossy(&diags.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
     text
       .lines()
       .map(str::trim)
@@ -398,7 +403,8 @@ fn strip_here(code: &str) -> Result<String, String> {
     }
     Ok(o) => Ok(o.code),
     Err(e) => {
-      let text = String::from_utf8_lossy(&diags.0.lock().unwrap()).into_owned();
+      let text =
+        String::from_utf8_lossy(&diags.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
       let first = text
         .lines()
         .map(str::trim)

@@ -46,17 +46,23 @@ pub fn new_mark(owner: u64) -> String {
 
 /// Record the job of a run whose leader is `pid`.
 pub(crate) fn register(pid: i32, owner: u64, job: Arc<Job>) {
-  LIVE.lock().unwrap().push(Entry { pid, owner, job });
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .push(Entry { pid, owner, job });
 }
 
 /// Forget the run of `pid` (its job is closed when its last handle goes).
 pub fn unregister(pid: i32) {
-  LIVE.lock().unwrap().retain(|e| e.pid != pid);
+  LIVE
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .retain(|e| e.pid != pid);
 }
 
 /// The job of the live run led by `pid`.
 pub(crate) fn job_of(pid: i32) -> Option<Arc<Job>> {
-  let live = LIVE.lock().unwrap();
+  let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
   live.iter().find(|e| e.pid == pid).map(|e| e.job.clone())
 }
 
@@ -77,12 +83,12 @@ pub fn kill_now(pid: i32) -> bool {
 
 /// Runs still tracked (running, or their leftovers being ended).
 pub fn live_count() -> usize {
-  LIVE.lock().unwrap().len()
+  LIVE.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
 /// End the jobs of `owner` (every owner: `None`) at once. Returns how many.
 pub fn kill_all(owner: Option<u64>) -> usize {
-  let mut live = LIVE.lock().unwrap();
+  let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
   let (ours, rest): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut *live)
     .into_iter()
     .partition(|e| !matches!(owner, Some(o) if o != e.owner));

@@ -721,7 +721,7 @@ async fn serve_ws_connection<S>(
         }
         Ok(Message::Close(_)) => break,
         Err(WsError::Capacity(e)) => {
-          *close_in.lock().unwrap() = Some(CloseFrame {
+          *close_in.lock().unwrap_or_else(|e| e.into_inner()) = Some(CloseFrame {
             code: CloseCode::Size,
             reason: format!("{e}").into(),
           });
@@ -749,7 +749,7 @@ async fn serve_ws_connection<S>(
         _ = ping.tick() => {
           let silent = started.elapsed().as_millis() as u64 - last_heard.load(Ordering::Relaxed);
           if silent > 2 * ping_interval.as_millis() as u64 {
-            *close_out.lock().unwrap() = Some(CloseFrame {
+            *close_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(CloseFrame {
               code: CloseCode::Away,
               reason: "no answer to pings".into(),
             });
@@ -761,10 +761,14 @@ async fn serve_ws_connection<S>(
         }
       }
     }
-    let frame = close_out.lock().unwrap().take().unwrap_or(CloseFrame {
-      code: CloseCode::Normal,
-      reason: "bye".into(),
-    });
+    let frame = close_out
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .take()
+      .unwrap_or(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+      });
     let _ = sink.send(Message::Close(Some(frame))).await;
     let _ = sink.close().await;
   });
