@@ -679,9 +679,19 @@ export interface CommandRunnerOptions {
    * command still runs in its own `bash -c` (timeouts background it, `&`
    * jobs are adopted, as stateless); a command that moved to the
    * background or was cancelled leaves the state as it was; a call's own
-   * `cwd` is a `cd` that carries over. @default false
+   * `cwd` is a `cd` that carries over (bash only; not on Windows yet:
+   * its runs fail with `ENOTSUP`). @default false
    */
   stateful?: boolean
+  /**
+   * The shell that runs the commands: `'bash'` (`bash -c`; on Windows
+   * Git for Windows' bash, else each run's error is `ENOENT` naming the
+   * fix), `'powershell'` (`pwsh`, else Windows PowerShell, with
+   * `-NoProfile -NonInteractive -Command`) or `'cmd'` (Windows' `cmd.exe
+   * /d /s /c`; `ENOENT` elsewhere). Not `stateful` unless `'bash'`
+   * (`EINVAL`). @default 'bash'
+   */
+  shell?: 'bash' | 'powershell' | 'cmd'
 }
 
 /**
@@ -932,11 +942,13 @@ export interface McpOptions {
   stateful?: boolean
   /**
    * The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
-   * -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
-   * `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
-   * at once with `ENOENT` when neither is on PATH. @default 'bash'
+   * -c`; on Windows Git for Windows' bash), `'powershell'` (`pwsh`, else
+   * Windows PowerShell, with `-NoProfile -NonInteractive -Command`;
+   * rejects at once with `ENOENT` when neither is on PATH) or `'cmd'`
+   * (Windows' `cmd.exe /d /s /c`; rejects with `ENOENT` elsewhere); not
+   * `stateful` unless `'bash'`. @default 'bash'
    */
-  shell?: 'bash' | 'powershell'
+  shell?: 'bash' | 'powershell' | 'cmd'
 }
 
 /** An error thrown by a JavaScript cell. */
@@ -2052,7 +2064,8 @@ export interface StartCommandOptions {
   yieldMs?: number
   /**
    * A pseudo-terminal (`true`: the program sees a terminal, prompts and
-   * Ctrl-C work) or pipes with stdin open (`false`). @default true
+   * Ctrl-C work) or pipes with stdin open (`false`). On Windows the
+   * default is `false`, and `true` is `ENOTSUP` (no ConPTY yet). @default true
    */
   tty?: boolean
   /** Terminal size (1 to 10000). @default 24 */

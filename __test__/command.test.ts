@@ -224,6 +224,34 @@ describe('environment', () => {
     expect(bad.text).toMatch(/^exec: Working directory does not exist '.*nope' \(ENOENT\)$/)
   })
 
+  it('the runner\'s shell: powershell through pwsh with its flags, cmd ENOENT off Windows, stateful only with bash, an unknown one EINVAL', async () => {
+    const fake = mkdtempSync(join(tmpdir(), 'exec-native-pwsh-runner-'))
+    writeFileSync(join(fake, 'pwsh'), '#!/bin/sh\nprintf "%s|" "$@"\n', { mode: 0o755 })
+    const ps = new CommandRunner({ ...opts, shell: 'powershell', env: { PATH: `${fake}:${process.env.PATH}` } })
+    try {
+      const r = await ps.run('Write-Output 42')
+      expect(r.exitCode).toBe(0)
+      expect(r.stdout).toBe('-NoLogo|-NoProfile|-NonInteractive|-Command|Write-Output 42|')
+    } finally {
+      await ps.close()
+      rmSync(fake, { recursive: true, force: true })
+    }
+    const cmd = new CommandRunner({ ...opts, shell: 'cmd' })
+    try {
+      const r = await cmd.run('echo hi')
+      expect(r).toMatchObject({ isError: true, errorCode: 'ENOENT' })
+      expect(r.text).toBe("exec: cmd is Windows' shell: there is no cmd.exe on this system (ENOENT)")
+    } finally {
+      await cmd.close()
+    }
+    expect(() => new CommandRunner({ shell: 'cmd', stateful: true })).toThrow(
+      /^exec: options.stateful needs shell 'bash': cmd runs each command in its own process \(EINVAL\)$/,
+    )
+    expect(() => new CommandRunner({ shell: 'fish' as 'bash' })).toThrow(
+      /^exec: options.shell must be 'bash', 'powershell' or 'cmd', got 'fish' \(EINVAL\)$/,
+    )
+  })
+
   it('bad argument types reject with a TypeError', async () => {
     await expect(runCommand(42 as unknown as string)).rejects.toThrow(
       expect.objectContaining({ code: 'EINVAL', name: 'TypeError' }),

@@ -183,7 +183,13 @@ describe('the MCP server', () => {
     )
     const bad = spawnSync(process.execPath, [bin, 'mcp', '--shell', 'fish'], { input: '', encoding: 'utf8', timeout: 10_000 })
     expect(bad.status).toBe(2)
-    expect(bad.stderr).toMatch(/--shell must be bash or powershell, got fish/)
+    expect(bad.stderr).toMatch(/--shell must be bash, powershell or cmd, got fish/)
+    // cmd is Windows' shell: here the server refuses to start (the Windows suite runs it)
+    const cmd = spawnSync(process.execPath, [bin, 'mcp', '-C', work, '--shell', 'cmd'], { input: '', encoding: 'utf8', timeout: 10_000 })
+    expect(cmd.status).toBe(2)
+    expect(cmd.stderr).toBe(
+      "exec-native mcp: exec: --shell cmd: cmd is Windows' shell, there is no cmd.exe on this system: use --shell bash (ENOENT)\n",
+    )
     // a stand-in pwsh on PATH: the server runs each command through it, with PowerShell's flags
     const fake = mkdtempSync(join(tmpdir(), 'exec-native-pwsh-'))
     writeFileSync(join(fake, 'pwsh'), '#!/bin/sh\nprintf "%s|" "$@"\n', { mode: 0o755 })

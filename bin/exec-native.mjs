@@ -12,7 +12,7 @@ const require = createRequire(import.meta.url)
 
 const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
        exec-native serve [--listen ws://127.0.0.1:PORT] [--allow-remote]
-       exec-native mcp [-C DIR] [--shell bash|powershell] [--stateful] [--sandbox[=MODE]]
+       exec-native mcp [-C DIR] [--shell bash|powershell|cmd] [--stateful] [--sandbox[=MODE]]
                        [--writable DIR] [--network]
                                   MCP server over stdio (tools bash, exec_command,
                                   write_stdin, execute_code); the sandbox flags hold
@@ -21,7 +21,8 @@ const USAGE = `usage: exec-native [-l LANGUAGE] (-e CODE | FILE | -) [options]
                                   bash calls (default: a fresh bash -c per call);
                                   --shell powershell runs the commands with pwsh (else
                                   powershell) -NoProfile -NonInteractive -Command
-                                  (default bash; it fails at start when neither exists)
+                                  (default bash; it fails at start when neither exists);
+                                  --shell cmd runs them with Windows' cmd.exe /d /s /c
 
 Runs CODE (or the contents of FILE, or stdin with -) as a fresh process and
 exits with its exit code (124 on timeout).
@@ -103,7 +104,7 @@ async function main() {
         case '--writable': m.writable.push(next()); break
         case '--network': m.network = true; break
         case '--stateful': m.stateful = true; break
-        case '--shell': m.shell = next(); if (m.shell !== 'bash' && m.shell !== 'powershell') fail(`--shell must be bash or powershell, got ${m.shell}`); break
+        case '--shell': m.shell = next(); if (!['bash', 'powershell', 'cmd'].includes(m.shell)) fail(`--shell must be bash, powershell or cmd, got ${m.shell}`); break
         case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0)
         default: fail(`unknown option ${a} for mcp`)
       }

@@ -68,7 +68,8 @@ js_options! {
     #[napi(ts_type = "number")]
     pub yield_ms: Option<Ms>,
     /// A pseudo-terminal (`true`: the program sees a terminal, prompts and
-    /// Ctrl-C work) or pipes with stdin open (`false`). @default true
+    /// Ctrl-C work) or pipes with stdin open (`false`). On Windows the
+    /// default is `false`, and `true` is `ENOTSUP` (no ConPTY yet). @default true
     pub tty: Option<bool>,
     /// Terminal size (1 to 10000). @default 24
     #[napi(ts_type = "number")]
@@ -202,8 +203,17 @@ js_options! {
     /// command still runs in its own `bash -c` (timeouts background it, `&`
     /// jobs are adopted, as stateless); a command that moved to the
     /// background or was cancelled leaves the state as it was; a call's own
-    /// `cwd` is a `cd` that carries over. @default false
+    /// `cwd` is a `cd` that carries over (bash only; not on Windows yet:
+    /// its runs fail with `ENOTSUP`). @default false
     pub stateful: Option<bool>,
+    /// The shell that runs the commands: `'bash'` (`bash -c`; on Windows
+    /// Git for Windows' bash, else each run's error is `ENOENT` naming the
+    /// fix), `'powershell'` (`pwsh`, else Windows PowerShell, with
+    /// `-NoProfile -NonInteractive -Command`) or `'cmd'` (Windows' `cmd.exe
+    /// /d /s /c`; `ENOENT` elsewhere). Not `stateful` unless `'bash'`
+    /// (`EINVAL`). @default 'bash'
+    #[napi(ts_type = "'bash' | 'powershell' | 'cmd'")]
+    pub shell: Option<String>,
   }
 }
 
@@ -898,10 +908,12 @@ js_options! {
     /// over; see `CommandRunnerOptions.stateful`). @default false
     pub stateful: Option<bool>,
     /// The shell of the `bash` and `exec_command` tools: `'bash'` (`bash
-    /// -c`), or `'powershell'`: `pwsh`, else Windows PowerShell, with
-    /// `-NoProfile -NonInteractive -Command` (not with `stateful`). Rejects
-    /// at once with `ENOENT` when neither is on PATH. @default 'bash'
-    #[napi(ts_type = "'bash' | 'powershell'")]
+    /// -c`; on Windows Git for Windows' bash), `'powershell'` (`pwsh`, else
+    /// Windows PowerShell, with `-NoProfile -NonInteractive -Command`;
+    /// rejects at once with `ENOENT` when neither is on PATH) or `'cmd'`
+    /// (Windows' `cmd.exe /d /s /c`; rejects with `ENOENT` elsewhere); not
+    /// `stateful` unless `'bash'`. @default 'bash'
+    #[napi(ts_type = "'bash' | 'powershell' | 'cmd'")]
     pub shell: Option<String>,
   }
 }
@@ -924,9 +936,9 @@ pub fn serve_mcp<'env>(
     let shell = match o.shell.as_deref() {
       None => core::Shell::Bash,
       Some(name) => core::Shell::parse(name).map_err(|_| {
-        At::arg("options")
-          .key("shell")
-          .error(format_args!("must be 'bash' or 'powershell', got '{name}'"))
+        At::arg("options").key("shell").error(format_args!(
+          "must be 'bash', 'powershell' or 'cmd', got '{name}'"
+        ))
       })?,
     };
     let mut process = o.process();

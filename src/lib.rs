@@ -9,7 +9,6 @@ mod read;
 mod abort;
 mod call;
 mod capture;
-#[cfg(unix)]
 mod command;
 mod error;
 mod host;

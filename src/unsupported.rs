@@ -22,30 +22,9 @@ fn throw<T>(env: &Env, what: &str) -> Result<T> {
   Err(throw_coded(env, &not_yet(what)))
 }
 
-/// A promise rejected with `what`'s ENOTSUP error.
-fn reject<'env>(env: &'env Env, what: &str) -> Result<PromiseRaw<'env, ()>> {
-  reject_with(env, not_yet(what))
-}
-
 fn reject_with(env: &Env, e: ExecError) -> Result<PromiseRaw<'_, ()>> {
   let err = JsError::from(Error::new(e.code.as_str(), e.message()));
   PromiseRaw::reject(env, err.into_unknown(*env))
-}
-
-/// Not on Windows yet: the constructor throws bash's `ENOENT` (no Git bash
-/// found) or `ENOTSUP`.
-#[napi]
-pub struct CommandRunner {}
-
-#[napi]
-impl CommandRunner {
-  #[napi(constructor)]
-  pub fn new(env: Env) -> Result<Self> {
-    Err(throw_coded(
-      &env,
-      &needs_bash("CommandRunner (the agent tool)"),
-    ))
-  }
 }
 
 /// Not on Windows yet: `start` rejects with bash's `ENOENT` (no Git bash
@@ -64,49 +43,4 @@ impl ShellSession {
   pub fn start(env: &Env) -> Result<PromiseRaw<'_, ()>> {
     reject_with(env, needs_bash("ShellSession"))
   }
-}
-
-#[napi]
-pub fn run_command(env: &Env) -> Result<PromiseRaw<'_, ()>> {
-  reject_with(env, needs_bash("runCommand (the agent tool)"))
-}
-
-#[napi]
-pub fn kill_background(env: &Env) -> Result<PromiseRaw<'_, ()>> {
-  reject(env, "killBackground")
-}
-
-#[napi]
-pub fn serve_mcp(env: &Env) -> Result<PromiseRaw<'_, ()>> {
-  reject(env, "serveMcp (the MCP server)")
-}
-
-#[napi]
-pub fn check_background(env: Env) -> Result<()> {
-  throw(&env, "checkBackground")
-}
-
-#[napi]
-pub fn list_background(env: Env) -> Result<()> {
-  throw(&env, "listBackground")
-}
-
-#[napi]
-pub fn command_tool(env: Env) -> Result<()> {
-  throw(&env, "commandTool")
-}
-
-#[napi]
-pub fn command_tools(env: Env) -> Result<()> {
-  throw(&env, "commandTools")
-}
-
-#[napi]
-pub fn sanitize(env: Env) -> Result<()> {
-  throw(&env, "sanitize")
-}
-
-#[napi]
-pub fn truncate_tail(env: Env) -> Result<()> {
-  throw(&env, "truncateTail")
 }

@@ -372,7 +372,7 @@ test('PythonSession: a missing interpreter is ENOENT; sandbox ESANDBOX; fileSize
   await assert.rejects(addon.PythonSession.start({ python: node, limits: { fileSizeBytes: 1000 } }), (e) => e.code === 'EINVAL' && /fileSizeBytes has no Windows form/.test(e.message))
 })
 
-test('ShellSession, CommandRunner, runCommand: without Git bash, ENOENT naming the fix; with it, ENOTSUP (not yet)', async (t) => {
+test('ShellSession needs bash: without Git bash ENOENT naming the fix, with it ENOTSUP (not yet); the agent tool\'s bash: the same ENOENT in its result', async (t) => {
   const noBash = /^exec: bash was not found: install Git for Windows \(https:\/\/git-scm\.com\) or put bash\.exe on PATH \(ENOENT\)$/
   const bash = await addon.executeAndCapture('echo hi', 'bash', { timeout: 20000 })
   const found = bash.errorCode !== 'ENOENT'
@@ -381,9 +381,150 @@ test('ShellSession, CommandRunner, runCommand: without Git bash, ENOENT naming t
   const expected = found ? (e) => e.code === 'ENOTSUP' && /bash was found at/.test(e.message) : (e) => e.code === 'ENOENT' && noBash.test(e.message)
   if (!found) assert.match(bash.error, /bash was not found: install Git for Windows \(https:\/\/git-scm\.com\) or put bash\.exe on PATH/, 'the bash language says the same')
   await assert.rejects(addon.ShellSession.start(), expected)
-  assert.throws(() => new addon.CommandRunner(), expected)
-  await assert.rejects(addon.runCommand('echo hi'), expected)
-  t.diagnostic(found ? 'Git bash found: ENOTSUP checked' : 'no Git bash: the ENOENT and its message checked for the three')
+  // the agent tool runs with bash by default: a run never rejects, its
+  // result says what is missing
+  const r = await addon.runCommand('echo hi', { timeout: 20000 })
+  if (found) {
+    assert.equal(r.exitCode, 0, r.text)
+    assert.equal(r.stdout.trim(), 'hi')
+  } else {
+    assert.equal(r.errorCode, 'ENOENT', r.text)
+    assert.match(r.error, /bash was not found: install Git for Windows/)
+    assert.equal(r.isError, true)
+  }
+  t.diagnostic(found ? 'Git bash found: ShellSession ENOTSUP, the agent tool ran bash' : 'no Git bash: the ENOENT and its message checked')
+})
+
+test('the agent tool with cmd: output and exit code, the tail truncated with the whole output in its log, stdin at EOF', async () => {
+  const runner = new addon.CommandRunner({ shell: 'cmd', outputDir: tmp, timeout: 60000 })
+  try {
+    const ok = await runner.run('echo hello& exit /b 3')
+    assert.equal(ok.exitCode, 3, ok.text)
+    assert.equal(ok.stdout.trim(), 'hello')
+    assert.equal(ok.signal, null)
+    assert.equal(ok.isError, true)
+    assert.match(ok.text, /hello/)
+    // 3,000 lines: the answer keeps the last ones within its limits, the log has every line
+    const many = await runner.run(`"${node}" -e "for (let i = 1; i <= 3000; i++) console.log('line ' + i)"`, { maxLines: 100 })
+    assert.equal(many.exitCode, 0, many.text)
+    assert.equal(many.truncation.stdout.truncated, true)
+    assert.equal(many.truncation.stdout.totalLines, 3000)
+    assert.equal(many.truncation.stdout.outputLines, 100)
+    assert.match(many.stdout, /line 3000\s*$/)
+    assert.doesNotMatch(many.stdout, /line 2900\r?\n/)
+    assert.ok(many.fullOutputPath, many.text)
+    const log = fs.readFileSync(many.fullOutputPath, 'utf8')
+    assert.match(log, /^line 1\r?\n/)
+    assert.match(log, /line 3000\r?\n$/)
+    // stdin is at EOF: a read ends at once
+    const fed = await runner.run(`"${node}" -e "process.stdin.on('end', () => console.log('eof')).resume()"`)
+    assert.equal(fed.stdout.trim(), 'eof', fed.text)
+    // several lines run as a .cmd file
+    const lines = await runner.run('set A=one\r\necho %A% two')
+    assert.equal(lines.stdout.trim(), 'one two', lines.text)
+  } finally {
+    await runner.close()
+  }
+})
+
+test('the agent tool with cmd: a command past its timeout moves to the background; check shows its new output, kill ends its tree (Job Object)', async () => {
+  const runner = new addon.CommandRunner({ shell: 'cmd', outputDir: tmp })
+  const pidFile = path.join(tmp, `bg-gc-${randomBytes(4).toString('hex')}`)
+  const gc = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`
+  const js = `console.log('started'); require('child_process').spawn(process.execPath, ['-e', ${JSON.stringify(gc)}], { stdio: 'ignore' }); let n = 0; setInterval(() => console.log('tick ' + ++n), 200)`
+  const script = path.join(tmp, `bg-${randomBytes(4).toString('hex')}.js`)
+  fs.writeFileSync(script, js)
+  try {
+    const r = await runner.run(`"${node}" "${script}"`, { timeout: 1500 })
+    assert.equal(r.exitCode, null, r.text)
+    assert.ok(r.background, r.text)
+    assert.match(r.stdout, /started/)
+    const bg = r.background.pid
+    assert.ok(runner.listBackground().some((b) => b.pid === bg && b.running))
+    const gcPid = await grandchildPid(pidFile)
+    await new Promise((res) => setTimeout(res, 1000))
+    const c = runner.checkBackground(bg)
+    assert.equal(c.running, true)
+    assert.match(c.stdout, /tick \d+/)
+    const k = await runner.killBackground(bg)
+    assert.equal(k.running, false)
+    assert.equal(k.killed, true)
+    assert.equal(k.signal, null, 'Windows has no signals')
+    assert.ok(await until(() => !alive(gcPid), 10000), 'the grandchild went with the job')
+    assert.throws(() => runner.checkBackground(999999), (e) => e.code === 'ESRCH')
+  } finally {
+    await runner.close()
+  }
+})
+
+test('the agent tool with cmd: what a command left running in its job is adopted as a job of the runner, then killed with it', async () => {
+  const runner = new addon.CommandRunner({ shell: 'cmd', outputDir: tmp })
+  const pidFile = path.join(tmp, `left-${randomBytes(4).toString('hex')}`)
+  const left = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => console.log('still here'), 300)`
+  const script = path.join(tmp, `leave-${randomBytes(4).toString('hex')}.js`)
+  // the child starts a detached process (still in the job) and exits once it runs
+  const leave = (code, file, stdio) => `require('child_process').spawn(process.execPath, ['-e', ${JSON.stringify(code)}], { detached: true, stdio: ${stdio} }).unref(); const t = setInterval(() => { if (require('fs').existsSync(${JSON.stringify(file)})) { clearInterval(t); console.log('parent done') } }, 20)`
+  fs.writeFileSync(script, leave(left, pidFile, "['ignore', 'inherit', 'inherit']"))
+  try {
+    const r = await runner.run(`"${node}" "${script}"`, { timeout: 30000 })
+    assert.equal(r.exitCode, 0, r.text)
+    assert.match(r.stdout, /parent done/)
+    const lpid = await grandchildPid(pidFile)
+    assert.equal(r.adopted.length, 1, r.text)
+    assert.equal(r.adopted[0].pid, lpid)
+    assert.match(r.adopted[0].command, /node/i)
+    assert.match(r.text, new RegExp(String(lpid)))
+    assert.ok(alive(lpid), 'left running, not killed')
+    const c = runner.checkBackground(lpid)
+    assert.equal(c.running, true)
+    const k = await runner.killBackground(lpid)
+    assert.equal(k.running, false)
+    assert.ok(await until(() => !alive(lpid), 10000), 'killed')
+    // cleanup: true ends what it leaves instead
+    const pidFile2 = `${pidFile}-2`
+    const left2 = left.replace(JSON.stringify(pidFile), JSON.stringify(pidFile2))
+    fs.writeFileSync(script, leave(left2, pidFile2, "'ignore'"))
+    const r2 = await runner.run(`"${node}" "${script}"`, { timeout: 30000, cleanup: true })
+    assert.equal(r2.exitCode, 0, r2.text)
+    assert.equal(r2.adopted.length, 0, r2.text)
+    const l2 = await grandchildPid(pidFile2)
+    assert.ok(await until(() => !alive(l2), 10000), 'cleanup ended it')
+  } finally {
+    const n = await runner.close()
+    assert.equal(typeof n, 'number')
+  }
+})
+
+test('the agent tool: tools (tty false by default on Windows), exec_command and write_stdin over pipes; tty true is ENOTSUP', async () => {
+  const tools = addon.commandTools()
+  const exec = tools.find((x) => x.name === 'exec_command')
+  assert.match(exec.inputSchema.properties.tty.description, /false, the default/)
+  const runner = new addon.CommandRunner({ shell: 'cmd', outputDir: tmp })
+  try {
+    const reader = path.join(tmp, `reader-${randomBytes(4).toString('hex')}.js`)
+    fs.writeFileSync(reader, "console.log('ready'); process.stdin.on('data', (d) => { console.log('got ' + String(d).trim()); process.exit(0) })")
+    const s = await runner.callTool('exec_command', { cmd: `"${node}" "${reader}"`, yield_time_ms: 3000 })
+    assert.equal(s.isError, false, s.text)
+    assert.match(s.text, /ready/)
+    const id = Number(/session_id (\d+)/.exec(s.text)?.[1])
+    assert.ok(id > 0, s.text)
+    const w = await runner.callTool('write_stdin', { session_id: id, chars: 'abc\n', yield_time_ms: 10000 })
+    assert.match(w.text, /got abc/)
+    const tty = await runner.callTool('exec_command', { cmd: 'echo x', tty: true })
+    assert.equal(tty.isError, true)
+    assert.match(tty.text, /not supported on Windows yet/)
+  } finally {
+    await runner.close()
+  }
+})
+
+test('sanitize and truncateTail', () => {
+  assert.equal(addon.sanitize('\x1b[31mred\x1b[0m plain\r\n'), 'red plain\n')
+  const t = addon.truncateTail(Array.from({ length: 10 }, (_, i) => `l${i + 1}`).join('\n'), { maxLines: 3 })
+  assert.equal(t.content, 'l8\nl9\nl10')
+  assert.equal(t.truncated, true)
+  assert.equal(t.truncatedBy, 'lines')
+  assert.equal(t.totalLines, 10)
 })
 
 test('ProcessManager (pipes): write to stdin, the output in a snapshot, closeStdin ends it with 0, wait returns the exit', async () => {
@@ -619,10 +760,12 @@ class Rpc {
   }
 }
 
-/** `exec-native serve` over stdio, run by this node.exe (pipes between
- * Windows processes). `exited` resolves with its exit code. */
+/** `exec-native serve` (or with `['mcp', ...]`, `exec-native mcp`) over
+ * stdio, run by this node.exe (pipes between Windows processes). `exited`
+ * resolves with its exit code. */
 function serveStdio(args = []) {
-  const child = spawn(node, [cli, 'serve', ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const sub = args[0] === 'mcp' ? [] : ['serve']
+  const child = spawn(node, [cli, ...sub, ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
   const rpc = new Rpc((text) => child.stdin.write(`${text}\n`))
   readline.createInterface({ input: child.stdout }).on('line', (l) => rpc.receive(l))
   let stderr = ''
@@ -904,6 +1047,55 @@ function openWs(url, headers = {}) {
     req.end()
   })
 }
+
+test('exec-native mcp --shell cmd: the tools over MCP, a command\'s answer, one moved to the background checked and killed, its tree gone when the server exits', async () => {
+  const srv = serveStdio(['mcp', '-C', tmp, '--shell', 'cmd'])
+  const pidFile = path.join(tmp, `mcp-gc-${randomBytes(4).toString('hex')}`)
+  try {
+    const init = await srv.rpc.ok('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'wine', version: '1' } }, 60000)
+    assert.equal(init.serverInfo.name, 'exec-native')
+    assert.match(init.instructions, /cmd\.exe/)
+    srv.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`)
+    const list = await srv.rpc.ok('tools/list', {})
+    assert.deepEqual(list.tools.map((x) => x.name).sort(), ['bash', 'exec_command', 'execute_code', 'write_stdin'])
+    const hi = await srv.rpc.ok('tools/call', { name: 'bash', arguments: { command: 'echo hi& exit /b 2' } })
+    assert.equal(hi.isError, true)
+    assert.match(hi.content[0].text, /hi/)
+    assert.equal(hi.structuredContent.exit_code, 2)
+    const gc = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`
+    const script = path.join(tmp, `mcp-bg-${randomBytes(4).toString('hex')}.js`)
+    fs.writeFileSync(script, `require('child_process').spawn(process.execPath, ['-e', ${JSON.stringify(gc)}], { stdio: 'ignore' }); setInterval(() => console.log('tick'), 200)`)
+    const bg = await srv.rpc.ok('tools/call', { name: 'bash', arguments: { command: `"${node}" "${script}"`, timeout: 1000 } })
+    assert.equal(bg.structuredContent.backgrounded, true, bg.content[0].text)
+    const pid = bg.structuredContent.pid
+    const gcPid = await grandchildPid(pidFile)
+    const check = await srv.rpc.ok('tools/call', { name: 'bash', arguments: { check_pid: pid } })
+    assert.equal(check.structuredContent.running, true, check.content[0].text)
+    const kill = await srv.rpc.ok('tools/call', { name: 'bash', arguments: { kill_pid: pid } })
+    assert.equal(kill.structuredContent.running, false, kill.content[0].text)
+    assert.ok(await until(() => !alive(gcPid), 10000), 'killed with its tree')
+    // one more left in the background when the server exits
+    fs.rmSync(pidFile)
+    const bg2 = await srv.rpc.ok('tools/call', { name: 'bash', arguments: { command: `"${node}" "${script}"`, timeout: 1000 } })
+    assert.equal(bg2.structuredContent.backgrounded, true)
+    const gc2 = await grandchildPid(pidFile)
+    srv.child.stdin.end()
+    assert.equal(await srv.exited, 0, srv.stderr())
+    assert.ok(await until(() => !alive(gc2) && !alive(bg2.structuredContent.pid), 10000), 'the server\'s exit took its background job\'s tree')
+  } finally {
+    srv.child.kill()
+  }
+})
+
+test('exec-native mcp: --stateful is ENOTSUP on Windows, --shell must be known; the server refuses to start', async () => {
+  const st = serveStdio(['mcp', '-C', tmp, '--stateful'])
+  st.child.stdin.end()
+  assert.equal(await st.exited, 2)
+  assert.match(st.stderr(), /--stateful is not supported on Windows yet.*\(ENOTSUP\)/)
+  const sh = serveStdio(['mcp', '-C', tmp, '--shell', 'fish'])
+  assert.equal(await sh.exited, 2)
+  assert.match(sh.stderr(), /--shell must be bash, powershell or cmd, got fish/)
+})
 
 test('serve --listen ws://: a token is required, made and written to the user\'s temp dir, removed at exit; processes run over the socket', async () => {
   // serveCommand in a host that calls process.exit() when its stdin closes:

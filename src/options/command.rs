@@ -70,8 +70,21 @@ pub fn read_runner_options(options: Option<Unknown>) -> ArgResult<(CommandDefaul
     output_dir: o.output_dir.take().map_or(d.output_dir, PathBuf::from),
     retention: o.retention.map_or(d.retention, |t| t.0),
     stateful: o.stateful.unwrap_or(false),
-    shell: d.shell,
+    shell: match o.shell.as_deref() {
+      None => d.shell,
+      Some(name) => exec_core::command::Shell::parse(name).map_err(|_| {
+        At::arg("options").key("shell").error(format_args!(
+          "must be 'bash', 'powershell' or 'cmd', got '{name}'"
+        ))
+      })?,
+    },
   };
+  if config.stateful && config.shell != exec_core::command::Shell::Bash {
+    return Err(At::arg("options").key("stateful").error(format_args!(
+      "needs shell 'bash': {} runs each command in its own process",
+      config.shell.name()
+    )));
+  }
   let defaults = CommandDefaults::new(CallOptions {
     process: o.process(),
     // the grace of every kill of the runner's commands and their jobs

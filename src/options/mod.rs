@@ -13,12 +13,10 @@
 //!   (`runCommand`, `CommandRunner` and its `run`, `start`) -> `CallOptions`,
 //!   `CommandDefaults`.
 
-#[cfg(unix)]
 mod command;
 mod process;
 mod run;
 
-#[cfg(unix)]
 pub use command::{read_command_options, read_runner_options, read_start_options};
 pub use process::{Limit, Parsed, SandboxArg};
 pub use run::{CaptureRun, StreamRun};

@@ -340,7 +340,7 @@ fn powershell_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, Ex
 /// cmd.exe runs one line inline (`/d /s /c "<line>"`, passed verbatim as
 /// Node does for cmd); code of several lines (or large) runs as a temp
 /// `.cmd` file, which cmd.exe reads line by line.
-fn cmd_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
+pub(crate) fn cmd_launch(code: &str, cwd: &Path, env: &EnvSpec) -> Result<Launch, ExecError> {
   let program = if crate::platform::WINDOWS {
     std::env::var_os("ComSpec")
       .map(PathBuf::from)
@@ -416,6 +416,23 @@ fn tsx_spec(env: &EnvSpec, cwd: &Path, tc: &Toolchain) -> Result<ProcessSpec, Ex
       "tsx not found (neither <cwd>/node_modules/.bin/tsx nor the bundled copy)",
     ))
   }
+}
+
+/// `$'...'` quoting: every byte of `s` reaches bash unchanged.
+pub fn ansi_c_quote(s: &str) -> String {
+  let mut out = String::with_capacity(s.len() + 3);
+  out.push_str("$'");
+  for ch in s.chars() {
+    match ch {
+      '\\' => out.push_str("\\\\"),
+      '\'' => out.push_str("\\'"),
+      '\n' => out.push_str("\\n"),
+      c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
+      c => out.push(c),
+    }
+  }
+  out.push('\'');
+  out
 }
 
 #[cfg(test)]

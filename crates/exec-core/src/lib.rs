@@ -2,14 +2,12 @@
 //! Node: the napi binding, the CLI and the JSON-RPC server all call it.
 
 pub mod buffer;
-#[cfg(unix)]
 pub mod command;
 pub mod error;
 #[cfg(unix)]
 pub mod hostguard;
 pub mod language;
 pub mod manager;
-#[cfg(unix)]
 pub mod mcp;
 pub(crate) mod platform;
 pub mod process;

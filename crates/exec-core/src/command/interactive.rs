@@ -40,6 +40,10 @@ const IN_FLIGHT: Duration = Duration::from_millis(30);
 /// Bytes of output an interactive session holds between two calls.
 const RETAINED: usize = 4 * 1024 * 1024;
 
+/// Whether an interactive command gets a terminal unless told: on Windows
+/// pipes, since a PTY (ConPTY) is not supported there yet.
+pub const DEFAULT_TTY: bool = !crate::platform::WINDOWS;
+
 /// Options of [`Interactive::start`]. No `run`: an interactive command has
 /// no timeout (`yield_time` is the wait for an answer, not for its end), its
 /// input is what [`Interactive::write`] sends, its kill is `kill`'s, and its
@@ -79,7 +83,7 @@ impl StartOptions {
     StartOptions {
       process,
       yield_time: DEFAULT_START_YIELD,
-      tty: true,
+      tty: DEFAULT_TTY,
       rows: 24,
       cols: 200,
       limits: OutputLimits::default(),
@@ -180,22 +184,11 @@ impl Interactive {
         return Err(ExecError::invalid("rows and cols must be at least 1"));
       }
       let env = command_env(opts.process.env.clone());
-      let (argv, script) = match self.shell {
-        super::Shell::Bash => {
-          let (args, script) = super::bash_args(command)?;
-          (
-            std::iter::once("bash".to_owned()).chain(args).collect(),
-            script,
-          )
-        }
-        super::Shell::PowerShell => {
-          let ps = crate::language::find_powershell(&env, opts.process.cwd())?;
-          let argv = std::iter::once(ps.to_string_lossy().into_owned())
-            .chain(super::powershell_args(command))
-            .collect();
-          (argv, None)
-        }
-      };
+      let (program, args, script) = self.shell.launch(command, &env, opts.process.cwd())?;
+      let argv = std::iter::once(program.into_os_string())
+        .chain(args)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
       let id = self.next.fetch_add(1, Ordering::Relaxed);
       let process_id = format!("session-{id}");
       let s = self.pm.start(

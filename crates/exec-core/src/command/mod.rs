@@ -79,22 +79,27 @@ pub fn bash_args(command: &str) -> Result<(Vec<String>, Option<tempfile::TempPat
 /// The shell that runs the agent tool's commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Shell {
-  /// `bash -c <command>`.
+  /// `bash -c <command>` (on Windows, Git for Windows' bash:
+  /// [`crate::language::find_bash`]).
   #[default]
   Bash,
   /// `pwsh` (else Windows PowerShell) `-NoProfile -NonInteractive -Command
   /// <command>`: one process per command, no shared state.
   PowerShell,
+  /// Windows' `cmd.exe /d /s /c "<command>"` (a command of several lines
+  /// runs as a `.cmd` file): one process per command; ENOENT elsewhere.
+  Cmd,
 }
 
 impl Shell {
-  /// `bash` or `powershell` (the MCP server's `--shell`).
+  /// `bash`, `powershell` or `cmd` (the MCP server's `--shell`).
   pub fn parse(name: &str) -> Result<Shell, ExecError> {
     match name {
       "bash" => Ok(Shell::Bash),
       "powershell" | "pwsh" => Ok(Shell::PowerShell),
+      "cmd" => Ok(Shell::Cmd),
       other => Err(ExecError::invalid(format!(
-        "shell must be 'bash' or 'powershell', got '{other}'"
+        "shell must be 'bash', 'powershell' or 'cmd', got '{other}'"
       ))),
     }
   }
@@ -103,6 +108,53 @@ impl Shell {
     match self {
       Shell::Bash => "bash",
       Shell::PowerShell => "powershell",
+      Shell::Cmd => "cmd",
+    }
+  }
+
+  /// The program and arguments that run `command` in this shell, found as
+  /// the child would find them (`env`'s PATH, `cwd`), and the file a long
+  /// command is passed in, which must outlive the run.
+  pub fn launch(
+    self,
+    command: &str,
+    env: &EnvSpec,
+    cwd: &std::path::Path,
+  ) -> Result<(PathBuf, Vec<std::ffi::OsString>, Option<tempfile::TempPath>), ExecError> {
+    match self {
+      Shell::Bash => {
+        let (args, script) = bash_args(command)?;
+        let bash = find_bash(env, cwd)?;
+        Ok((bash, args.into_iter().map(Into::into).collect(), script))
+      }
+      Shell::PowerShell => Ok((
+        crate::language::find_powershell(env, cwd)?,
+        powershell_args(command)
+          .into_iter()
+          .map(Into::into)
+          .collect(),
+        None,
+      )),
+      Shell::Cmd => {
+        let l = crate::language::cmd_launch(command, cwd, env)?;
+        Ok((l.spec.program, l.spec.args, l.temp))
+      }
+    }
+  }
+}
+
+/// `bash` as the child would find it (on Windows, Git for Windows' bash),
+/// else `/bin/bash`.
+fn find_bash(env: &EnvSpec, cwd: &std::path::Path) -> Result<PathBuf, ExecError> {
+  match crate::language::find_bash(env, cwd) {
+    Ok(p) => Ok(p),
+    Err(e) => {
+      let fallback = std::path::Path::new("/bin/bash");
+      if !crate::platform::WINDOWS && fallback.is_file() {
+        Ok(fallback.to_owned())
+      } else {
+        Err(e)
+      }
     }
   }
 }

@@ -13,6 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+#[cfg(unix)]
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -493,12 +494,12 @@ pub fn create_log_file(dir: &Path) -> std::io::Result<(PathBuf, File)> {
   loop {
     let name = format!("{LOG_PREFIX}{:016x}{LOG_SUFFIX}", fastrand::u64(..));
     let path = dir.join(name);
-    match OpenOptions::new()
-      .write(true)
-      .create_new(true)
-      .mode(0o600)
-      .open(&path)
-    {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true);
+    // the user's only: mode 0600 (on Windows, the temp folder's access list)
+    #[cfg(unix)]
+    o.mode(0o600);
+    match o.open(&path) {
       Ok(f) => return Ok((path, f)),
       Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
       Err(e) => return Err(e),

@@ -20,12 +20,13 @@
 //! a later command's.
 
 use std::fs::OpenOptions;
+#[cfg(unix)]
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{ErrorCode, ExecError};
-use crate::session::ansi_c_quote;
+use crate::language::ansi_c_quote;
 
 /// Writes the shell's state to `$__exec_out` (an EXIT trap: also after
 /// `exit N`, whose status it keeps). Variables that belong to bash, to one
@@ -84,12 +85,12 @@ impl ShellState {
   pub fn create(dir: &Path) -> Result<Self, ExecError> {
     loop {
       let path = dir.join(format!("exec-native-state-{:016x}.sh", fastrand::u64(..)));
-      match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-      {
+      let mut o = OpenOptions::new();
+      o.write(true).create_new(true);
+      // the user's only: mode 0600 (on Windows, the temp folder's access list)
+      #[cfg(unix)]
+      o.mode(0o600);
+      match o.open(&path) {
         Ok(_) => {
           return Ok(ShellState {
             path,

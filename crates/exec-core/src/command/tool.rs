@@ -447,7 +447,7 @@ pub async fn exec_command(
     if let Some(mode) = truncation(args)? {
       s.limits.mode = mode;
     }
-    s.tty = boolean(args, "tty")?.unwrap_or(true);
+    s.tty = boolean(args, "tty")?.unwrap_or(super::interactive::DEFAULT_TTY);
     s.yield_time = yield_time(args, super::interactive::DEFAULT_START_YIELD)?;
     s.vocabulary = super::Vocabulary::Tool;
     s.cancel = base.cancel.clone();

@@ -174,10 +174,24 @@ pub fn bash_description(s: &ToolSettings) -> String {
   )
 }
 
+/// What the tools say of `tty`, whose default is the platform's
+/// ([`super::interactive::DEFAULT_TTY`]).
+#[cfg(not(windows))]
+const TTY_SENTENCE: &str = "tty (default true) gives it a terminal;";
+#[cfg(windows)]
+const TTY_SENTENCE: &str =
+  "tty must stay false (the default) on Windows, where a terminal is not supported yet;";
+#[cfg(not(windows))]
+const TTY_PARAMETER: &str = "A terminal (true, the default) or pipes with stdin open (false)";
+#[cfg(windows)]
+const TTY_PARAMETER: &str =
+  "Pipes with stdin open (false, the default); true (a terminal) is not supported on Windows yet";
+
 fn exec_command_description(s: &ToolSettings) -> String {
   format!(
-    "Start an interactive command{} (bash -c) and return its output once it ends, waits for input, or yield_time_ms passes. While it runs the answer gives a session_id: send keys and read new output with write_stdin. Use it for prompts, REPLs and programs that need Ctrl-C; use bash for everything else. tty (default true) gives it a terminal; with tty false it gets pipes, and \"\\u0004\" in write_stdin closes its stdin.{}",
+    "Start an interactive command{} (bash -c) and return its output once it ends, waits for input, or yield_time_ms passes. While it runs the answer gives a session_id: send keys and read new output with write_stdin. Use it for prompts, REPLs and programs that need Ctrl-C; use bash for everything else. {} with tty false it gets pipes, and \"\\u0004\" in write_stdin closes its stdin.{}",
     where_it_runs(s),
+    TTY_SENTENCE,
     sandbox_sentence(s),
   )
 }
@@ -229,7 +243,7 @@ fn exec_command_parameters(s: &ToolSettings) -> Value {
     "properties": {
       "cmd": { "type": "string", "description": "The command to start" },
       "workdir": { "type": "string", "description": "Directory to run in (default: the server's working directory)" },
-      "tty": { "type": "boolean", "description": "A terminal (true, the default) or pipes with stdin open (false)" },
+      "tty": { "type": "boolean", "description": TTY_PARAMETER },
       "yield_time_ms": int("Milliseconds to wait for output before answering (default 10000, at most 50000)".into()),
       "max_output_tokens": int(format!("Output budget of each answer in tokens (about {BYTES_PER_TOKEN} bytes each)")),
       "truncation": truncation_parameter(s),

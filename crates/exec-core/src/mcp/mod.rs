@@ -80,6 +80,25 @@ impl McpConfig {
   /// Refuse to start rather than fail every call: the directory must exist.
   pub fn check(&self) -> Result<(), ExecError> {
     crate::process::spec::check_cwd(&self.cwd)?;
+    if self.runner.stateful && crate::platform::WINDOWS {
+      return Err(ExecError::new(
+        crate::ErrorCode::ENOTSUP,
+        "--stateful is not supported on Windows yet: each command runs in a fresh shell there",
+      ));
+    }
+    if self.runner.shell == crate::command::Shell::Cmd {
+      if self.runner.stateful {
+        return Err(ExecError::invalid(
+          "--stateful needs bash: cmd runs each command in its own process",
+        ));
+      }
+      if !crate::platform::WINDOWS {
+        return Err(ExecError::new(
+          crate::ErrorCode::ENOENT,
+          "--shell cmd: cmd is Windows' shell, there is no cmd.exe on this system: use --shell bash",
+        ));
+      }
+    }
     if self.runner.shell == crate::command::Shell::PowerShell {
       if self.runner.stateful {
         return Err(ExecError::invalid(
@@ -329,6 +348,10 @@ impl ServerHandler for ExecMcp {
         crate::command::Shell::Bash => instructions(&self.config.settings),
         crate::command::Shell::PowerShell => format!(
           "{} The bash and exec_command tools run their commands in PowerShell (-NoProfile -NonInteractive -Command), not bash: write PowerShell.",
+          instructions(&self.config.settings)
+        ),
+        crate::command::Shell::Cmd => format!(
+          "{} The bash and exec_command tools run their commands in Windows' cmd.exe (cmd /d /s /c), not bash: write cmd syntax.",
           instructions(&self.config.settings)
         ),
       })

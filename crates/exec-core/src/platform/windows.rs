@@ -15,16 +15,17 @@
 
 use std::ffi::c_void;
 
-use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
+use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
-  CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
+  CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, Thread32First, Thread32Next,
+  PROCESSENTRY32W, TH32CS_SNAPPROCESS, TH32CS_SNAPTHREAD, THREADENTRY32,
 };
 use windows_sys::Win32::System::JobObjects::{
   AssignProcessToJobObject, CreateJobObjectW, JobObjectAssociateCompletionPortInformation,
-  JobObjectBasicAccountingInformation, JobObjectExtendedLimitInformation,
-  QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
-  JOBOBJECT_ASSOCIATE_COMPLETION_PORT, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+  JobObjectBasicAccountingInformation, JobObjectBasicProcessIdList,
+  JobObjectExtendedLimitInformation, QueryInformationJobObject, SetInformationJobObject,
+  TerminateJobObject, JOBOBJECT_ASSOCIATE_COMPLETION_PORT, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
   JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_ACTIVE_PROCESS,
   JOB_OBJECT_LIMIT_JOB_MEMORY, JOB_OBJECT_LIMIT_JOB_TIME, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
 };
@@ -32,7 +33,10 @@ use windows_sys::Win32::System::SystemServices::{
   JOB_OBJECT_MSG_ACTIVE_PROCESS_LIMIT, JOB_OBJECT_MSG_END_OF_JOB_TIME,
   JOB_OBJECT_MSG_JOB_MEMORY_LIMIT, JOB_OBJECT_MSG_PROCESS_MEMORY_LIMIT,
 };
-use windows_sys::Win32::System::Threading::{OpenThread, ResumeThread, THREAD_SUSPEND_RESUME};
+use windows_sys::Win32::System::Threading::{
+  OpenProcess, OpenThread, ResumeThread, TerminateProcess, WaitForSingleObject,
+  PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_TERMINATE, THREAD_SUSPEND_RESUME,
+};
 use windows_sys::Win32::System::IO::{CreateIoCompletionPort, GetQueuedCompletionStatus};
 
 pub use windows_sys::Win32::System::Threading::{CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED};
@@ -211,6 +215,35 @@ impl Job {
     } else {
       info.ActiveProcesses
     }
+  }
+
+  /// The ids of the processes of the job that still run (empty when it
+  /// cannot be asked). The list's header is two `u32` counts, then one
+  /// `usize` per process.
+  pub fn pids(&self) -> Vec<u32> {
+    // room for 1,024 processes: a command's tree, not a fork bomb's
+    let mut buf = vec![0usize; 2 + 1024];
+    // SAFETY: the buffer is as long as the size passed; the call writes the
+    // header (assigned, listed) and `listed` ids after it
+    let ok = unsafe {
+      QueryInformationJobObject(
+        self.job.0,
+        JobObjectBasicProcessIdList,
+        buf.as_mut_ptr() as *mut c_void,
+        (buf.len() * std::mem::size_of::<usize>()) as u32,
+        std::ptr::null_mut(),
+      )
+    };
+    // a list too long for the buffer still fills it (ERROR_MORE_DATA)
+    let listed = (buf[0] >> 32) as usize;
+    if ok == 0 && listed == 0 {
+      return Vec::new();
+    }
+    buf[1..1 + listed.min(buf.len() - 1)]
+      .iter()
+      .map(|&p| p as u32)
+      .filter(|&p| p != 0)
+      .collect()
   }
 
   /// The first limit the job reported hitting so far, from its port's queue.
@@ -406,3 +439,71 @@ pub fn with_exe_suffix(p: std::path::PathBuf) -> std::path::PathBuf {
 /// gone before its accept (`WSAECONNABORTED`, `WSAECONNRESET`), an
 /// interruption (`WSAEINTR`).
 pub const ACCEPT_RETRY: [i32; 5] = [10024, 10055, 10053, 10054, 10004];
+
+/// One process of the system: its id, its parent's, its image's file name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcEntry {
+  pub pid: u32,
+  pub ppid: u32,
+  pub exe: String,
+}
+
+/// Every process of the system (a Toolhelp snapshot; empty when it fails).
+pub fn process_table() -> Vec<ProcEntry> {
+  // SAFETY: a snapshot of the system's processes, closed by `Handle`
+  let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
+  if snap == INVALID_HANDLE_VALUE {
+    return Vec::new();
+  }
+  let snap = Handle(snap);
+  // SAFETY: a plain struct of integers and an array, all zero is valid
+  let mut entry: PROCESSENTRY32W = unsafe { std::mem::zeroed() };
+  entry.dwSize = std::mem::size_of::<PROCESSENTRY32W>() as u32;
+  let mut out = Vec::new();
+  // SAFETY: `entry` is sized as the API asks, filled by each call
+  let mut more = unsafe { Process32FirstW(snap.0, &mut entry) } != 0;
+  while more {
+    let name = &entry.szExeFile;
+    let len = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    out.push(ProcEntry {
+      pid: entry.th32ProcessID,
+      ppid: entry.th32ParentProcessID,
+      exe: String::from_utf16_lossy(&name[..len]),
+    });
+    // SAFETY: as above
+    more = unsafe { Process32NextW(snap.0, &mut entry) } != 0;
+  }
+  out
+}
+
+/// A handle to a process that is not our child (what a command left
+/// running): while it is held, the process's id is not reused.
+pub struct ProcHandle(Handle);
+
+impl ProcHandle {
+  /// Open `pid` to wait for it and end it (`None`: gone, or not ours to open).
+  pub fn open(pid: u32) -> Option<ProcHandle> {
+    let access = PROCESS_SYNCHRONIZE | PROCESS_TERMINATE | PROCESS_QUERY_LIMITED_INFORMATION;
+    // SAFETY: opens a process by id; the handle is closed by `Handle`
+    let h = unsafe { OpenProcess(access, 0, pid) };
+    (!h.is_null()).then(|| ProcHandle(Handle(h)))
+  }
+
+  /// Whether it still runs.
+  pub fn alive(&self) -> bool {
+    // SAFETY: our handle; a zero timeout only polls
+    unsafe { WaitForSingleObject(self.0 .0, 0) == WAIT_TIMEOUT }
+  }
+
+  /// End it with `code` (`TerminateProcess`). False if it could not.
+  pub fn terminate(&self, code: u32) -> bool {
+    // SAFETY: our handle, opened with PROCESS_TERMINATE
+    unsafe { TerminateProcess(self.0 .0, code) != 0 }
+  }
+}
+
+/// Windows has no way to tell that a process waits for its input: a prompt
+/// is not detected (the answer then waits its whole yield time), as on macOS.
+pub fn awaiting_input(_pid: i32) -> bool {
+  false
+}

@@ -409,9 +409,12 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     }
   }
 
-  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then
-  /// the end of what is left in its job, and the drain.
-  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+  /// The child's exit, or the timeout or `cancel` and then the kill
+  /// sequence: (status, timed out, canceled).
+  async fn exit(
+    &mut self,
+    cancel: &CancellationToken,
+  ) -> (std::io::Result<ExitStatus>, bool, bool) {
     let deadline = self.run.timeout.map(|t| self.started + t);
     let (mut timed_out, mut canceled) = (false, false);
     let status = tokio::select! {
@@ -428,6 +431,13 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     // an exit caused by `kill('SIGKILL')` (cancel, then the job ended) may
     // be seen before the cancel: it is still the cancel's
     canceled |= !timed_out && cancel.is_cancelled();
+    (status, timed_out, canceled)
+  }
+
+  /// Wait for the end: the child's exit (or the timeout, or `cancel`), then
+  /// the end of what is left in its job, and the drain.
+  pub async fn wait(mut self, policy: &RunPolicy, cancel: &CancellationToken) -> Finished<O, E> {
+    let (status, timed_out, canceled) = self.exit(cancel).await;
     // what is left of the tree goes the same way (graceful, then ended)
     if policy.cleanup_group_on_exit || timed_out || canceled {
       end_later(self.job.clone(), self.pid, self.run.kill_grace);
@@ -437,6 +447,78 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     self
       .settle(status, (timed_out, canceled), policy.drain)
       .await
+  }
+
+  /// Like [`Execution::wait`], except that when the child exits on its own
+  /// and processes of its job still run, they are left running and returned
+  /// (`left`, with the job that holds them: dropping its last handle ends
+  /// them): the pumps keep reading what they write until the last one
+  /// closes the pipes (`pumps` ends then). A run that was killed (timeout,
+  /// `cancel`) takes its whole job down as `wait` does. As on POSIX, where
+  /// the leftovers are the processes carrying the run's mark.
+  pub async fn wait_leaving_tree(
+    mut self,
+    policy: &RunPolicy,
+    cancel: &CancellationToken,
+  ) -> super::LeftRunning {
+    let (status, timed_out, canceled) = self.exit(cancel).await;
+    let left: Vec<i32> = if timed_out || canceled {
+      Vec::new()
+    } else {
+      // a process of the job is created in it: there is no moment when a
+      // child of the shell is not listed yet
+      self
+        .job
+        .pids()
+        .into_iter()
+        .filter(|&p| p != self.pid)
+        .map(|p| p as i32)
+        .collect()
+    };
+    let mark = self.mark.clone();
+    if left.is_empty() {
+      end_later(self.job.clone(), self.pid, self.run.kill_grace);
+      let f = self
+        .settle(status, (timed_out, canceled), policy.drain)
+        .await;
+      return super::LeftRunning::ended(f.outcome, mark);
+    }
+    // what the shell wrote before it exited is in the pipes (which the
+    // leftovers keep open: no EOF to wait for): the pumps read it before
+    // the result is made
+    self.catch_up(policy.drain).await;
+    // the leftovers are the caller's now, in the job it is handed
+    registry::unregister(self.pid as i32);
+    let (out, err) = self.pumps.take().expect("the pumps are handed out once");
+    let outcome = self.outcome(status, (false, false), (0, 0));
+    let pumps = tokio::spawn(async move {
+      let _ = out.await;
+      let _ = err.await;
+    });
+    super::LeftRunning {
+      outcome,
+      mark,
+      left,
+      pumps: Some(pumps),
+      job: Some(self.job.clone()),
+    }
+  }
+
+  /// Have both pumps read what their pipes hold now (bounded by `within`;
+  /// nothing to do for pumps that do not read by polling).
+  async fn catch_up(&self, within: Duration) {
+    let asks = self.catchups.clone().map(|c| {
+      c.map(|c| {
+        let g = c.ask();
+        (c, g)
+      })
+    });
+    let all = async {
+      for (c, g) in asks.into_iter().flatten() {
+        c.answered_from(g).await;
+      }
+    };
+    let _ = tokio::time::timeout(within, all).await;
   }
 
   fn outcome(

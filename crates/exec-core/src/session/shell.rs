@@ -178,22 +178,7 @@ impl Kind for Shell {
 /// A long-lived bash. Commands are queued (FIFO) and run one at a time.
 pub type ShellSession = Session<Shell>;
 
-/// `$'...'` quoting: every byte of `s` reaches bash unchanged.
-pub fn ansi_c_quote(s: &str) -> String {
-  let mut out = String::with_capacity(s.len() + 3);
-  out.push_str("$'");
-  for ch in s.chars() {
-    match ch {
-      '\\' => out.push_str("\\\\"),
-      '\'' => out.push_str("\\'"),
-      '\n' => out.push_str("\\n"),
-      c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
-      c => out.push(c),
-    }
-  }
-  out.push('\'');
-  out
-}
+pub use crate::language::ansi_c_quote;
 
 impl ShellSession {
   /// Start bash and run `init_script`. Must be called within a tokio runtime.

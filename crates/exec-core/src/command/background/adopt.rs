@@ -1,8 +1,11 @@
 //! What a command left running (its marked processes still running after
-//! `bash` exited), adopted as background jobs of the runner: named by their
-//! command line, watched through `/proc` (they are not our children), and
-//! signalled by their own subtree.
+//! `bash` exited; on Windows, the processes still in its Job Object),
+//! adopted as background jobs of the runner: named by their command line
+//! (on Windows, their image's name), watched through `/proc` (they are not
+//! our children; on Windows, a handle to each), and ended by their own
+//! subtree.
 
+#[cfg(unix)]
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -18,11 +21,15 @@ use crate::command::format::Vocabulary;
 use crate::command::offload::SharedCapture;
 use crate::command::truncate::OutputLimits;
 use crate::command::CommandSpec;
+#[cfg(unix)]
 use crate::process::marks;
-use crate::process::supervise::RunOutcome;
+use crate::process::supervise::{LeftRunning, RunOutcome};
+#[cfg(unix)]
 use crate::process::ProcessTree;
+#[cfg(unix)]
 use nix::sys::signal::Signal;
 
+#[cfg(unix)]
 /// `/proc/<pid>/cmdline` as a shell would show it: one line (what follows
 /// a newline is cut, `…` says so), at most 200 characters.
 fn command_line(pid: i32) -> String {
@@ -34,6 +41,7 @@ fn command_line(pid: i32) -> String {
   line
 }
 
+#[cfg(unix)]
 fn cmdline_words(pid: i32) -> Vec<String> {
   crate::platform::cmdline(pid)
     .split(|&b| b == 0)
@@ -42,6 +50,7 @@ fn cmdline_words(pid: i32) -> Vec<String> {
     .collect()
 }
 
+#[cfg(unix)]
 /// The first line of `text`, at most `max` characters; `…` marks a cut.
 fn one_line(text: &str, max: usize) -> String {
   let first = text.lines().next().unwrap_or("");
@@ -53,6 +62,7 @@ fn one_line(text: &str, max: usize) -> String {
   line
 }
 
+#[cfg(unix)]
 /// Whether `words` (a process's command line) is still the run's shell as
 /// forked (`bash -c <command>`): a `cmd &` before its exec, or a subshell
 /// `( … ) &` that never execs.
@@ -60,6 +70,7 @@ fn is_shell_fork(words: &[String], command: &str) -> bool {
   words.len() >= 3 && words[1] == "-c" && words[2] == command
 }
 
+#[cfg(unix)]
 /// The command line of an adopted process once it ran its `exec`: a `cmd &`
 /// caught between the fork and the exec shows the shell's command line, and
 /// one caught inside its `execve` shows none (the kernel gives no
@@ -111,30 +122,23 @@ impl Inherited {
   }
 }
 
-/// Adopt what a command left running (`left`: its marked processes still
-/// running after `bash` exited) as background jobs of the runner: one per
-/// process whose parent is not among them (the server, not its workers).
+/// Adopt what a command left running (`left.left`: its marked processes
+/// still running after `bash` exited) as background jobs of the runner: one
+/// per process whose parent is not among them (the server, not its workers).
 /// Each job's output is the command's (shared). Returns (pid, command line).
 pub(super) async fn adopt_left(
   inner: &Arc<Inner>,
-  left: Vec<i32>,
-  mark: &str,
+  left: &mut LeftRunning,
   command: &str,
   capture: &SharedCapture,
   from: Inherited,
 ) -> Vec<(u32, String)> {
-  let alive: Vec<(i32, marks::Stat)> = left
-    .into_iter()
-    .filter_map(|p| marks::stat(p).filter(marks::alive).map(|st| (p, st)))
-    .collect();
-  let pids: HashSet<i32> = alive.iter().map(|(p, _)| *p).collect();
   let mut adopted = Vec::new();
-  for (pid, st) in alive.iter().filter(|(_, st)| !pids.contains(&st.ppid)) {
-    let command = settled_command_line(*pid, command).await;
+  for (pid, command, watch) in roots(left, command).await {
     let cancel = CancellationToken::new();
     let (tx, rx) = watch::channel(None);
     let proc = Arc::new(BgProc {
-      pid: *pid as u32,
+      pid: pid as u32,
       command: command.clone(),
       started: SystemTime::now(),
       started_at: Instant::now(),
@@ -146,42 +150,21 @@ pub(super) async fn adopt_left(
       left: Mutex::new(Vec::new()),
       vocabulary: from.vocabulary,
     });
-    guard(&inner.procs).insert(*pid as u32, proc);
+    guard(&inner.procs).insert(pid as u32, proc);
     if inner.closed.load(Ordering::SeqCst) {
       cancel.cancel();
     }
-    tokio::spawn(watch_adopted(
-      *pid,
-      st.start,
-      mark.to_owned(),
-      cancel,
-      tx,
-      from.kill_grace,
-    ));
-    adopted.push((*pid as u32, command));
+    tokio::spawn(watch_adopted(pid, watch, cancel, tx, from.kill_grace));
+    adopted.push((pid as u32, command));
   }
   adopted
 }
 
-/// Whether `pid` is still the process that was adopted (not a reuse of its pid).
-pub(super) fn still_alive(pid: i32, start: u64) -> bool {
-  marks::stat(pid).is_some_and(|st| st.start == start && marks::alive(&st))
-}
-
-/// Signal an adopted process, its marked descendants and, if it leads one,
-/// its process group: its subtree as a [`ProcessTree`] (the jobs adopted
-/// from one command share its mark, and only this job's subtree is
-/// signalled), in the tree's one order.
-pub(super) fn signal_adopted(pid: i32, mark: &str, sig: Signal) {
-  ProcessTree::subtree(pid, mark).signal(sig, true);
-}
-
-/// Watch an adopted process until it ends (polling /proc: it is not our
-/// child), or kill it when `cancel` fires (SIGTERM, SIGKILL after `grace`).
+/// Watch an adopted process until it ends (it is not our child), or end it
+/// and its subtree when `cancel` fires ([`stop`]).
 async fn watch_adopted(
   pid: i32,
-  start: u64,
-  mark: String,
+  watch: Watch,
   cancel: CancellationToken,
   tx: watch::Sender<Option<(RunOutcome, Instant)>>,
   grace: Duration,
@@ -202,29 +185,190 @@ async fn watch_adopted(
     tokio::select! {
       _ = cancel.cancelled() => break,
       _ = tokio::time::sleep(Duration::from_millis(100)) => {
-        if !still_alive(pid, start) {
+        if !watch.alive(pid) {
           let _ = tx.send(Some((outcome(false, None), Instant::now())));
           return;
         }
       }
     }
   }
-  let mut signal = "SIGTERM";
-  if still_alive(pid, start) {
-    // the tree's one graceful sequence; the process is not our child, so
-    // its end is seen in /proc (bounded: 5 s after the SIGKILL)
-    let gone = async {
-      while still_alive(pid, start) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-      }
+  let signal = stop(pid, &watch, grace).await;
+  let _ = tx.send(Some((outcome(true, signal), Instant::now())));
+}
+
+/// How an adopted process is watched: its start time and the run's mark.
+#[cfg(unix)]
+struct Watch {
+  start: u64,
+  mark: String,
+}
+
+#[cfg(unix)]
+impl Watch {
+  fn alive(&self, pid: i32) -> bool {
+    still_alive(pid, self.start)
+  }
+}
+
+/// The processes to adopt of what was left: those whose parent is not
+/// among them, with their command lines once settled.
+#[cfg(unix)]
+async fn roots(left: &mut LeftRunning, command: &str) -> Vec<(i32, String, Watch)> {
+  let alive: Vec<(i32, marks::Stat)> = std::mem::take(&mut left.left)
+    .into_iter()
+    .filter_map(|p| marks::stat(p).filter(marks::alive).map(|st| (p, st)))
+    .collect();
+  let pids: HashSet<i32> = alive.iter().map(|(p, _)| *p).collect();
+  let mut roots = Vec::new();
+  for (pid, st) in alive.iter().filter(|(_, st)| !pids.contains(&st.ppid)) {
+    let name = settled_command_line(*pid, command).await;
+    let watch = Watch {
+      start: st.start,
+      mark: left.mark.clone(),
     };
-    let tree = ProcessTree::subtree(pid, &mark);
-    let stop = tree.stop(grace, true, gone);
-    if let Ok(((), true)) | Err(_) =
-      tokio::time::timeout(grace + Duration::from_secs(5), stop).await
-    {
-      signal = "SIGKILL";
+    roots.push((*pid, name, watch));
+  }
+  roots
+}
+
+/// Whether `pid` is still the process that was adopted (not a reuse of its pid).
+#[cfg(unix)]
+pub(super) fn still_alive(pid: i32, start: u64) -> bool {
+  marks::stat(pid).is_some_and(|st| st.start == start && marks::alive(&st))
+}
+
+/// Kill what a command left running, now (its caller gave up on it).
+#[cfg(unix)]
+pub(super) fn kill_left_now(left: &mut LeftRunning) {
+  for p in left.left.drain(..) {
+    ProcessTree::subtree(p, &left.mark).signal(Signal::SIGKILL, true);
+  }
+}
+
+/// End an adopted process's subtree (its marked descendants and, if it
+/// leads one, its process group: the jobs adopted from one command share
+/// its mark, and only this job's subtree is signalled): the tree's one
+/// graceful sequence, SIGTERM then SIGKILL after `grace`. The process is not
+/// our child, so its end is seen in /proc (bounded: 5 s after the SIGKILL).
+/// Returns the last signal sent.
+#[cfg(unix)]
+async fn stop(pid: i32, watch: &Watch, grace: Duration) -> Option<&'static str> {
+  if !watch.alive(pid) {
+    return Some("SIGTERM");
+  }
+  let gone = async {
+    while watch.alive(pid) {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  };
+  let tree = ProcessTree::subtree(pid, &watch.mark);
+  let stop = tree.stop(grace, true, gone);
+  match tokio::time::timeout(grace + Duration::from_secs(5), stop).await {
+    Ok(((), true)) | Err(_) => Some("SIGKILL"),
+    Ok(((), false)) => Some("SIGTERM"),
+  }
+}
+
+/// How an adopted process is watched on Windows: a handle to it (its id is
+/// not reused while held) and the command's job, which ends whatever still
+/// runs in it when its last handle closes (so it is held while a job of
+/// the runner runs there).
+#[cfg(windows)]
+struct Watch {
+  process: crate::platform::ProcHandle,
+  job: Arc<crate::platform::Job>,
+}
+
+#[cfg(windows)]
+impl Watch {
+  fn alive(&self, _pid: i32) -> bool {
+    self.process.alive()
+  }
+}
+
+/// Windows: the processes of the command's job whose parent is not among
+/// them, named by their image (`ping.exe`): a command line of another
+/// process is not readable there without reading its memory.
+#[cfg(windows)]
+async fn roots(left: &mut LeftRunning, _command: &str) -> Vec<(i32, String, Watch)> {
+  let Some(job) = left.job.take() else {
+    return Vec::new();
+  };
+  let pids: std::collections::HashSet<u32> = left.left.drain(..).map(|p| p as u32).collect();
+  crate::platform::process_table()
+    .into_iter()
+    .filter(|e| pids.contains(&e.pid) && !pids.contains(&e.ppid))
+    .filter_map(|e| {
+      let process = crate::platform::ProcHandle::open(e.pid).filter(|h| h.alive())?;
+      let watch = Watch {
+        process,
+        job: job.clone(),
+      };
+      Some((e.pid as i32, e.exe, watch))
+    })
+    .collect()
+}
+
+/// Windows: `root` and its descendants among the processes of `job`, by
+/// the parents the system lists.
+#[cfg(windows)]
+fn subtree(job: &crate::platform::Job, root: u32) -> Vec<u32> {
+  let in_job: std::collections::HashSet<u32> = job.pids().into_iter().collect();
+  let table = crate::platform::process_table();
+  let mut tree = vec![root];
+  let mut i = 0;
+  while i < tree.len() {
+    let parent = tree[i];
+    for e in &table {
+      if e.ppid == parent && in_job.contains(&e.pid) && !tree.contains(&e.pid) {
+        tree.push(e.pid);
+      }
+    }
+    i += 1;
+  }
+  tree
+}
+
+/// Windows: end `pid`'s subtree in its job (`TerminateProcess`, exit code 1).
+#[cfg(windows)]
+fn terminate_subtree(
+  job: &crate::platform::Job,
+  pid: u32,
+  root: Option<&crate::platform::ProcHandle>,
+) {
+  for p in subtree(job, pid) {
+    match (p == pid, root) {
+      (true, Some(h)) => {
+        h.terminate(crate::process::registry::TERMINATED_EXIT);
+      }
+      _ => {
+        if let Some(h) = crate::platform::ProcHandle::open(p) {
+          h.terminate(crate::process::registry::TERMINATED_EXIT);
+        }
+      }
     }
   }
-  let _ = tx.send(Some((outcome(true, Some(signal)), Instant::now())));
+}
+
+/// Windows: kill what a command left running, now: its whole job.
+#[cfg(windows)]
+pub(super) fn kill_left_now(left: &mut LeftRunning) {
+  left.left.clear();
+  if let Some(job) = left.job.take() {
+    job.terminate(crate::process::registry::TERMINATED_EXIT);
+  }
+}
+
+/// Windows: end an adopted process and its subtree at once. There is no
+/// graceful step: a console control event goes to a whole process group,
+/// and the processes a command left share its shell's group (the other
+/// jobs adopted from it would get it too). No signal: `None`.
+#[cfg(windows)]
+async fn stop(pid: i32, watch: &Watch, _grace: Duration) -> Option<&'static str> {
+  terminate_subtree(&watch.job, pid as u32, Some(&watch.process));
+  let deadline = Instant::now() + Duration::from_secs(5);
+  while watch.alive(pid) && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  None
 }

@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::adopt::{adopt_left, signal_adopted, Inherited};
+use super::adopt::{adopt_left, kill_left_now, Inherited};
 use super::logs::{close_log_after, shown, take_streams};
 use super::runner::guard;
 use super::CommandRunner;
@@ -20,12 +20,7 @@ use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::{Execution, LeftRunning, ProcessSpec, RunOutcome, RunPolicy};
 
 pub(super) fn joined(r: Result<LeftRunning, tokio::task::JoinError>, pid: u32) -> LeftRunning {
-  r.unwrap_or_else(|e| LeftRunning {
-    outcome: failed_outcome(pid, e),
-    mark: String::new(),
-    left: Vec::new(),
-    pumps: None,
-  })
+  r.unwrap_or_else(|e| LeftRunning::ended(failed_outcome(pid, e), String::new()))
 }
 
 fn failed_outcome(pid: u32, e: tokio::task::JoinError) -> RunOutcome {
@@ -71,7 +66,14 @@ impl CommandRunner {
       capture: capture.clone(),
       stream,
     };
+    #[cfg(unix)]
     let exec = Execution::spawn(spec, owner, sink(Stream::Stdout), sink(Stream::Stderr))?;
+    // Windows: pumps that answer a catch-up (they read what the pipe holds),
+    // so that a shell that exits leaving processes behind (which keep the
+    // pipes open) has its last output in its result
+    #[cfg(windows)]
+    let exec =
+      Execution::spawn_with_catchup(spec, owner, sink(Stream::Stdout), sink(Stream::Stderr), &[])?;
     let pid = exec.pid();
     let cancel = CancellationToken::new();
     let policy = RunPolicy {
@@ -87,12 +89,7 @@ impl CommandRunner {
         exec.wait_leaving_tree(&policy, &wait_cancel).await
       } else {
         let mark = exec.mark().to_owned();
-        LeftRunning {
-          outcome: exec.wait(&policy, &wait_cancel).await.outcome,
-          mark,
-          left: Vec::new(),
-          pumps: None,
-        }
+        LeftRunning::ended(exec.wait(&policy, &wait_cancel).await.outcome, mark)
       }
     });
     Ok(Started {
@@ -133,18 +130,15 @@ impl CommandRunner {
         run.cancel.cancel();
         let mut left = joined((&mut run.handle).await, pid);
         // bash may have exited just before: what it left goes too
-        for p in left.left.drain(..) {
-          signal_adopted(p, &left.mark, nix::sys::signal::Signal::SIGKILL);
-        }
+        kill_left_now(&mut left);
         Some(left)
       }
     };
     guard(&self.inner.foreground).remove(&pid);
-    let left = finished?;
+    let mut left = finished?;
     let adopted = adopt_left(
       &self.inner,
-      left.left,
-      &left.mark,
+      &mut left,
       command,
       capture,
       Inherited::of(opts),

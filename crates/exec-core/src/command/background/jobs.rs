@@ -130,19 +130,9 @@ impl CommandRunner {
     let handle = run.handle;
     let command_owned = command.to_owned();
     tokio::spawn(async move {
-      let left = joined(handle.await, pid);
+      let mut left = joined(handle.await, pid);
       let adopted = match weak.upgrade() {
-        Some(inner) => {
-          adopt_left(
-            &inner,
-            left.left,
-            &left.mark,
-            &command_owned,
-            &capture,
-            from,
-          )
-          .await
-        }
+        Some(inner) => adopt_left(&inner, &mut left, &command_owned, &capture, from).await,
         None => Vec::new(),
       };
       if adopted.is_empty() {

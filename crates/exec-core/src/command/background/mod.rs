@@ -30,7 +30,7 @@ pub use logs::sweep_logs;
 pub use runner::{CommandRunner, RunnerConfig};
 
 // `command`'s items the runner names as `super::...`
-use super::{bash_args, interactive, powershell_args, stateful, Shell};
+use super::{interactive, stateful, Shell};
 
 #[cfg(test)]
 mod tests;

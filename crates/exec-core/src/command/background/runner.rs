@@ -4,7 +4,7 @@
 //! on, and `close`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::command::offload::Capture;
 use crate::command::stateful::{ShellState, StatefulRun};
 use crate::command::{command_env, CommandReport, CommandSpec, DEFAULT_RETENTION};
 use crate::error::{ErrorCode, ExecError};
-use crate::process::spec::{check_cwd, resolve_program, EnvSpec};
+use crate::process::spec::check_cwd;
 use crate::process::supervise::{ProcessSpec, StdinMode};
 use crate::process::RunOptions;
 
@@ -90,21 +90,6 @@ pub struct CommandRunner {
   pub(super) inner: Arc<Inner>,
 }
 
-/// `bash` as the child would find it, else `/bin/bash`.
-fn find_bash(env: &EnvSpec, cwd: &Path) -> Result<PathBuf, ExecError> {
-  match resolve_program("bash", env.path_var().as_ref(), cwd) {
-    Ok(p) => Ok(p),
-    Err(e) => {
-      let fallback = Path::new("/bin/bash");
-      if fallback.is_file() {
-        Ok(fallback.to_owned())
-      } else {
-        Err(e)
-      }
-    }
-  }
-}
-
 /// `bash -c <command>` (or PowerShell's `-Command <command>`) with the
 /// options' cwd, environment (over the non-interactive defaults), limits and
 /// sandbox; stdin at EOF (unless the caller sets an input in its `run`).
@@ -119,21 +104,9 @@ fn bash_spec(
   check_cwd(opts.process.cwd())?;
   let env = command_env(opts.process.env.clone());
   env.validate()?;
-  let (program, args, script) = match shell {
-    super::Shell::Bash => {
-      let (args, script) = super::bash_args(command)?;
-      (find_bash(&env, opts.process.cwd())?, args, script)
-    }
-    super::Shell::PowerShell => (
-      crate::language::find_powershell(&env, opts.process.cwd())?,
-      super::powershell_args(command),
-      None,
-    ),
-  };
+  let (program, args, script) = shell.launch(command, &env, opts.process.cwd())?;
   let mut spec = ProcessSpec::new(program);
-  for a in args {
-    spec = spec.arg(a);
-  }
+  spec.args = args;
   spec.process.cwd = Some(opts.process.cwd().to_path_buf());
   spec.process.env = env;
   spec.stdin = StdinMode::Null;
@@ -247,6 +220,12 @@ impl CommandRunner {
   ) -> Result<Option<(Arc<ShellState>, StatefulRun)>, ExecError> {
     if !self.inner.config.stateful {
       return Ok(None);
+    }
+    if crate::platform::WINDOWS {
+      return Err(ExecError::new(
+        crate::ErrorCode::ENOTSUP,
+        "a stateful runner is not supported on Windows yet: each command runs in a fresh shell there",
+      ));
     }
     if command.trim().is_empty() {
       return Err(ExecError::invalid("command is empty"));

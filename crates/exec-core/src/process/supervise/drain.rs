@@ -159,12 +159,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       ProcessTree::new(pgid, &self.mark).terminate_later(policy.owner, self.run.kill_grace);
       let (out, err) = self.drain(policy.drain).await;
       let outcome = self.outcome_of(phase, out.map_or(0, |(_, n)| n), err.map_or(0, |(_, n)| n));
-      return LeftRunning {
-        outcome,
-        mark: self.mark.clone(),
-        left,
-        pumps: None,
-      };
+      return LeftRunning::ended(outcome, self.mark.clone());
     }
     // what the command wrote before it exited is in the pipes (which the
     // leftovers keep open: no EOF to wait for): the pumps read it before the
@@ -232,6 +227,24 @@ pub struct LeftRunning {
   pub left: Vec<i32>,
   /// Ends when the pumps reach EOF (`None`: they already did).
   pub pumps: Option<JoinHandle<()>>,
+  /// Windows: the Job Object what was left runs in. It ends them when its
+  /// last handle closes, so whoever adopts them holds it.
+  #[cfg(windows)]
+  pub job: Option<std::sync::Arc<crate::platform::Job>>,
+}
+
+impl LeftRunning {
+  /// The result of a run that left nothing running.
+  pub fn ended(outcome: RunOutcome, mark: String) -> Self {
+    LeftRunning {
+      outcome,
+      mark,
+      left: Vec::new(),
+      pumps: None,
+      #[cfg(windows)]
+      job: None,
+    }
+  }
 }
 
 #[cfg(unix)]
