@@ -518,6 +518,26 @@ test('the agent tool: tools (tty false by default on Windows), exec_command and 
   }
 })
 
+test('the agent tool with powershell, where PowerShell runs (the Windows runners; Wine\'s stand-in prints nothing)', async (t) => {
+  const runner = new addon.CommandRunner({ shell: 'powershell', outputDir: tmp, timeout: 60000 })
+  try {
+    const r = await runner.run('Write-Output (6*7); exit 4')
+    if (r.errorCode === 'ENOENT') {
+      assert.match(r.error, /PowerShell not found/)
+      t.diagnostic(`powershell: ${r.error}`)
+      return
+    }
+    if (underWine && r.stdout.trim() !== '42') {
+      t.diagnostic(`Wine's powershell stand-in: ${JSON.stringify(r.stdout + r.stderr).slice(0, 200)}`)
+      return
+    }
+    assert.equal(r.stdout.trim(), '42', r.text)
+    assert.equal(r.exitCode, 4)
+  } finally {
+    await runner.close()
+  }
+})
+
 test('sanitize and truncateTail', () => {
   assert.equal(addon.sanitize('\x1b[31mred\x1b[0m plain\r\n'), 'red plain\n')
   const t = addon.truncateTail(Array.from({ length: 10 }, (_, i) => `l${i + 1}`).join('\n'), { maxLines: 3 })
