@@ -134,6 +134,25 @@ pub fn environ_match(pid: i32, needle: &[u8]) -> Environ {
   }
 }
 
+/// The whole of `/proc/<pid>/environ` into `out` (cleared first), with a
+/// NUL before it and after it (so that every variable is `\0NAME=value\0`,
+/// whatever the kernel puts after the last one). False when it cannot be
+/// opened. Allocates (the shared pass of the sweeps reads many processes into
+/// one buffer): not for the signal handler, which uses [`environ_match`].
+pub fn environ_read(pid: i32, out: &mut Vec<u8>) -> bool {
+  use std::io::Read;
+  out.clear();
+  let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+    return false;
+  };
+  out.push(0);
+  if f.read_to_end(out).is_err() {
+    return false;
+  }
+  out.push(0);
+  true
+}
+
 /// Longest needle [`environ_match`] takes.
 pub const MAX_NEEDLE: usize = 96;
 

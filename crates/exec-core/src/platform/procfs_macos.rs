@@ -12,6 +12,11 @@ pub fn environ_match(_pid: i32, _needle: &[u8]) -> Environ {
   Environ::Unreadable
 }
 
+/// No environment of another process can be read.
+pub fn environ_read(_pid: i32, _out: &mut Vec<u8>) -> bool {
+  false
+}
+
 /// Longest needle [`environ_match`] takes.
 pub const MAX_NEEDLE: usize = 96;
 

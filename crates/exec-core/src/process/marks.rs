@@ -73,7 +73,7 @@ impl Needle {
     Some(Needle { buf, len })
   }
 
-  fn bytes(&self) -> &[u8] {
+  pub(crate) fn bytes(&self) -> &[u8] {
     &self.buf[..self.len]
   }
 }
@@ -137,11 +137,26 @@ fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
   let Some((last, max)) = platform::last_pid_and_max() else {
     return false;
   };
-  let first = first_pid as i64;
-  let len = (last - first).rem_euclid(max);
-  if first <= 0 || len > RANGE_SCAN_MAX {
+  let Some(len) = range_len(first_pid, last, max) else {
     return false;
-  }
+  };
+  walk_since(first_pid, len, max, &mut |_, pid| f(pid));
+  true
+}
+
+/// How many pids were allocated after `first_pid`, the kernel's last being
+/// `last` of `max`; `None` when that is too many to probe one by one (or
+/// `first_pid` is not a pid).
+pub(crate) fn range_len(first_pid: i32, last: i64, max: i64) -> Option<i64> {
+  let len = (last - first_pid as i64).rem_euclid(max);
+  (first_pid > 0 && len <= RANGE_SCAN_MAX).then_some(len)
+}
+
+/// Call `f(step, pid)` for the `len` pids allocated after `first_pid` (step
+/// 1 to `len`, in the kernel's order; `max` is `pid_max`) that still exist,
+/// but this process's.
+pub(crate) fn walk_since(first_pid: i32, len: i64, max: i64, f: &mut dyn FnMut(i64, i32)) {
+  let first = first_pid as i64;
   let me = std::process::id() as i64;
   for i in 1..=len {
     let mut pid = first + i;
@@ -151,10 +166,9 @@ fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
     // most pids of a range are gone by now (a burst of short runs): a
     // probe without a path walk first
     if pid != me && pid > 0 && platform::pid_exists(pid as i32) {
-      f(pid as i32);
+      f(i, pid as i32);
     }
   }
-  true
 }
 
 /// Whether a live process created after `first_pid` carries `mark`, or

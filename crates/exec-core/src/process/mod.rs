@@ -50,6 +50,8 @@ mod setup;
 pub mod spec;
 pub mod supervise;
 #[cfg(unix)]
+pub(crate) mod sweeps;
+#[cfg(unix)]
 mod tree;
 
 pub use options::{ProcessFields, ProcessOptions, RunFields, RunOptions};

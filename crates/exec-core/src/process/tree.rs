@@ -147,6 +147,12 @@ impl<'a> ProcessTree<'a> {
   }
 
   fn send(&self, sig: Signal, leader_live: bool, group: bool) -> bool {
+    self.send_found(sig, leader_live, group, None)
+  }
+
+  /// [`ProcessTree::send`] to the marked processes of `found` when given
+  /// (a run's tree: a pass of `/proc` found them), instead of a scan now.
+  fn send_found(&self, sig: Signal, leader_live: bool, group: bool, found: Option<&[i32]>) -> bool {
     let mut any = false;
     let wake = wakes_stopped(sig);
     let to_pid = |pid: i32| {
@@ -156,7 +162,7 @@ impl<'a> ProcessTree<'a> {
       }
       sent
     };
-    self.signal_with(leader_live, &mut |t| {
+    self.signal_with_found(leader_live, found, &mut |t| {
       any |= match t {
         Target::Marked(pid) => {
           crate::process::reaper::note(pid);
@@ -172,6 +178,12 @@ impl<'a> ProcessTree<'a> {
   /// The steps of [`ProcessTree::signal`], in order, handed to `f` (the
   /// marked ones found by a scan of `/proc` made now).
   pub fn signal_with(&self, leader_live: bool, f: &mut dyn FnMut(Target)) {
+    self.signal_with_found(leader_live, None, f)
+  }
+
+  /// [`ProcessTree::signal_with`]; a run's marked processes are `found`
+  /// when given, else those a scan finds now.
+  fn signal_with_found(&self, leader_live: bool, found: Option<&[i32]>, f: &mut dyn FnMut(Target)) {
     let pgid = self.pgid;
     let also = match self.shape {
       Shape::Run { also } => also,
@@ -222,7 +234,9 @@ impl<'a> ProcessTree<'a> {
         }
         f(Target::Marked(pid));
       };
-      if pgid > 1 {
+      if let Some(found) = found {
+        found.iter().for_each(|&pid| marked(pid));
+      } else if pgid > 1 {
         // a run's descendants were created after its first child
         crate::process::marks::scan_since(pgid, &n, &mut marked);
       } else {
@@ -292,48 +306,98 @@ impl<'a> ProcessTree<'a> {
       return;
     }
     crate::process::registry::register(pgid, owner);
-    // one step of the background loop: true when it is over
-    let mut first = true;
-    let deadline = std::time::Instant::now() + grace;
-    let mut step = move || {
-      let tree = ProcessTree::new(pgid, &mark);
-      if std::mem::take(&mut first) {
-        // the group had its SIGTERM already unless it waited for this scan
-        tree.send(Signal::SIGTERM, false, note_first);
-      }
-      // with a mark: none running, nor one in the middle of an exec (whose
-      // mark cannot be read yet), also means none left in the group that we
-      // could prove ours
-      let gone = match tree.mark {
-        Some(m) => !crate::process::marks::marked_or_pending_since(m, pgid),
-        None => !crate::process::registry::group_alive(pgid),
-      };
-      if !gone && std::time::Instant::now() < deadline {
-        return false;
-      }
-      if !gone {
-        tree.signal(Signal::SIGKILL, false);
-      }
-      crate::process::registry::unregister(pgid);
-      true
+    let mut sweep = Sweep {
+      pgid,
+      mark,
+      first: true,
+      note_first,
+      deadline: std::time::Instant::now() + grace,
     };
     let pause = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
     match tokio::runtime::Handle::try_current() {
       Ok(h) => {
         h.spawn(async move {
-          while !step() {
+          loop {
+            // with a mark: one pass of /proc, shared with the sweeps that
+            // ask at the same time (`sweeps`), finds what gets the first
+            // SIGTERM and whether anything is left
+            let gone = if sweep.mark.is_empty() {
+              sweep.begin(None);
+              !crate::process::registry::group_alive(pgid)
+            } else {
+              let look = crate::process::sweeps::look(&sweep.mark, pgid).await;
+              sweep.begin(Some(&look.marked));
+              look.gone()
+            };
+            if sweep.end(gone) {
+              break;
+            }
             tokio::time::sleep(pause).await;
           }
         });
       }
       Err(_) => {
-        std::thread::spawn(move || {
-          while !step() {
-            std::thread::sleep(pause);
+        std::thread::spawn(move || loop {
+          sweep.begin(None);
+          if sweep.end(sweep.gone()) {
+            break;
           }
+          std::thread::sleep(pause);
         });
       }
     }
+  }
+}
+
+/// The background loop of [`ProcessTree::terminate_later`]: the group's first
+/// SIGTERM, then looks until nothing of the tree is left (SIGKILL at the
+/// deadline), then the group's unregistration.
+struct Sweep {
+  pgid: i32,
+  mark: String,
+  first: bool,
+  /// The group's SIGTERM waits for the first look (the host reaps orphans).
+  note_first: bool,
+  deadline: std::time::Instant,
+}
+
+impl Sweep {
+  /// The first time, the SIGTERM the group did not have yet, and the marked
+  /// processes: those of `found` (a shared pass found them), else those a
+  /// scan finds now.
+  fn begin(&mut self, found: Option<&[i32]>) {
+    if std::mem::take(&mut self.first) {
+      ProcessTree::new(self.pgid, &self.mark).send_found(
+        Signal::SIGTERM,
+        false,
+        self.note_first,
+        found,
+      );
+    }
+  }
+
+  /// Whether nothing is left, looked at here. With a mark: none running,
+  /// nor one in the middle of an exec (whose mark cannot be read yet), also
+  /// means none left in the group that we could prove ours.
+  fn gone(&self) -> bool {
+    if self.mark.is_empty() {
+      !crate::process::registry::group_alive(self.pgid)
+    } else {
+      !crate::process::marks::marked_or_pending_since(&self.mark, self.pgid)
+    }
+  }
+
+  /// After a look that found `gone`: true when the loop is over (gone, or
+  /// the deadline passed and what is left had its SIGKILL).
+  fn end(&self, gone: bool) -> bool {
+    if !gone && std::time::Instant::now() < self.deadline {
+      return false;
+    }
+    if !gone {
+      ProcessTree::new(self.pgid, &self.mark).signal(Signal::SIGKILL, false);
+    }
+    crate::process::registry::unregister(self.pgid);
+    true
   }
 }
 
