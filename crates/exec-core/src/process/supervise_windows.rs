@@ -507,18 +507,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// Have both pumps read what their pipes hold now (bounded by `within`;
   /// nothing to do for pumps that do not read by polling).
   async fn catch_up(&self, within: Duration) {
-    let asks = self.catchups.clone().map(|c| {
-      c.map(|c| {
-        let g = c.ask();
-        (c, g)
-      })
-    });
-    let all = async {
-      for (c, g) in asks.into_iter().flatten() {
-        c.answered_from(g).await;
-      }
-    };
-    let _ = tokio::time::timeout(within, all).await;
+    Catchup::all_within(self.catchups.each_ref().map(|c| c.as_deref()), within).await;
   }
 
   fn outcome(

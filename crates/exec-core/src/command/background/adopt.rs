@@ -329,23 +329,16 @@ fn subtree(job: &crate::platform::Job, root: u32) -> Vec<u32> {
   tree
 }
 
-/// Windows: end `pid`'s subtree in its job (`TerminateProcess`, exit code 1).
+/// Windows: end `pid`'s subtree in its job (`TerminateProcess`, exit code
+/// 1): `pid` through the handle held since its adoption, its descendants
+/// opened now.
 #[cfg(windows)]
-fn terminate_subtree(
-  job: &crate::platform::Job,
-  pid: u32,
-  root: Option<&crate::platform::ProcHandle>,
-) {
-  for p in subtree(job, pid) {
-    match (p == pid, root) {
-      (true, Some(h)) => {
-        h.terminate(crate::process::registry::TERMINATED_EXIT);
-      }
-      _ => {
-        if let Some(h) = crate::platform::ProcHandle::open(p) {
-          h.terminate(crate::process::registry::TERMINATED_EXIT);
-        }
-      }
+fn terminate_subtree(job: &crate::platform::Job, pid: u32, root: &crate::platform::ProcHandle) {
+  let code = crate::process::registry::TERMINATED_EXIT;
+  root.terminate(code);
+  for p in subtree(job, pid).into_iter().filter(|&p| p != pid) {
+    if let Some(h) = crate::platform::ProcHandle::open(p) {
+      h.terminate(code);
     }
   }
 }
@@ -365,7 +358,7 @@ pub(super) fn kill_left_now(left: &mut LeftRunning) {
 /// jobs adopted from it would get it too). No signal: `None`.
 #[cfg(windows)]
 async fn stop(pid: i32, watch: &Watch, _grace: Duration) -> Option<&'static str> {
-  terminate_subtree(&watch.job, pid as u32, Some(&watch.process));
+  terminate_subtree(&watch.job, pid as u32, &watch.process);
   let deadline = Instant::now() + Duration::from_secs(5);
   while watch.alive(pid) && Instant::now() < deadline {
     tokio::time::sleep(Duration::from_millis(10)).await;

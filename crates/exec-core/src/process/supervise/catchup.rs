@@ -54,6 +54,19 @@ impl Catchup {
     g
   }
 
+  /// Ask each of `catchups` for a round, then wait until each answered it,
+  /// at most `within` (a run's pumps before its result is made, when what
+  /// it left running keeps the pipes open).
+  pub(crate) async fn all_within(catchups: [Option<&Catchup>; 2], within: std::time::Duration) {
+    let asks = catchups.map(|c| c.map(|c| (c, c.ask())));
+    let all = async {
+      for (c, g) in asks.into_iter().flatten() {
+        c.answered_from(g).await;
+      }
+    };
+    let _ = tokio::time::timeout(within, all).await;
+  }
+
   /// The round `g` (or a later one) was answered. Never, once the pump has
   /// ended: then everything it read is in its sink.
   pub(crate) async fn answered_from(&self, g: u64) {

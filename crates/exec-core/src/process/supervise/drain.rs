@@ -186,14 +186,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let Some((out, err)) = &self.pumps else {
       return;
     };
-    let catchups = [out.catchup(), err.catchup()];
-    let asks = catchups.map(|c| c.map(|c| (c, c.ask())));
-    let all = async {
-      for (c, g) in asks.into_iter().flatten() {
-        c.answered_from(g).await;
-      }
-    };
-    let _ = tokio::time::timeout(within, all).await;
+    super::Catchup::all_within([out.catchup(), err.catchup()], within).await;
   }
 
   /// Read until EOF, but no longer than `drain` after the exit (a timer in
