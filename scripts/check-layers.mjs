@@ -42,7 +42,7 @@ export const LAYERS = [
   ['process: kill order', ['process::tree']],
   ['process: reaper', ['process::reaper']],
   ['process: registry', ['process::registry']],
-  ['process: marks and specs', ['process::marks', 'process::spec']],
+  ['process: marks and specs', ['process::marks', 'process::sweeps', 'process::spec']],
   ['platform', ['platform']],
   ['leaves', ['buffer', 'error', 'trace', 'utf8']],
 ]
