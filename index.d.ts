@@ -142,11 +142,12 @@ export declare class NodeSession {
  * maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
  * `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
  *
- * On Windows: pipes only, each process in a Job Object of its own;
+ * On Windows: each process in a Job Object of its own;
  * `terminate` sends `CTRL_BREAK_EVENT` to its process group, then ends the
  * job after `timeoutMs` (`force`: at once), so its whole tree goes; `signal`
- * is null. `io: { type: 'pty' }` is `ENOTSUP` (ConPTY not yet), `arg0` is
- * `EINVAL`.
+ * is null. `io: { type: 'pty' }` is a ConPTY console (Windows 10 1809 and
+ * later; `ENOTSUP` before), on which `terminate`'s graceful step closes the
+ * console (`CTRL_CLOSE_EVENT` to every process on it); `arg0` is `EINVAL`.
  *
  * A process started with `onEvent` keeps Node alive until its `closed`
  * event; without it, await `wait()` or `read()` to stay alive. `close()` (or
@@ -2065,7 +2066,8 @@ export interface StartCommandOptions {
   /**
    * A pseudo-terminal (`true`: the program sees a terminal, prompts and
    * Ctrl-C work) or pipes with stdin open (`false`). On Windows the
-   * default is `false`, and `true` is `ENOTSUP` (no ConPTY yet). @default true
+   * default is `false` (a console's output is a rendering of its screen,
+   * lines wrapped at `cols`), and `true` runs it on a ConPTY console. @default true
    */
   tty?: boolean
   /** Terminal size (1 to 10000). @default 24 */

@@ -2,7 +2,8 @@
 # The Windows suite under Wine (issue 25; .ci/run's "Windows under Wine"
 # stage): cross-build the addon for x86_64-pc-windows-gnu (debug, no debug
 # info, linted by clippy on the way: the build is most of the stage), then run __test__/windows/wine.test.mjs
-# with the official Windows node.exe. Prints each part's time.
+# with the official Windows node.exe, and __test__/windows/conpty.test.mjs on
+# a terminal. Prints each part's time.
 #
 #   scripts/wine-test.sh             set up (scripts/wine-setup.sh), build, test
 #   scripts/wine-test.sh --no-build  test the .node built last time
@@ -42,6 +43,23 @@ NODE_SKIP_PLATFORM_CHECK=1 EXEC_NATIVE_WINE=1 NAPI_RS_NATIVE_LIBRARY_PATH="$(win
 rc=$?
 set -e
 cat "$log"
+echo "== Wine suite: $((SECONDS - t2)) s (exit $rc)"
+
+# The terminal suite (ConPTY): Wine gives a pseudo console's child the
+# console only when node.exe's own stdio is a console, so node.exe runs on a
+# terminal here (script(1): a pty, which Wine makes its console); the
+# report goes to a file, the terminal's screen to /dev/null
+t3=$SECONDS
+tlog=target/wine/conpty.log
+rm -f "$tlog"
+set +e
+NO_COLOR=1 NODE_SKIP_PLATFORM_CHECK=1 EXEC_NATIVE_WINE=1 NAPI_RS_NATIVE_LIBRARY_PATH="$(win "$PWD/$addon")" \
+  timeout 300 script -qefc "wine target/wine/node/node.exe --test-reporter=spec --test-reporter-destination=$tlog __test__/windows/conpty.test.mjs" /dev/null \
+  </dev/null >/dev/null 2>&1
+trc=$?
+set -e
+cat "$tlog" 2>/dev/null || echo "no report in $tlog"
 wineserver -k 2>/dev/null || true
-echo "== Wine suite: $((SECONDS - t2)) s (exit $rc); whole stage $((SECONDS - t0)) s"
-exit $rc
+echo "== Wine terminal suite (ConPTY, on a pty): $((SECONDS - t3)) s (exit $trc); whole stage $((SECONDS - t0)) s"
+[ $rc -eq 0 ] || exit $rc
+exit $trc

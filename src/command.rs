@@ -69,7 +69,8 @@ js_options! {
     pub yield_ms: Option<Ms>,
     /// A pseudo-terminal (`true`: the program sees a terminal, prompts and
     /// Ctrl-C work) or pipes with stdin open (`false`). On Windows the
-    /// default is `false`, and `true` is `ENOTSUP` (no ConPTY yet). @default true
+    /// default is `false` (a console's output is a rendering of its screen,
+    /// lines wrapped at `cols`), and `true` runs it on a ConPTY console. @default true
     pub tty: Option<bool>,
     /// Terminal size (1 to 10000). @default 24
     #[napi(ts_type = "number")]

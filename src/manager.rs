@@ -462,11 +462,12 @@ fn process_id(v: Unknown) -> ArgResult<String> {
 /// maxProcesses reached, `EEXIST` duplicate processId, `EPIPE` stdin closed,
 /// `EINVAL` bad arguments, `ENOENT`/`EACCES`/`ENOTDIR` spawn problems.
 ///
-/// On Windows: pipes only, each process in a Job Object of its own;
+/// On Windows: each process in a Job Object of its own;
 /// `terminate` sends `CTRL_BREAK_EVENT` to its process group, then ends the
 /// job after `timeoutMs` (`force`: at once), so its whole tree goes; `signal`
-/// is null. `io: { type: 'pty' }` is `ENOTSUP` (ConPTY not yet), `arg0` is
-/// `EINVAL`.
+/// is null. `io: { type: 'pty' }` is a ConPTY console (Windows 10 1809 and
+/// later; `ENOTSUP` before), on which `terminate`'s graceful step closes the
+/// console (`CTRL_CLOSE_EVENT` to every process on it); `arg0` is `EINVAL`.
 ///
 /// A process started with `onEvent` keeps Node alive until its `closed`
 /// event; without it, await `wait()` or `read()` to stay alive. `close()` (or

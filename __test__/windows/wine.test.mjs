@@ -123,9 +123,11 @@ test('streaming: in order, UTF-8 decoded on character boundaries, every byte bef
 
 test('spawnCall and captureCall: a program from PATH with its arguments', async () => {
   let out = ''
-  const r = await addon.spawnCall(node, ['-e', 'console.log(process.argv.slice(1).join("|"))', 'a b', 'c"d', ''], {}, (s) => (out += s), () => {})
+  // quoted as the C runtime splits them back: spaces, quotes, empty, backslashes before a quote or the end
+  const args = ['a b', 'c"d', '', 'tail\\', 'sp ace\\', 'q\\"r', 'x\\\\y']
+  const r = await addon.spawnCall(node, ['-e', 'console.log(JSON.stringify(process.argv.slice(1)))', ...args], {}, (s) => (out += s), () => {})
   assert.equal(r.exitCode, 0)
-  assert.equal(out, 'a b|c"d|\n')
+  assert.deepEqual(JSON.parse(out), args)
   const c = await addon.captureCall(node, ['-e', 'process.exit(7)'])
   assert.equal(c.exitCode, 7)
 })
@@ -495,7 +497,7 @@ test('the agent tool with cmd: what a command left running in its job is adopted
   }
 })
 
-test('the agent tool: tools (tty false by default on Windows), exec_command and write_stdin over pipes; tty true is ENOTSUP', async () => {
+test('the agent tool: tools (tty false by default on Windows), exec_command and write_stdin over pipes', async () => {
   const tools = addon.commandTools()
   const exec = tools.find((x) => x.name === 'exec_command')
   assert.match(exec.inputSchema.properties.tty.description, /false, the default/)
@@ -510,9 +512,7 @@ test('the agent tool: tools (tty false by default on Windows), exec_command and 
     assert.ok(id > 0, s.text)
     const w = await runner.callTool('write_stdin', { session_id: id, chars: 'abc\n', yield_time_ms: 10000 })
     assert.match(w.text, /got abc/)
-    const tty = await runner.callTool('exec_command', { cmd: 'echo x', tty: true })
-    assert.equal(tty.isError, true)
-    assert.match(tty.text, /not supported on Windows yet/)
+    // tty: true (a ConPTY console) is __test__/windows/conpty.test.mjs's
   } finally {
     await runner.close()
   }
@@ -597,11 +597,13 @@ test('ProcessManager (pipes): terminate ends the whole tree, a grandchild includ
   }
 })
 
-test('ProcessManager: what Windows does not have is refused (pty ENOTSUP, arg0 EINVAL, sandbox ESANDBOX, fileSizeBytes EINVAL)', async () => {
+test('ProcessManager: what Windows does not have is refused (arg0 EINVAL, sandbox ESANDBOX, fileSizeBytes EINVAL), on a terminal too', async () => {
   const pm = new addon.ProcessManager()
   try {
-    // a ConPTY terminal is not written yet (issue 25): refused, never a pipe instead
-    await assert.rejects(pm.start({ argv: [node, '-e', '1'], io: { type: 'pty', rows: 24, cols: 80 } }), (e) => e.code === 'ENOTSUP' && /PTY .*not supported on Windows yet/.test(e.message))
+    // (a terminal's own tests: __test__/windows/conpty.test.mjs)
+    await assert.rejects(pm.start({ argv: [node, '-e', '1'], io: { type: 'pty', rows: 24, cols: 80 }, sandbox: true }), { code: 'ESANDBOX' })
+    await assert.rejects(pm.start({ argv: [node, '-e', '1'], io: { type: 'pty', rows: 24, cols: 80 }, limits: { fileSizeBytes: 1 } }), (e) => e.code === 'EINVAL' && /fileSizeBytes has no Windows form/.test(e.message))
+    await assert.rejects(pm.start({ argv: [node, '-e', '1'], io: { type: 'pty', rows: 0, cols: 80 } }), { code: 'EINVAL' })
     await assert.rejects(pm.start({ argv: [node, '-e', '1'], arg0: 'x' }), (e) => e.code === 'EINVAL' && /arg0 is not supported on Windows/.test(e.message))
     await assert.rejects(pm.start({ argv: [node, '-e', '1'], sandbox: true }), { code: 'ESANDBOX' })
     await assert.rejects(pm.start({ argv: [node, '-e', '1'], limits: { fileSizeBytes: 1000 } }), (e) => e.code === 'EINVAL' && /fileSizeBytes has no Windows form/.test(e.message))
@@ -808,13 +810,13 @@ function assertSeqOrder(notes) {
   assert.equal(notes[0].method, 'process/started')
 }
 
-test('serve (stdio): initialize says what Windows has (pipes, no pty, python and node sessions)', async () => {
+test('serve (stdio): initialize says what Windows has (pipes, a pty (ConPTY), python and node sessions)', async () => {
   const srv = serveStdio()
   try {
     const r = await srv.rpc.ok('initialize', { clientInfo: { name: 'wine' } }, 60000)
     assert.equal(r.protocolVersion, '1')
     assert.equal(r.serverInfo.name, 'exec-native')
-    assert.deepEqual(r.capabilities, { pty: false, pipes: true, sessions: ['python', 'node'] })
+    assert.deepEqual(r.capabilities, { pty: true, pipes: true, sessions: ['python', 'node'] })
     assert.equal(r.limits.maxProcesses, 64)
   } finally {
     await stopServer(srv)
@@ -914,13 +916,9 @@ test('serve (stdio): process/terminate of a long child ends its tree (Job Object
   }
 })
 
-test('serve (stdio): what Windows does not have is a JSON-RPC error, nothing started (pty ENOTSUP, sandbox ESANDBOX, arg0 EINVAL, shell sessions)', async () => {
+test('serve (stdio): what Windows does not have is a JSON-RPC error, nothing started (sandbox ESANDBOX, arg0 EINVAL, shell sessions)', async () => {
   const srv = serveStdio()
   try {
-    const pty = await srv.rpc.call('process/start', { processId: 'p', argv: [node, '-e', 'setInterval(() => {}, 1000)'], io: { type: 'pty', rows: 24, cols: 80 } }, 60000)
-    assert.equal(pty.error.code, -32011)
-    assert.equal(pty.error.data.errorCode, 'ENOTSUP')
-    assert.match(pty.error.message, /^exec: a PTY \(io\.type 'pty', ConPTY\) is not supported on Windows yet \(ENOTSUP\)$/)
     const sb = await srv.rpc.call('process/start', { processId: 's', argv: [node, '-e', 'setInterval(() => {}, 1000)'], sandbox: true })
     assert.equal(sb.error.code, -32010)
     assert.equal(sb.error.data.errorCode, 'ESANDBOX')
@@ -1140,7 +1138,7 @@ test('serve --listen ws://: a token is required, made and written to the user\'s
     await assert.rejects(openWs(url, { Authorization: `Bearer ${'0'.repeat(64)}` }), { status: 401 })
     const { rpc, socket } = await openWs(url, { Authorization: `Bearer ${token}` })
     const init = await rpc.ok('initialize', {})
-    assert.equal(init.capabilities.pty, false)
+    assert.equal(init.capabilities.pty, true)
     const { processId } = await rpc.ok('process/start', { argv: [node, '-e', "console.log('over the socket')"] }, 60000)
     await rpc.until(() => rpc.of(processId).some((n) => n.method === 'process/closed'))
     assertSeqOrder(rpc.of(processId))

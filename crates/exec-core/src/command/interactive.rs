@@ -41,7 +41,8 @@ const IN_FLIGHT: Duration = Duration::from_millis(30);
 const RETAINED: usize = 4 * 1024 * 1024;
 
 /// Whether an interactive command gets a terminal unless told: on Windows
-/// pipes, since a PTY (ConPTY) is not supported there yet.
+/// pipes, since a console's output (ConPTY) is a rendering of its screen,
+/// lines wrapped at its width and redrawn, not what the command wrote.
 pub const DEFAULT_TTY: bool = !crate::platform::WINDOWS;
 
 /// Options of [`Interactive::start`]. No `run`: an interactive command has

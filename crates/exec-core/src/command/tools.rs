@@ -180,12 +180,12 @@ pub fn bash_description(s: &ToolSettings) -> String {
 const TTY_SENTENCE: &str = "tty (default true) gives it a terminal;";
 #[cfg(windows)]
 const TTY_SENTENCE: &str =
-  "tty must stay false (the default) on Windows, where a terminal is not supported yet;";
+  "tty (default false on Windows) gives it a terminal (a ConPTY console, whose output is its screen's rendering);";
 #[cfg(not(windows))]
 const TTY_PARAMETER: &str = "A terminal (true, the default) or pipes with stdin open (false)";
 #[cfg(windows)]
 const TTY_PARAMETER: &str =
-  "Pipes with stdin open (false, the default); true (a terminal) is not supported on Windows yet";
+  "Pipes with stdin open (false, the default on Windows) or a terminal (true: a ConPTY console)";
 
 fn exec_command_description(s: &ToolSettings) -> String {
   format!(

@@ -27,6 +27,15 @@ use super::{ExitInfo, ProcessManager, ReadResult, Snapshot, Stream, TerminateMod
 use crate::error::{ErrorCode, ExecError};
 use crate::process::supervise::OutputSink;
 
+/// Write all of `data` and flush it.
+async fn write_flush(
+  w: &mut (impl tokio::io::AsyncWrite + Unpin),
+  data: &[u8],
+) -> std::io::Result<()> {
+  w.write_all(data).await?;
+  w.flush().await
+}
+
 /// The stdin pipe of a pipe child.
 #[cfg(windows)]
 type StdinPipe = tokio::process::ChildStdin;
@@ -36,6 +45,9 @@ pub(super) enum Input {
   Pipe(StdinPipe),
   #[cfg(unix)]
   Pty(Arc<AsyncFd<OwnedFd>>),
+  /// The input pipe of a pseudo console (what is written is typed).
+  #[cfg(windows)]
+  Console(tokio::fs::File),
 }
 
 pub(super) struct Proc {
@@ -50,6 +62,9 @@ pub(super) struct Proc {
   /// finished PTY holds no `/dev/ptmx` descriptor while it is retained).
   #[cfg(unix)]
   pub(super) master: Mutex<Option<Box<dyn MasterPty + Send>>>,
+  /// The pseudo console while the process runs (what resizes it).
+  #[cfg(windows)]
+  pub(super) console: Mutex<Option<Arc<crate::platform::PseudoConsole>>>,
   pub(super) exited: AtomicBool,
   /// Its tree (set once it is spawned).
   pub(super) tree: std::sync::OnceLock<Tree>,
@@ -191,30 +206,15 @@ impl ProcessManager {
         format!("stdin of process '{id}' is closed"),
       )
     };
-    match &mut *input {
-      Input::Closed => Err(closed()),
-      Input::Pipe(w) => {
-        let r = async {
-          w.write_all(data).await?;
-          w.flush().await
-        }
-        .await;
-        match r {
-          Ok(()) => Ok(()),
-          Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            *input = Input::Closed;
-            Err(closed())
-          }
-          Err(e) => Err(ExecError::new(
-            ErrorCode::EIO,
-            format!("cannot write to process '{id}': {e}"),
-          )),
-        }
-      }
+    let (r, what) = match &mut *input {
+      Input::Closed => return Err(closed()),
+      Input::Pipe(w) => (write_flush(w, data).await, "process"),
+      #[cfg(windows)]
+      Input::Console(w) => (write_flush(w, data).await, "the terminal of process"),
       #[cfg(unix)]
       Input::Pty(fd) => {
         let fd = fd.clone();
-        match pty::write_all(&fd, data).await {
+        return match pty::write_all(&fd, data).await {
           Ok(()) => Ok(()),
           Err(e) if e.raw_os_error() == Some(libc::EIO) => {
             *input = Input::Closed;
@@ -224,8 +224,20 @@ impl ProcessManager {
             ErrorCode::EIO,
             format!("cannot write to the terminal of process '{id}': {e}"),
           )),
-        }
+        };
       }
+    };
+    match r {
+      Ok(()) => Ok(()),
+      // the reader is gone (the child, or the console after its end)
+      Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+        *input = Input::Closed;
+        Err(closed())
+      }
+      Err(e) => Err(ExecError::new(
+        ErrorCode::EIO,
+        format!("cannot write to {what} '{id}': {e}"),
+      )),
     }
   }
 
@@ -233,8 +245,14 @@ impl ProcessManager {
   pub async fn close_stdin(&self, id: &str) -> Result<(), ExecError> {
     let p = self.get(id)?;
     if p.pty {
+      // a console's EOF is Ctrl+Z then Enter, a POSIX terminal's Ctrl+D
+      let eof = if crate::platform::WINDOWS {
+        "\\u001a\\r"
+      } else {
+        "\\u0004"
+      };
       return Err(ExecError::invalid(format!(
-        "process '{id}' has a terminal, not a stdin pipe: write the EOF character (\"\\u0004\") instead"
+        "process '{id}' has a terminal, not a stdin pipe: write the EOF character (\"{eof}\") instead"
       )));
     }
     let mut input = p.input.lock().await;
@@ -259,8 +277,21 @@ impl ProcessManager {
   }
 
   #[cfg(windows)]
-  fn resize_pty(&self, _: &Proc, _: &str, _: u16, _: u16) -> Result<(), ExecError> {
-    unreachable!("no PTY process starts on Windows")
+  fn resize_pty(&self, p: &Proc, id: &str, rows: u16, cols: u16) -> Result<(), ExecError> {
+    let console = p.console.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match console {
+      Some(c) if !c.is_closed() => c.resize(rows, cols).map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::Unsupported {
+          ErrorCode::ENOTSUP
+        } else {
+          ErrorCode::EIO
+        };
+        ExecError::new(code, format!("cannot resize: {e}"))
+      }),
+      _ => Err(ExecError::invalid(format!(
+        "process '{id}' has ended: its terminal is closed"
+      ))),
+    }
   }
 
   #[cfg(unix)]

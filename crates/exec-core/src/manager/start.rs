@@ -22,9 +22,7 @@ use super::{
 };
 use crate::error::{ErrorCode, ExecError};
 use crate::process::spec::{check_cwd, resolve_program};
-#[cfg(unix)]
-use crate::process::supervise::Discard;
-use crate::process::supervise::{Execution, ProcessSpec, RunPolicy, StdinMode};
+use crate::process::supervise::{Discard, Execution, ProcessSpec, RunPolicy, StdinMode};
 
 impl ProcessManager {
   /// Start a process. Must be called within a tokio runtime. On a spawn
@@ -124,17 +122,19 @@ impl ProcessManager {
       input: tokio::sync::Mutex::new(Input::Closed),
       #[cfg(unix)]
       master: Mutex::new(None),
+      #[cfg(windows)]
+      console: Mutex::new(None),
       exited: AtomicBool::new(false),
       tree: std::sync::OnceLock::new(),
     });
     match spec.io {
       ProcessIo::Pipe { stdin_open } => self.start_pipe(p, spec, resolved, cwd, stdin_open),
-      #[cfg(unix)]
-      ProcessIo::Pty { rows, cols } => self.start_pty(p, spec, resolved, cwd, rows, cols),
-      // portable-pty speaks ConPTY, but the terminal's reader and the child
-      // in a Job Object are not written yet (issue 25)
-      #[cfg(windows)]
-      ProcessIo::Pty { .. } => Err(ExecError::not_on_windows("a PTY (io.type 'pty', ConPTY)")),
+      ProcessIo::Pty { rows, cols } => {
+        if rows == 0 || cols == 0 {
+          return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
+        }
+        self.start_pty(p, spec, resolved, cwd, rows, cols)
+      }
     }
   }
 
@@ -195,9 +195,6 @@ impl ProcessManager {
     rows: u16,
     cols: u16,
   ) -> Result<Arc<Proc>, ExecError> {
-    if rows == 0 || cols == 0 {
-      return Err(ExecError::invalid("io.rows and io.cols must be at least 1"));
-    }
     let env = pty_env(&spec.process.env);
     let setup = crate::process::ChildSetup {
       owner: self.inner.config.owner,
@@ -230,6 +227,37 @@ impl ProcessManager {
     Ok(self.follow(p, exec))
   }
 
+  /// Start a child on a new pseudo console of `rows` x `cols` (ConPTY) for
+  /// `p`: in its job as a pipe child is, what the console shows read as the
+  /// terminal's output until the console is closed after the exit.
+  #[cfg(windows)]
+  fn start_pty(
+    &self,
+    p: Arc<Proc>,
+    spec: StartSpec,
+    resolved: PathBuf,
+    cwd: PathBuf,
+    rows: u16,
+    cols: u16,
+  ) -> Result<Arc<Proc>, ExecError> {
+    let mut ps = ProcessSpec::new(resolved);
+    ps.args = spec.argv[1..].iter().map(OsString::from).collect();
+    ps.process = crate::process::ProcessOptions {
+      cwd: Some(cwd),
+      ..spec.process
+    };
+    ps.run = spec.run;
+    let sink = ProcSink {
+      proc: p.clone(),
+      stream: Stream::Pty,
+    };
+    let owner = self.inner.config.owner;
+    let (exec, terminal) = Execution::on_console(&ps, owner, (rows, cols), sink, Discard)?;
+    *p.console.lock().unwrap_or_else(|e| e.into_inner()) = Some(terminal.console);
+    *p.input.try_lock().expect("new process") = Input::Console(terminal.input);
+    Ok(self.follow(p, exec))
+  }
+
   /// Record `exec`'s pid and its tree in `p`, and follow it to its end on a
   /// task: the exit (or a limit), the tree's sweep, the bounded drain; then
   /// its terminal (if any) goes, its end is recorded and expires later.
@@ -244,7 +272,7 @@ impl ProcessManager {
     #[cfg(unix)]
     let _ = p.tree.set(Tree::new(pid, exec.mark().to_owned()));
     #[cfg(windows)]
-    let _ = p.tree.set(Tree::new(pid, exec.job()));
+    let _ = p.tree.set(Tree::new(pid, exec.job(), exec.console()));
     p.lock().release_started(pid);
     p.bump();
     let policy = RunPolicy {
@@ -259,6 +287,15 @@ impl ProcessManager {
       // the terminal is done: its master goes now, not after the retention
       #[cfg(unix)]
       drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
+      // (the run closed the console; this is the handle that resized it)
+      #[cfg(windows)]
+      drop(
+        proc
+          .console
+          .lock()
+          .unwrap_or_else(|e| e.into_inner())
+          .take(),
+      );
       proc
         .finish(ExitInfo {
           exit_code: f.outcome.exit_code,

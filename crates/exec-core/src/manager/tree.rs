@@ -5,8 +5,9 @@
 //! - POSIX: the marked processes, the group, the leader ([`ProcessTree`]):
 //!   SIGTERM, then SIGKILL.
 //! - Windows: the process's Job Object (every descendant is in it from its
-//!   first instruction): `CTRL_BREAK_EVENT` to its process group, then
-//!   `TerminateJobObject`, as the run path ends a timed-out run.
+//!   first instruction): `CTRL_BREAK_EVENT` to its process group (a
+//!   terminal child: its console closed), then `TerminateJobObject`, as the
+//!   run path ends a timed-out run.
 
 #[cfg(unix)]
 use crate::process::ProcessTree;
@@ -28,6 +29,9 @@ pub(super) struct Tree {
   mark: String,
   #[cfg(windows)]
   job: Arc<Job>,
+  /// The pseudo console of a terminal child.
+  #[cfg(windows)]
+  console: Option<Arc<platform::PseudoConsole>>,
 }
 
 #[cfg(unix)]
@@ -56,15 +60,22 @@ impl Tree {
 
 #[cfg(windows)]
 impl Tree {
-  /// The tree led by `pid`, all of it in `job`.
-  pub fn new(pid: u32, job: Arc<Job>) -> Tree {
-    Tree { pid, job }
+  /// The tree led by `pid`, all of it in `job`; `console`: the pseudo
+  /// console a terminal child runs on.
+  pub fn new(pid: u32, job: Arc<Job>, console: Option<Arc<platform::PseudoConsole>>) -> Tree {
+    Tree { pid, job, console }
   }
 
+  /// A terminal child: its console closed (`CTRL_CLOSE_EVENT` to every
+  /// process on it, as when a terminal window is closed). Else
   /// `CTRL_BREAK_EVENT` to the leader's process group; when it cannot be
   /// sent (the host has no console, or not the child's: Wine's case), there
   /// is no graceful step and the job is ended at once.
   pub fn ask(&self) {
+    if let Some(c) = &self.console {
+      platform::close_console_later(c.clone());
+      return;
+    }
     if !platform::ctrl_break(self.pid) {
       self.kill();
     }

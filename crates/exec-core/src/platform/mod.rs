@@ -3,7 +3,8 @@
 //! groups, signals, pipes, PTYs); what only one kernel offers (prctl, pipe
 //! sizes, close_range, `/proc/sys`) lives here, so a new target only touches
 //! this folder. Windows (`windows.rs`) has only what its run path needs:
-//! Job Objects, console control events and handles; the POSIX-only features
+//! Job Objects, console control events, handles and ConPTY
+//! (`conpty_windows.rs`); the POSIX-only features
 //! above (sessions, PTYs, the sandbox helper, cgroups, the reaper, `/proc`)
 //! are left out of its build at module level.
 //!
@@ -54,9 +55,24 @@ mod windows;
 #[cfg(windows)]
 pub use windows::*;
 
+// ConPTY: a pseudo console and the child on it
+#[cfg(windows)]
+mod conpty_windows;
+#[cfg(windows)]
+pub use conpty_windows::*;
+
 /// Windows, where a rule above this layer differs (which interpreter, how a
 /// program is named): `if platform::WINDOWS`, so both branches compile everywhere.
 pub const WINDOWS: bool = cfg!(windows);
+
+/// Whether a terminal (io.type 'pty') can be opened: always on POSIX; on
+/// Windows where ConPTY is (10 1809 and later).
+pub fn pty_available() -> bool {
+  #[cfg(windows)]
+  return conpty_available();
+  #[cfg(not(windows))]
+  return true;
+}
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!("exec-native supports Linux, macOS and Windows only");

@@ -17,7 +17,7 @@
 //!   CVE-2024-27980 and CVE-2024-24576). A program that *is* `cmd.exe` gets
 //!   its arguments verbatim, as Node gives them.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::windows::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -38,7 +38,7 @@ use super::{
   RunPolicy,
 };
 use crate::error::{ErrorCode, ExecError};
-use crate::platform::{self, Job, JobLimitHit, JobLimits};
+use crate::platform::{self, Job, JobLimitHit, JobLimits, PseudoConsole};
 use crate::process::limits::{cpu_error, memory_error, process_error, Limits};
 use crate::process::registry::{self, TERMINATED_EXIT};
 
@@ -51,7 +51,10 @@ type Catchups = [Option<Arc<Catchup>>; 2];
 
 /// A spawned child whose output is being pumped.
 pub struct Execution<O: OutputSink, E: OutputSink> {
-  child: Child,
+  child: RunChild,
+  /// The pseudo console a terminal child runs on, closed after its exit
+  /// (its output reaches its EOF then).
+  console: Option<Arc<PseudoConsole>>,
   pid: u32,
   job: Arc<Job>,
   started: Instant,
@@ -132,29 +135,95 @@ pub fn batch_quote(arg: &OsStr, what: &str) -> Result<String, ExecError> {
   })
 }
 
-/// The command for `spec`: a `.cmd`/`.bat` through cmd.exe, cmd.exe itself
-/// with verbatim arguments, anything else with the usual quoting.
-fn base_command(spec: &ProcessSpec) -> Result<std::process::Command, ExecError> {
+/// What runs for `spec`, and its arguments as one string, as they follow the
+/// program's name on its command line: a `.cmd`/`.bat` through cmd.exe,
+/// cmd.exe itself with verbatim arguments, anything else quoted as the C
+/// runtime splits them back (std's rules).
+fn launch(spec: &ProcessSpec) -> Result<(PathBuf, OsString), ExecError> {
   if is_batch(&spec.program) {
     let mut line = vec![batch_quote(spec.program.as_os_str(), "the path")?];
     for (i, a) in spec.args.iter().enumerate() {
       line.push(batch_quote(a, &format!("argument {}", i + 1))?);
     }
-    let mut cmd = std::process::Command::new(cmd_exe());
     // /d: no AutoRun; /e:ON /v:OFF: fixed expansion rules; /s /c "...": the
     // outer quotes are removed and the rest taken as typed
-    cmd.raw_arg(format!("/d /e:ON /v:OFF /s /c \"{}\"", line.join(" ")));
-    return Ok(cmd);
+    let tail = format!("/d /e:ON /v:OFF /s /c \"{}\"", line.join(" "));
+    return Ok((cmd_exe(), tail.into()));
   }
-  let mut cmd = std::process::Command::new(&spec.program);
-  if is_named(&spec.program, "cmd.exe") || is_named(&spec.program, "cmd") {
-    for a in &spec.args {
-      cmd.raw_arg(a);
+  let verbatim = is_named(&spec.program, "cmd.exe") || is_named(&spec.program, "cmd");
+  let mut tail = OsString::new();
+  for (i, a) in spec.args.iter().enumerate() {
+    if i > 0 {
+      tail.push(" ");
     }
-  } else {
-    cmd.args(&spec.args);
+    if verbatim {
+      tail.push(a);
+    } else {
+      quote_arg(&mut tail, a, false);
+    }
+  }
+  Ok((spec.program.clone(), tail))
+}
+
+/// Append `arg` to a command line, quoted (always with `force`, else when
+/// empty or holding a space or tab) and its quotes escaped, as the C
+/// runtime's argument splitting reads it back: std's `make_command_line`.
+fn quote_arg(line: &mut OsString, arg: &OsStr, force: bool) {
+  use std::os::windows::ffi::{OsStrExt, OsStringExt};
+  const QUOTE: u16 = b'"' as u16;
+  const BACKSLASH: u16 = b'\\' as u16;
+  let wide: Vec<u16> = arg.encode_wide().collect();
+  let quote =
+    force || wide.is_empty() || wide.iter().any(|&c| c == b' ' as u16 || c == b'\t' as u16);
+  let mut out = Vec::with_capacity(wide.len() + 2);
+  if quote {
+    out.push(QUOTE);
+  }
+  let mut backslashes = 0usize;
+  for c in wide {
+    if c == BACKSLASH {
+      backslashes += 1;
+    } else {
+      if c == QUOTE {
+        out.extend(std::iter::repeat_n(BACKSLASH, backslashes + 1));
+      }
+      backslashes = 0;
+    }
+    out.push(c);
+  }
+  if quote {
+    out.extend(std::iter::repeat_n(BACKSLASH, backslashes));
+    out.push(QUOTE);
+  }
+  line.push(OsString::from_wide(&out));
+}
+
+/// The command for `spec` ([`launch`]).
+fn base_command(spec: &ProcessSpec) -> Result<std::process::Command, ExecError> {
+  let (program, tail) = launch(spec)?;
+  let mut cmd = std::process::Command::new(program);
+  if !tail.is_empty() {
+    cmd.raw_arg(tail);
   }
   Ok(cmd)
+}
+
+/// The whole command line of `spec` and the program it starts, for a child
+/// created without std (one on a pseudo console).
+fn command_line(spec: &ProcessSpec) -> Result<(PathBuf, OsString), ExecError> {
+  let (program, tail) = launch(spec)?;
+  if program.as_os_str().to_string_lossy().contains('"') {
+    return Err(ExecError::invalid(
+      "the program's path contains a double quote",
+    ));
+  }
+  let mut line = OsString::new();
+  quote_arg(&mut line, program.as_os_str(), true);
+  if !tail.is_empty() {
+    line.push(" ");
+    line.push(tail);
+  }
+  Ok((program, line))
 }
 
 fn build_command(
@@ -208,6 +277,63 @@ const POLL_MAX: Duration = Duration::from_millis(20);
 /// At most this much is read in one look at a polled pipe (a writer that
 /// never lets it empty still yields to the loop).
 const POLL_READ_MAX: u64 = 8 * 1024 * 1024;
+
+/// The process a run follows (one per run: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+enum RunChild {
+  /// A pipe child, as tokio holds it.
+  Piped(Child),
+  /// A child on a pseudo console ([`Execution::on_console`]).
+  Console(ConsoleChild),
+}
+
+impl RunChild {
+  async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    match self {
+      RunChild::Piped(c) => c.wait().await,
+      RunChild::Console(c) => c.wait().await,
+    }
+  }
+}
+
+/// A child created on a pseudo console: its exit is waited for on a thread
+/// of the blocking pool (the exit code then read), once, and told to every
+/// `wait`.
+struct ConsoleChild {
+  exit: tokio::sync::watch::Receiver<Option<Result<u32, i32>>>,
+  console: Arc<PseudoConsole>,
+}
+
+impl ConsoleChild {
+  fn follow(
+    process: std::os::windows::io::OwnedHandle,
+    console: Arc<PseudoConsole>,
+  ) -> ConsoleChild {
+    let (tx, exit) = tokio::sync::watch::channel(None);
+    tokio::task::spawn_blocking(move || {
+      let r = platform::wait_exit(&process).map_err(|e| e.raw_os_error().unwrap_or(-1));
+      let _ = tx.send(Some(r));
+    });
+    ConsoleChild { exit, console }
+  }
+
+  async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    use std::os::windows::process::ExitStatusExt;
+    let seen = self.exit.wait_for(Option::is_some).await.map(|v| *v);
+    match seen {
+      Ok(Some(Ok(code))) => Ok(ExitStatus::from_raw(code)),
+      Ok(Some(Err(e))) => Err(std::io::Error::from_raw_os_error(e)),
+      _ => Err(std::io::Error::other("the wait for the process was lost")),
+    }
+  }
+}
+
+/// The host's side of a terminal child's console: what resizes it, and
+/// where what is typed into it is written.
+pub struct ConsoleInput {
+  pub console: Arc<PseudoConsole>,
+  pub input: tokio::fs::File,
+}
 
 /// Put a suspended child in `job` and let it run. On failure the child is
 /// ended (it never ran a single instruction outside the job).
@@ -263,30 +389,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     reads: Reads,
     extra_env: &[(&str, &str)],
   ) -> Result<Self, ExecError> {
-    spec.process.env.validate()?;
-    for a in &spec.args {
-      if a.as_encoded_bytes().contains(&0) {
-        return Err(ExecError::invalid("an argument contains a NUL byte"));
-      }
-    }
-    if spec.process.sandbox.is_some() {
-      // fail closed: nothing runs unconfined when confinement was asked for
-      return Err(ExecError::new(
-        ErrorCode::ESANDBOX,
-        "the sandbox is not available on Windows yet: nothing ran",
-      ));
-    }
-    // `die_with_parent` needs nothing more: every job ends with the host
-    let limits = job_limits(&spec.process.limits)?;
-    registry::begin_spawn(owner)?;
-    let mark = registry::new_mark(owner);
+    let (job, mark) = Self::prepare(spec, owner)?;
     let mut cmd = build_command(spec, &mark, extra_env)?;
-    let job = Arc::new(Job::new(limits).map_err(|e| {
-      ExecError::new(
-        ErrorCode::ESPAWN,
-        format!("cannot create a Job Object: {e}"),
-      )
-    })?);
     let started = Instant::now();
     let shown = spec.program.display().to_string();
     let mut child = cmd.spawn().map_err(|e| ExecError::from_spawn(&shown, &e))?;
@@ -321,7 +425,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       }
     }
     Ok(Execution {
-      child,
+      child: RunChild::Piped(child),
+      console: None,
       pid,
       job,
       started,
@@ -336,6 +441,116 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     })
   }
 
+  /// What every start checks and makes first: the spec's environment and
+  /// arguments checked, a sandbox refused (fail closed), the job with the
+  /// run's limits, the host's leave checked, the run's mark.
+  fn prepare(spec: &ProcessSpec, owner: u64) -> Result<(Arc<Job>, String), ExecError> {
+    spec.process.env.validate()?;
+    for a in &spec.args {
+      if a.as_encoded_bytes().contains(&0) {
+        return Err(ExecError::invalid("an argument contains a NUL byte"));
+      }
+    }
+    if spec.process.sandbox.is_some() {
+      // fail closed: nothing runs unconfined when confinement was asked for
+      return Err(ExecError::new(
+        ErrorCode::ESANDBOX,
+        "the sandbox is not available on Windows yet: nothing ran",
+      ));
+    }
+    // `die_with_parent` needs nothing more: every job ends with the host
+    let limits = job_limits(&spec.process.limits)?;
+    registry::begin_spawn(owner)?;
+    let job = Arc::new(Job::new(limits).map_err(|e| {
+      ExecError::new(
+        ErrorCode::ESPAWN,
+        format!("cannot create a Job Object: {e}"),
+      )
+    })?);
+    Ok((job, registry::new_mark(owner)))
+  }
+
+  /// Start `spec` on a new pseudo console of `rows` x `cols` (ConPTY): its
+  /// stdin, stdout and stderr are the console's; what the console shows is
+  /// read into `sink` (`none` gets nothing), until the console is closed
+  /// after the child's exit. The child is in its job from its first
+  /// instruction, as a pipe child is. Returns the run and the host's side of
+  /// the console. Must be called within a tokio runtime.
+  pub fn on_console(
+    spec: &ProcessSpec,
+    owner: u64,
+    (rows, cols): (u16, u16),
+    sink: O,
+    none: E,
+  ) -> Result<(Self, ConsoleInput), ExecError> {
+    let (job, mark) = Self::prepare(spec, owner)?;
+    let (program, line) = command_line(spec)?;
+    let mut env = spec.process.env.build();
+    env.retain(|(k, _)| !platform::env_name_eq(k, MARK_VAR));
+    env.push((MARK_VAR.into(), mark.clone().into()));
+    let cwd = match &spec.process.cwd {
+      Some(c) => c.clone(),
+      None => std::env::current_dir().map_err(|e| {
+        ExecError::new(
+          ErrorCode::ENOENT,
+          format!("the host's working directory is gone: {e}"),
+        )
+      })?,
+    };
+    let parts = PseudoConsole::open(rows, cols).map_err(|e| {
+      let code = if e.kind() == std::io::ErrorKind::Unsupported {
+        ErrorCode::ENOTSUP
+      } else {
+        ErrorCode::EIO
+      };
+      ExecError::new(code, format!("cannot open a pseudo console: {e}"))
+    })?;
+    let console = Arc::new(parts.console);
+    let started = Instant::now();
+    let shown = spec.program.display().to_string();
+    let child = platform::spawn_on_console(&program, &line, &env, &cwd, &console)
+      .map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let pid = child.pid;
+    let entered = job
+      .assign(std::os::windows::io::AsRawHandle::as_raw_handle(
+        &child.process,
+      ))
+      .map_err(|e| format!("cannot put it in a Job Object: {e}"))
+      .and_then(|_| platform::resume(&child.thread).map_err(|e| format!("cannot resume it: {e}")));
+    if let Err(why) = entered {
+      platform::terminate_process(&child.process, TERMINATED_EXIT);
+      return Err(ExecError::new(ErrorCode::ESPAWN, why));
+    }
+    registry::register(pid as i32, owner, job.clone());
+    let stop = CancellationToken::new();
+    let output = tokio::fs::File::from_std(std::fs::File::from(parts.output));
+    let pumps = (
+      tokio::spawn(pump(output, sink, stop.clone())),
+      tokio::spawn(async move {
+        let mut none = none;
+        none.finish().await;
+        (none, 0)
+      }),
+    );
+    let exec = Execution {
+      child: RunChild::Console(ConsoleChild::follow(child.process, console.clone())),
+      console: Some(console.clone()),
+      pid,
+      job,
+      started,
+      stdin: None,
+      input_task: None,
+      pumps: Some(pumps),
+      catchups: [None, None],
+      stop,
+      mark,
+      limits: spec.process.limits.clone(),
+      run: spec.run.without_input(),
+    };
+    let input = tokio::fs::File::from_std(std::fs::File::from(parts.input));
+    Ok((exec, ConsoleInput { console, input }))
+  }
+
   pub fn pid(&self) -> u32 {
     self.pid
   }
@@ -343,6 +558,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// The value of `EXEC_NATIVE_RUN_ID` this run's processes carry.
   pub fn mark(&self) -> &str {
     &self.mark
+  }
+
+  /// The pseudo console of a terminal child ([`Execution::on_console`]).
+  pub(crate) fn console(&self) -> Option<Arc<PseudoConsole>> {
+    self.console.clone()
   }
 
   /// The Job Object its tree is in (the process manager ends it).
@@ -395,6 +615,10 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     ended: (bool, bool),
     drain: Duration,
   ) -> Finished<O, E> {
+    if let Some(console) = self.console.take() {
+      // its output's EOF
+      platform::close_console_later(console);
+    }
     let (out, err) = self.drain(drain).await;
     let (stdout, stdout_bytes) = joined(out).await;
     let (stderr, stderr_bytes) = joined(err).await;
@@ -606,18 +830,33 @@ pub(crate) fn job_limit_error(job: &Job, l: &Limits, exit_code: Option<i32>) -> 
 /// `CTRL_BREAK_EVENT` to the group; the job ended after `grace` (at once
 /// when the event could not be sent, or with no grace).
 async fn kill_sequence(
-  child: &mut Child,
+  child: &mut RunChild,
   job: &Job,
   pid: u32,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  if !grace.is_zero() && platform::ctrl_break(pid) {
+  if !grace.is_zero() && ask_to_end(child, pid) {
     if let Ok(st) = tokio::time::timeout(grace, child.wait()).await {
       return st;
     }
   }
   job.terminate(TERMINATED_EXIT);
   child.wait().await
+}
+
+/// The graceful stop of a run's child; false when there is none to give.
+/// A pipe child: `CTRL_BREAK_EVENT` to its process group. A child on a
+/// pseudo console: that console closed, which gives every process on it
+/// `CTRL_CLOSE_EVENT` (what closing a terminal window does; the host's own
+/// console events cannot reach another console).
+fn ask_to_end(child: &RunChild, pid: u32) -> bool {
+  match child {
+    RunChild::Piped(_) => platform::ctrl_break(pid),
+    RunChild::Console(c) => {
+      platform::close_console_later(c.console.clone());
+      true
+    }
+  }
 }
 
 /// End what is left in a run's job: nothing when it is empty, else the

@@ -358,14 +358,15 @@ pub use crate::manager::{DEFAULT_READ_MAX_BYTES, DEFAULT_TERMINATE_TIMEOUT_MS};
 pub const MAX_WAIT_MS: u64 = 24 * 3600 * 1000;
 
 /// The answer of `initialize`: the protocol, the server, its limits. What
-/// this build can start: on Windows no PTY and no shell session yet
-/// (issue 25).
+/// this build can start: a PTY where the system has one (ConPTY on
+/// Windows); on Windows no shell session yet (issue 25).
 fn initialize_json(m: &ProcessManager) -> Value {
   let c = m.config();
-  let (pty, sessions) = if crate::platform::WINDOWS {
-    (false, json!(["python", "node"]))
+  let pty = crate::platform::pty_available();
+  let sessions = if crate::platform::WINDOWS {
+    json!(["python", "node"])
   } else {
-    (true, json!(["python", "node", "shell"]))
+    json!(["python", "node", "shell"])
   };
   json!({
     "protocolVersion": PROTOCOL_VERSION,
