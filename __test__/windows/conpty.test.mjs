@@ -15,6 +15,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { alive, until } from './helpers.mjs'
 
 const require = createRequire(import.meta.url)
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -25,24 +26,6 @@ const node = process.execPath
 
 assert.equal(process.platform, 'win32', 'this suite runs on Windows (or Wine)')
 if (underWine) assert.ok(process.stdout.isTTY, 'under Wine this suite runs on a terminal (scripts/wine-test.sh uses script(1))')
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return e.code === 'EPERM'
-  }
-}
-
-async function until(f, ms = 5000) {
-  const end = Date.now() + ms
-  while (Date.now() < end) {
-    if (f()) return true
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  return f()
-}
 
 /** What the console showed, its VT sequences taken out. */
 function screen(pm, id) {

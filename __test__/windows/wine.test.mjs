@@ -19,6 +19,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { alive, until } from './helpers.mjs'
 
 const require = createRequire(import.meta.url)
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
@@ -28,26 +29,6 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'exec-native-win-'))
 const node = process.execPath
 
 assert.equal(process.platform, 'win32', 'this suite runs on Windows (or Wine)')
-
-/** Whether process `pid` still runs. */
-function alive(pid) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return e.code === 'EPERM'
-  }
-}
-
-/** Poll until `f()` or `ms` have passed. */
-async function until(f, ms = 5000) {
-  const end = Date.now() + ms
-  while (Date.now() < end) {
-    if (f()) return true
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  return f()
-}
 
 /** JavaScript that starts a grandchild (which writes its pid to `file` and
  * waits forever), then waits forever itself. */

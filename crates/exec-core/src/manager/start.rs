@@ -154,21 +154,14 @@ impl ProcessManager {
         "arg0 is not supported on Windows (a program's command line starts with its own name there)",
       ));
     }
-    let mut ps = ProcessSpec::new(resolved);
-    ps.args = spec.argv[1..].iter().map(OsString::from).collect();
-    ps.arg0 = Some(OsString::from(spec.arg0.as_deref().unwrap_or(program)));
+    let arg0 = OsString::from(spec.arg0.as_deref().unwrap_or(program));
+    let mut ps = process_spec(spec, resolved, cwd);
+    ps.arg0 = Some(arg0);
     ps.stdin = if stdin_open {
       StdinMode::Piped
     } else {
       StdinMode::Null
     };
-    ps.process = crate::process::ProcessOptions {
-      cwd: Some(cwd),
-      ..spec.process
-    };
-    // its run: by default no timeout (it runs until it exits or is
-    // terminated), its input (if any) fed to its stdin
-    ps.run = spec.run;
     let out = ProcSink {
       proc: p.clone(),
       stream: Stream::Stdout,
@@ -240,13 +233,7 @@ impl ProcessManager {
     rows: u16,
     cols: u16,
   ) -> Result<Arc<Proc>, ExecError> {
-    let mut ps = ProcessSpec::new(resolved);
-    ps.args = spec.argv[1..].iter().map(OsString::from).collect();
-    ps.process = crate::process::ProcessOptions {
-      cwd: Some(cwd),
-      ..spec.process
-    };
-    ps.run = spec.run;
+    let ps = process_spec(spec, resolved, cwd);
     let sink = ProcSink {
       proc: p.clone(),
       stream: Stream::Pty,
@@ -312,6 +299,20 @@ impl ProcessManager {
     });
     p
   }
+}
+
+/// The run of `spec`'s program (`resolved`) with its arguments in `cwd`:
+/// its options, and by default no timeout (it runs until it exits or is
+/// terminated), its input (if any) fed to its stdin.
+fn process_spec(spec: StartSpec, resolved: PathBuf, cwd: PathBuf) -> ProcessSpec {
+  let mut ps = ProcessSpec::new(resolved);
+  ps.args = spec.argv[1..].iter().map(OsString::from).collect();
+  ps.process = crate::process::ProcessOptions {
+    cwd: Some(cwd),
+    ..spec.process
+  };
+  ps.run = spec.run;
+  ps
 }
 
 /// The environment of a PTY child: a terminal of ours, so TERM is
