@@ -95,6 +95,8 @@ test('terminate: graceful closes the console (CTRL_CLOSE_EVENT), force ends the 
       assert.equal(r.running, false)
       assert.equal(r.signal, null)
       if (mode === 'force') assert.equal(r.exitCode, 1, 'TerminateJobObject ends it with 1')
+      // the console's close ended it, not the job's end after the timeout (1)
+      else assert.notEqual(r.exitCode, 1, 'graceful: CTRL_CLOSE_EVENT ended it')
       t.diagnostic(`${mode}: exit ${r.exitCode} after ${Date.now() - started} ms`)
       assert.ok(await until(() => !alive(gcPid), 20000), `grandchild ${gcPid} is gone (${mode})`)
     }

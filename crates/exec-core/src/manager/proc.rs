@@ -62,9 +62,6 @@ pub(super) struct Proc {
   /// finished PTY holds no `/dev/ptmx` descriptor while it is retained).
   #[cfg(unix)]
   pub(super) master: Mutex<Option<Box<dyn MasterPty + Send>>>,
-  /// The pseudo console while the process runs (what resizes it).
-  #[cfg(windows)]
-  pub(super) console: Mutex<Option<Arc<crate::platform::PseudoConsole>>>,
   pub(super) exited: AtomicBool,
   /// Its tree (set once it is spawned).
   pub(super) tree: std::sync::OnceLock<Tree>,
@@ -278,8 +275,8 @@ impl ProcessManager {
 
   #[cfg(windows)]
   fn resize_pty(&self, p: &Proc, id: &str, rows: u16, cols: u16) -> Result<(), ExecError> {
-    let console = p.console.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    match console {
+    // the console is its tree's; closed at the end of the run
+    match p.tree.get().and_then(|t| t.console()) {
       Some(c) if !c.is_closed() => c.resize(rows, cols).map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::Unsupported {
           ErrorCode::ENOTSUP

@@ -122,8 +122,6 @@ impl ProcessManager {
       input: tokio::sync::Mutex::new(Input::Closed),
       #[cfg(unix)]
       master: Mutex::new(None),
-      #[cfg(windows)]
-      console: Mutex::new(None),
       exited: AtomicBool::new(false),
       tree: std::sync::OnceLock::new(),
     });
@@ -239,9 +237,9 @@ impl ProcessManager {
       stream: Stream::Pty,
     };
     let owner = self.inner.config.owner;
-    let (exec, terminal) = Execution::on_console(&ps, owner, (rows, cols), sink, Discard)?;
-    *p.console.lock().unwrap_or_else(|e| e.into_inner()) = Some(terminal.console);
-    *p.input.try_lock().expect("new process") = Input::Console(terminal.input);
+    let (exec, input) = Execution::on_console(&ps, owner, (rows, cols), sink, Discard)?;
+    // its console is its tree's (`follow`): the graceful stop and resize
+    *p.input.try_lock().expect("new process") = Input::Console(input);
     Ok(self.follow(p, exec))
   }
 
@@ -274,15 +272,6 @@ impl ProcessManager {
       // the terminal is done: its master goes now, not after the retention
       #[cfg(unix)]
       drop(proc.master.lock().unwrap_or_else(|e| e.into_inner()).take());
-      // (the run closed the console; this is the handle that resized it)
-      #[cfg(windows)]
-      drop(
-        proc
-          .console
-          .lock()
-          .unwrap_or_else(|e| e.into_inner())
-          .take(),
-      );
       proc
         .finish(ExitInfo {
           exit_code: f.outcome.exit_code,

@@ -21,6 +21,8 @@ use std::sync::Arc;
 use crate::platform::{self, Job};
 #[cfg(windows)]
 use crate::process::registry::TERMINATED_EXIT;
+#[cfg(windows)]
+use crate::process::supervise::ask_to_end;
 
 /// What a managed process's tree is reached by.
 pub(super) struct Tree {
@@ -66,19 +68,19 @@ impl Tree {
     Tree { pid, job, console }
   }
 
-  /// A terminal child: its console closed (`CTRL_CLOSE_EVENT` to every
-  /// process on it, as when a terminal window is closed). Else
-  /// `CTRL_BREAK_EVENT` to the leader's process group; when it cannot be
-  /// sent (the host has no console, or not the child's: Wine's case), there
-  /// is no graceful step and the job is ended at once.
+  /// The graceful stop ([`ask_to_end`]: a terminal child's console closed,
+  /// else `CTRL_BREAK_EVENT` to the leader's group); when there is none (the
+  /// host has no console, or not the child's: Wine's case), the job is ended
+  /// at once.
   pub fn ask(&self) {
-    if let Some(c) = &self.console {
-      platform::close_console_later(c.clone());
-      return;
-    }
-    if !platform::ctrl_break(self.pid) {
+    if !ask_to_end(self.pid, self.console.as_ref()) {
       self.kill();
     }
+  }
+
+  /// The pseudo console of a terminal child (what resizes it).
+  pub fn console(&self) -> Option<&Arc<platform::PseudoConsole>> {
+    self.console.as_ref()
   }
 
   /// `TerminateJobObject`: every process of the tree, at once.

@@ -160,15 +160,15 @@ impl PseudoConsole {
 
   /// Give the console a new size (its processes see the new window size).
   pub fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
-    let hpc = *self.hpc.lock().unwrap_or_else(|e| e.into_inner());
-    if hpc == 0 {
+    // held across the call: a close waits for it (the console is freed by
+    // its close)
+    let hpc = self.hpc.lock().unwrap_or_else(|e| e.into_inner());
+    if *hpc == 0 {
       return Err(std::io::Error::other("the console is closed"));
     }
     let api = api().expect("a console was opened");
-    // SAFETY: a console of ours, open (the lock is not held across the call,
-    // and a close after the read is the caller's own race: the call then
-    // fails)
-    let hr = unsafe { (api.resize)(hpc, coord(rows, cols)) };
+    // SAFETY: a console of ours, open while the lock is held
+    let hr = unsafe { (api.resize)(*hpc, coord(rows, cols)) };
     if hr == E_NOTIMPL {
       // Wine's (a stub to this day)
       return Err(std::io::Error::new(
@@ -260,15 +260,18 @@ fn env_block(env: &[(OsString, OsString)]) -> Vec<u16> {
 }
 
 /// Create `app` with `command_line` on `console`, suspended (the caller puts
-/// it in its job, then [`resume`]s it), with `env` and `cwd`.
+/// it in its job, then [`resume`]s it), with `env`, in `cwd` (`None`: the
+/// host's).
 pub fn spawn_on_console(
   app: &Path,
   command_line: &OsStr,
   env: &[(OsString, OsString)],
-  cwd: &Path,
+  cwd: Option<&Path>,
   console: &PseudoConsole,
 ) -> std::io::Result<ConsoleProcess> {
-  let hpc = *console.hpc.lock().unwrap_or_else(|e| e.into_inner());
+  // held until the child is created: a close waits for it
+  let guard = console.hpc.lock().unwrap_or_else(|e| e.into_inner());
+  let hpc = *guard;
   if hpc == 0 {
     return Err(std::io::Error::other("the console is closed"));
   }
@@ -319,7 +322,7 @@ pub fn spawn_on_console(
   let app = wide(app.as_os_str());
   let mut line = wide(command_line);
   let env = env_block(env);
-  let cwd = wide(cwd.as_os_str());
+  let cwd = cwd.map(|c| wide(c.as_os_str()));
   // SAFETY: a plain-data struct, filled by the call
   let mut pi: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
   // SAFETY: every string is NUL-terminated and outlives the call (the
@@ -333,13 +336,15 @@ pub fn spawn_on_console(
       0,
       EXTENDED_STARTUPINFO_PRESENT | CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED,
       env.as_ptr().cast(),
-      cwd.as_ptr(),
+      cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
       &si.StartupInfo,
       &mut pi,
     )
   };
-  if ok == 0 {
-    return Err(std::io::Error::last_os_error());
+  let failed = (ok == 0).then(std::io::Error::last_os_error);
+  drop(guard);
+  if let Some(e) = failed {
+    return Err(e);
   }
   // SAFETY: the new process's and thread's handles, ours to close
   Ok(unsafe {

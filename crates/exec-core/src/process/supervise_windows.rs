@@ -301,20 +301,16 @@ impl RunChild {
 /// `wait`.
 struct ConsoleChild {
   exit: tokio::sync::watch::Receiver<Option<Result<u32, i32>>>,
-  console: Arc<PseudoConsole>,
 }
 
 impl ConsoleChild {
-  fn follow(
-    process: std::os::windows::io::OwnedHandle,
-    console: Arc<PseudoConsole>,
-  ) -> ConsoleChild {
+  fn follow(process: std::os::windows::io::OwnedHandle) -> ConsoleChild {
     let (tx, exit) = tokio::sync::watch::channel(None);
     tokio::task::spawn_blocking(move || {
       let r = platform::wait_exit(&process).map_err(|e| e.raw_os_error().unwrap_or(-1));
       let _ = tx.send(Some(r));
     });
-    ConsoleChild { exit, console }
+    ConsoleChild { exit }
   }
 
   async fn wait(&mut self) -> std::io::Result<ExitStatus> {
@@ -326,13 +322,6 @@ impl ConsoleChild {
       _ => Err(std::io::Error::other("the wait for the process was lost")),
     }
   }
-}
-
-/// The host's side of a terminal child's console: what resizes it, and
-/// where what is typed into it is written.
-pub struct ConsoleInput {
-  pub console: Arc<PseudoConsole>,
-  pub input: tokio::fs::File,
 }
 
 /// Put a suspended child in `job` and let it run. On failure the child is
@@ -474,29 +463,21 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
   /// stdin, stdout and stderr are the console's; what the console shows is
   /// read into `sink` (`none` gets nothing), until the console is closed
   /// after the child's exit. The child is in its job from its first
-  /// instruction, as a pipe child is. Returns the run and the host's side of
-  /// the console. Must be called within a tokio runtime.
+  /// instruction, as a pipe child is. Returns the run (its console:
+  /// [`Execution::console`]) and the console's input pipe (what is written
+  /// there is typed). Must be called within a tokio runtime.
   pub fn on_console(
     spec: &ProcessSpec,
     owner: u64,
     (rows, cols): (u16, u16),
     sink: O,
     none: E,
-  ) -> Result<(Self, ConsoleInput), ExecError> {
+  ) -> Result<(Self, tokio::fs::File), ExecError> {
     let (job, mark) = Self::prepare(spec, owner)?;
     let (program, line) = command_line(spec)?;
     let mut env = spec.process.env.build();
     env.retain(|(k, _)| !platform::env_name_eq(k, MARK_VAR));
     env.push((MARK_VAR.into(), mark.clone().into()));
-    let cwd = match &spec.process.cwd {
-      Some(c) => c.clone(),
-      None => std::env::current_dir().map_err(|e| {
-        ExecError::new(
-          ErrorCode::ENOENT,
-          format!("the host's working directory is gone: {e}"),
-        )
-      })?,
-    };
     let parts = PseudoConsole::open(rows, cols).map_err(|e| {
       let code = if e.kind() == std::io::ErrorKind::Unsupported {
         ErrorCode::ENOTSUP
@@ -508,8 +489,9 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
     let console = Arc::new(parts.console);
     let started = Instant::now();
     let shown = spec.program.display().to_string();
-    let child = platform::spawn_on_console(&program, &line, &env, &cwd, &console)
-      .map_err(|e| ExecError::from_spawn(&shown, &e))?;
+    let child =
+      platform::spawn_on_console(&program, &line, &env, spec.process.cwd.as_deref(), &console)
+        .map_err(|e| ExecError::from_spawn(&shown, &e))?;
     let pid = child.pid;
     let entered = job
       .assign(std::os::windows::io::AsRawHandle::as_raw_handle(
@@ -533,8 +515,8 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       }),
     );
     let exec = Execution {
-      child: RunChild::Console(ConsoleChild::follow(child.process, console.clone())),
-      console: Some(console.clone()),
+      child: RunChild::Console(ConsoleChild::follow(child.process)),
+      console: Some(console),
       pid,
       job,
       started,
@@ -548,7 +530,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       run: spec.run.without_input(),
     };
     let input = tokio::fs::File::from_std(std::fs::File::from(parts.input));
-    Ok((exec, ConsoleInput { console, input }))
+    Ok((exec, input))
   }
 
   pub fn pid(&self) -> u32 {
@@ -599,7 +581,7 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       st = self.child.wait() => st,
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
+        kill_sequence(&mut self.child, self.console.as_ref(), &self.job, self.pid, self.run.kill_grace).await
       }
     };
     reaped();
@@ -645,11 +627,11 @@ impl<O: OutputSink, E: OutputSink> Execution<O, E> {
       st = self.child.wait() => st,
       _ = sleep_until_opt(deadline) => {
         timed_out = true;
-        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
+        kill_sequence(&mut self.child, self.console.as_ref(), &self.job, self.pid, self.run.kill_grace).await
       }
       _ = cancel.cancelled() => {
         canceled = true;
-        kill_sequence(&mut self.child, &self.job, self.pid, self.run.kill_grace).await
+        kill_sequence(&mut self.child, self.console.as_ref(), &self.job, self.pid, self.run.kill_grace).await
       }
     };
     // an exit caused by `kill('SIGKILL')` (cancel, then the job ended) may
@@ -831,11 +813,12 @@ pub(crate) fn job_limit_error(job: &Job, l: &Limits, exit_code: Option<i32>) -> 
 /// when the event could not be sent, or with no grace).
 async fn kill_sequence(
   child: &mut RunChild,
+  console: Option<&Arc<PseudoConsole>>,
   job: &Job,
   pid: u32,
   grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-  if !grace.is_zero() && ask_to_end(child, pid) {
+  if !grace.is_zero() && ask_to_end(pid, console) {
     if let Ok(st) = tokio::time::timeout(grace, child.wait()).await {
       return st;
     }
@@ -844,18 +827,19 @@ async fn kill_sequence(
   child.wait().await
 }
 
-/// The graceful stop of a run's child; false when there is none to give.
-/// A pipe child: `CTRL_BREAK_EVENT` to its process group. A child on a
-/// pseudo console: that console closed, which gives every process on it
+/// The graceful stop of the tree `pid` leads (a run's, or a managed
+/// process's); false when there is none to give. On a pseudo console
+/// (`console`): that console closed, which gives every process on it
 /// `CTRL_CLOSE_EVENT` (what closing a terminal window does; the host's own
-/// console events cannot reach another console).
-fn ask_to_end(child: &RunChild, pid: u32) -> bool {
-  match child {
-    RunChild::Piped(_) => platform::ctrl_break(pid),
-    RunChild::Console(c) => {
-      platform::close_console_later(c.console.clone());
+/// console events cannot reach another console). Else `CTRL_BREAK_EVENT` to
+/// its process group, which fails when the host has no console.
+pub(crate) fn ask_to_end(pid: u32, console: Option<&Arc<PseudoConsole>>) -> bool {
+  match console {
+    Some(c) => {
+      platform::close_console_later(c.clone());
       true
     }
+    None => platform::ctrl_break(pid),
   }
 }
 

@@ -61,6 +61,8 @@ pub fn canceled_before_start() -> ExecError {
 #[path = "../supervise_windows.rs"]
 mod windows;
 #[cfg(windows)]
+pub(crate) use windows::ask_to_end;
+#[cfg(windows)]
 pub(crate) use windows::job_limit_error;
 #[cfg(windows)]
 pub use windows::{decode_status, run, Execution};
