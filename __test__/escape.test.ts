@@ -1,12 +1,13 @@
 // No process escapes: descendants that leave the process group (setsid,
 // double fork, nohup, os.setsid) are found by their EXEC_NATIVE_RUN_ID mark.
 import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
 import { executeAndCapture, spawnCall } from '../index.js'
-import { isRunning, waitGone } from './helpers'
+import { isRunning, sleep, waitGone } from './helpers'
 
 const addon = join(__dirname, '..', 'index.js')
 
@@ -38,6 +39,30 @@ describe('no process escapes', () => {
       expect(await waitGone(pids)).toEqual([])
     })
   }
+
+  it('one that escapes after the run ended, while the sweep still runs, gets its SIGTERM before the SIGKILL', async () => {
+    // the subshell ignores SIGTERM, so the sweep goes on looking; the sleep
+    // it starts 0.3 s later (SIGTERM back to its default) was not there at
+    // the first look (the SIGTERM's): a later look finds it and sends it
+    // its own. It used to get only the deadline's SIGKILL, 10 s later.
+    const r = await executeAndCapture(
+      withFile(
+        // (the run waits until the subshell ignores SIGTERM: the group's SIGTERM comes at its end)
+        `(trap '' TERM; : > "$F.ready"; sleep 0.3; env --default-signal=TERM setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >> "$F") </dev/null >/dev/null 2>&1 &
+until [ -e "$F.ready" ]; do sleep 0.01; done
+echo "$F"`,
+      ),
+      'bash',
+      { forceKillAfterDelay: 10_000 },
+    )
+    const file = r.stdout.trim()
+    const end = Date.now() + 5000
+    while (Date.now() < end && !(existsSync(file) && readFileSync(file, 'utf8').trim())) await sleep(20)
+    const pids = pidsOf(readFileSync(file, 'utf8'))
+    expect(pids.length).toBe(1)
+    // gone long before the deadline's SIGKILL (10 s after the run's end)
+    expect(await waitGone(pids, 5000)).toEqual([])
+  })
 
   it('after a timeout: every escape at once', async () => {
     const r = await executeAndCapture(withFile(`${Object.values(ESCAPES).join('\n')}\n${settled(4)}\nsleep 1000`), 'bash', {

@@ -144,12 +144,43 @@ fn for_each_since(first_pid: i32, f: &mut dyn FnMut(i32)) -> bool {
   true
 }
 
+/// Where the kernel's pids start again after they reach `pid_max`
+/// (`RESERVED_PIDS`: below it are the pids of early daemons).
+const WRAP_TO: i64 = 300;
+
 /// How many pids were allocated after `first_pid`, the kernel's last being
 /// `last` of `max`; `None` when that is too many to probe one by one (or
-/// `first_pid` is not a pid).
+/// `first_pid` is not a pid). The count is of the pids [`walk_since`] steps
+/// through: after a wrap the pids below [`WRAP_TO`] are skipped, so the
+/// range of a run that began after a wrap starts, in a walk from a run that
+/// began before it, exactly where its own walk would (the shared pass of
+/// `sweeps` places each question in one walk by these counts; with the
+/// wrap's 300 skipped pids counted, a later run's range began 300 pids too
+/// far, and a `setsid sleep 100 &` it should have ended was left running).
 pub(crate) fn range_len(first_pid: i32, last: i64, max: i64) -> Option<i64> {
-  let len = (last - first_pid as i64).rem_euclid(max);
-  (first_pid > 0 && len <= RANGE_SCAN_MAX).then_some(len)
+  let first = first_pid as i64;
+  if first <= 0 || first >= max {
+    return None;
+  }
+  let len = if last >= first {
+    last - first
+  } else if last >= WRAP_TO {
+    (max - first) + (last - WRAP_TO)
+  } else {
+    return None; // not where a wrap leads: let the full scan answer
+  };
+  (len <= RANGE_SCAN_MAX).then_some(len)
+}
+
+/// The pid `step` allocations after `first`, in the kernel's order (the
+/// inverse of [`range_len`]).
+fn pid_at(first: i64, step: i64, max: i64) -> i64 {
+  let pid = first + step;
+  if pid >= max {
+    pid - max + WRAP_TO
+  } else {
+    pid
+  }
 }
 
 /// Call `f(step, pid)` for the `len` pids allocated after `first_pid` (step
@@ -159,10 +190,7 @@ pub(crate) fn walk_since(first_pid: i32, len: i64, max: i64, f: &mut dyn FnMut(i
   let first = first_pid as i64;
   let me = std::process::id() as i64;
   for i in 1..=len {
-    let mut pid = first + i;
-    if pid >= max {
-      pid -= max - 300; // after a wrap the kernel starts again at 300
-    }
+    let pid = pid_at(first, i, max);
     // most pids of a range are gone by now (a burst of short runs): a
     // probe without a path walk first
     if pid != me && pid > 0 && platform::pid_exists(pid as i32) {
@@ -390,6 +418,39 @@ mod tests {
     // SAFETY: getpgrp has no preconditions and cannot fail.
     assert_eq!(pgid_of(me), Some(unsafe { libc::getpgrp() }));
     assert_eq!(pgid_of(-5), None);
+  }
+
+  #[test]
+  fn a_range_counts_the_steps_of_its_walk_across_a_wrap() {
+    let max: i64 = 32768;
+    // every pid of a walk is at the step range_len counts for it: before,
+    // at and after the wrap to 300
+    for first in [1000, max - 10, max - 1] {
+      for step in 1..=40 {
+        let pid = pid_at(first, step, max);
+        assert!((WRAP_TO..max).contains(&pid), "{first} + {step} -> {pid}");
+        assert_eq!(
+          range_len(first as i32, pid, max),
+          Some(step),
+          "{first} -> {pid}"
+        );
+      }
+    }
+    assert_eq!(pid_at(max - 10, 10, max), WRAP_TO);
+    // the shared pass places a later run's range in a walk from an earlier
+    // run's first pid by the difference of their lengths: a run begun
+    // after the wrap (at 305) starts at the step of its first pid
+    let (origin, later, last) = (max - 50, 305, 400);
+    let start =
+      range_len(origin as i32, last, max).unwrap() - range_len(later as i32, last, max).unwrap();
+    assert_eq!(pid_at(origin, start, max), later);
+    assert_eq!(pid_at(origin, start + 1, max), later + 1);
+    // not a pid, too long, or a last pid no wrap leads to: the full scan
+    assert_eq!(range_len(0, 10, max), None);
+    assert_eq!(range_len(max as i32, 10, max), None);
+    assert_eq!(range_len(1000, 1001 + RANGE_SCAN_MAX, max), None);
+    assert_eq!(range_len(1000, 12, max), None);
+    assert_eq!(range_len(1000, 1000, max), Some(0));
   }
 
   #[test]

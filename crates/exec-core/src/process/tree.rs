@@ -288,8 +288,10 @@ impl<'a> ProcessTree<'a> {
         .is_none_or(|m| crate::process::marks::running_marked(m).is_empty())
   }
 
-  /// What is left of a finished run whose leader was reaped: SIGTERM now,
-  /// SIGKILL after `grace` if anything is left; the group stays in the
+  /// What is left of a finished run whose leader was reaped: SIGTERM now
+  /// (and to each marked process a later look finds: one started, or
+  /// mid-`execve`, at the first), SIGKILL after `grace` if anything is
+  /// left, and looks until nothing is (bounded); the group stays in the
   /// registry (for the host's exit paths) until it is gone. Only the first
   /// SIGTERM of the group (one `killpg`, right after the reap) happens before
   /// this returns; the scans of `/proc` run in the background, so they never
@@ -312,6 +314,8 @@ impl<'a> ProcessTree<'a> {
       first: true,
       note_first,
       deadline: std::time::Instant::now() + grace,
+      signalled: Vec::new(),
+      killing: None,
     };
     let pause = Duration::from_millis(10).min(grace.max(Duration::from_millis(1)));
     match tokio::runtime::Handle::try_current() {
@@ -338,8 +342,11 @@ impl<'a> ProcessTree<'a> {
       }
       Err(_) => {
         std::thread::spawn(move || loop {
-          sweep.begin(None);
-          if sweep.end(sweep.gone()) {
+          let found = (!sweep.mark.is_empty())
+            .then(|| crate::process::marks::running_marked_since(&sweep.mark, pgid));
+          sweep.begin(found.as_deref());
+          let gone = sweep.gone();
+          if sweep.end(gone) {
             break;
           }
           std::thread::sleep(pause);
@@ -351,7 +358,8 @@ impl<'a> ProcessTree<'a> {
 
 /// The background loop of [`ProcessTree::terminate_later`]: the group's first
 /// SIGTERM, then looks until nothing of the tree is left (SIGKILL at the
-/// deadline), then the group's unregistration.
+/// deadline, then looks until nothing is left or [`KILL_LOOKS`] passed), then
+/// the group's unregistration.
 struct Sweep {
   pgid: i32,
   mark: String,
@@ -359,12 +367,26 @@ struct Sweep {
   /// The group's SIGTERM waits for the first look (the host reaps orphans).
   note_first: bool,
   deadline: std::time::Instant,
+  /// The marked processes a look found and signalled (each gets its SIGTERM once).
+  signalled: Vec<i32>,
+  /// Past the deadline: the tree had its SIGKILL, and the looks go on until
+  /// then, each SIGKILLing what it finds.
+  killing: Option<std::time::Instant>,
 }
+
+/// How long the looks go on after the deadline's SIGKILL while something of
+/// the tree may be left: a process in the middle of an `execve` when the
+/// SIGKILL's scan ran could not be told by its mark (its environment reads
+/// empty), so it is looked for again until it can.
+const KILL_LOOKS: Duration = Duration::from_secs(2);
 
 impl Sweep {
   /// The first time, the SIGTERM the group did not have yet, and the marked
   /// processes: those of `found` (a shared pass found them), else those a
-  /// scan finds now.
+  /// scan finds now. Later, the processes of `found` that no look found
+  /// before: one that was in the middle of an `execve` at the first look
+  /// (its mark could not be read yet) has its SIGTERM now, not only the
+  /// deadline's SIGKILL; past the deadline, each gets a SIGKILL.
   fn begin(&mut self, found: Option<&[i32]>) {
     if std::mem::take(&mut self.first) {
       ProcessTree::new(self.pgid, &self.mark).send_found(
@@ -373,6 +395,20 @@ impl Sweep {
         self.note_first,
         found,
       );
+      self.signalled.extend(found.unwrap_or_default());
+      return;
+    }
+    let killing = self.killing.is_some();
+    for &pid in found.unwrap_or_default() {
+      if killing || !self.signalled.contains(&pid) {
+        let sig = if killing {
+          Signal::SIGKILL
+        } else {
+          Signal::SIGTERM
+        };
+        ProcessTree::processes(&[pid]).send(sig, false, false);
+        self.signalled.push(pid);
+      }
     }
   }
 
@@ -388,13 +424,19 @@ impl Sweep {
   }
 
   /// After a look that found `gone`: true when the loop is over (gone, or
-  /// the deadline passed and what is left had its SIGKILL).
-  fn end(&self, gone: bool) -> bool {
-    if !gone && std::time::Instant::now() < self.deadline {
+  /// the looks after the deadline's SIGKILL ran out).
+  fn end(&mut self, gone: bool) -> bool {
+    let now = std::time::Instant::now();
+    if !gone && now < self.deadline {
       return false;
     }
-    if !gone {
+    if !gone && self.killing.is_none() {
       ProcessTree::new(self.pgid, &self.mark).signal(Signal::SIGKILL, false);
+      self.killing = Some(now + KILL_LOOKS);
+      return false;
+    }
+    if !gone && self.killing.is_some_and(|until| now < until) {
+      return false;
     }
     crate::process::registry::unregister(self.pgid);
     true
