@@ -189,20 +189,32 @@ describe('reaping orphans of runs (subreaper)', () => {
 const UNSEEN = `(sh -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.005; done' & echo $!; exec sleep 0.1) & wait`
 const canUnshare = spawnSync('unshare', ['-Urpf', '--mount-proc', 'true']).status === 0
 
-describe.skipIf(!canUnshare)('host is PID 1', () => {
-  it('orphans of runs are reaped, Node still gets its exits, foreign orphans are left', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'exec-native-pid1-'))
-    const script = join(dir, 'pid1.cjs')
-    writeFileSync(
-      script,
-      `
+/** Run `body` in a Node that is PID 1 of a new pid namespace (its own user
+ * namespace: it may set the namespace's ns_last_pid), after a prelude:
+ * the addon's `spawnCall` and `reaperStatus`, `spawn`, `fs`, `sleep`,
+ * `call(script, options)` (a bash run's stdout as a number) and `state(pid)`
+ * (its /proc state letter, or 'gone'). */
+function asPid1(body: string) {
+  const script = join(mkdtempSync(join(tmpdir(), 'exec-native-pid1-')), 'pid1.cjs')
+  writeFileSync(
+    script,
+    `
 const { spawnCall, reaperStatus } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))})
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const call = async (s) => { let o = ''; await spawnCall('bash', ['-c', s], {}, (d) => { o += d }); return Number(o.trim()) }
-const nodeExit = (code, ms) => new Promise((r) => spawn('sh', ['-c', 'sleep ' + ms / 1000 + '; exit ' + code]).on('exit', r))
+const call = async (s, o = {}) => { let out = ''; await spawnCall('bash', ['-c', s], o, (d) => { out += d }); return Number(out.trim()) }
 const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', 'utf8'); return s[s.lastIndexOf(')') + 2] } catch { return 'gone' } }
+${body}`,
+  )
+  return spawnSync('unshare', ['-Urpf', '--mount-proc', process.execPath, script], { encoding: 'utf8', timeout: 30_000 })
+}
+
+describe.skipIf(!canUnshare)('host is PID 1', () => {
+  it('orphans of runs are reaped, Node still gets its exits, foreign orphans are left', () => {
+    const r = asPid1(
+      `
+const nodeExit = (code, ms) => new Promise((r) => spawn('sh', ['-c', 'sleep ' + ms / 1000 + '; exit ' + code]).on('exit', r))
 ;(async () => {
   const codes = Promise.all([nodeExit(3, 0), nodeExit(4, 300)])
   const ours = [
@@ -227,7 +239,6 @@ const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', '
 })()
 `,
     )
-    const r = spawnSync('unshare', ['-Urpf', '--mount-proc', process.execPath, script], { encoding: 'utf8', timeout: 30_000 })
     expect(r.stderr).toBe('')
     const out = JSON.parse(r.stdout)
     expect(out.pid).toBe(1)
@@ -250,16 +261,8 @@ const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', '
 // host is PID 1.
 describe.skipIf(!canUnshare)('pids wrap around pid_max', () => {
   it('a run that starts after the wrap, swept with runs from before it, leaves nothing running', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'exec-native-wrap-'))
-    const script = join(dir, 'wrap.cjs')
-    writeFileSync(
-      script,
+    const r = asPid1(
       `
-const { spawnCall } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))})
-const fs = require('node:fs')
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const call = async (s, o = {}) => { let out = ''; await spawnCall('bash', ['-c', s], o, (d) => { out += d }); return Number(out.trim()) }
-const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', 'utf8'); return s[s.lastIndexOf(')') + 2] } catch { return 'gone' } }
 ;(async () => {
   const max = Number(fs.readFileSync('/proc/sys/kernel/pid_max', 'utf8'))
   // runs from before the wrap whose sweeps go on asking for 2 s: each left
@@ -278,7 +281,6 @@ const state = (p) => { try { const s = fs.readFileSync('/proc/' + p + '/stat', '
 })()
 `,
     )
-    const r = spawnSync('unshare', ['-Urpf', '--mount-proc', process.execPath, script], { encoding: 'utf8', timeout: 30_000 })
     expect(r.stderr).toBe('')
     const out = JSON.parse(r.stdout)
     // the runs before the wrap had the highest pids, those after it the lowest
