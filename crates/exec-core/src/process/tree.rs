@@ -367,7 +367,8 @@ struct Sweep {
   /// The group's SIGTERM waits for the first look (the host reaps orphans).
   note_first: bool,
   deadline: std::time::Instant,
-  /// The marked processes a look found and signalled (each gets its SIGTERM once).
+  /// The marked processes a look found and signalled (each gets its
+  /// SIGTERM once, then, past the deadline, its SIGKILL once).
   signalled: Vec<i32>,
   /// Past the deadline: the tree had its SIGKILL, and the looks go on until
   /// then, each SIGKILLing what it finds.
@@ -386,7 +387,7 @@ impl Sweep {
   /// scan finds now. Later, the processes of `found` that no look found
   /// before: one that was in the middle of an `execve` at the first look
   /// (its mark could not be read yet) has its SIGTERM now, not only the
-  /// deadline's SIGKILL; past the deadline, each gets a SIGKILL.
+  /// deadline's SIGKILL; past the deadline, each new one gets a SIGKILL.
   fn begin(&mut self, found: Option<&[i32]>) {
     if std::mem::take(&mut self.first) {
       ProcessTree::new(self.pgid, &self.mark).send_found(
@@ -398,18 +399,19 @@ impl Sweep {
       self.signalled.extend(found.unwrap_or_default());
       return;
     }
-    let killing = self.killing.is_some();
-    for &pid in found.unwrap_or_default() {
-      if killing || !self.signalled.contains(&pid) {
-        let sig = if killing {
-          Signal::SIGKILL
-        } else {
-          Signal::SIGTERM
-        };
-        ProcessTree::processes(&[pid]).send(sig, false, false);
-        self.signalled.push(pid);
-      }
-    }
+    let new: Vec<i32> = found
+      .unwrap_or_default()
+      .iter()
+      .filter(|p| !self.signalled.contains(p))
+      .copied()
+      .collect();
+    let sig = if self.killing.is_some() {
+      Signal::SIGKILL
+    } else {
+      Signal::SIGTERM
+    };
+    ProcessTree::processes(&new).send(sig, false, false);
+    self.signalled.extend(new);
   }
 
   /// Whether nothing is left, looked at here. With a mark: none running,
@@ -427,19 +429,22 @@ impl Sweep {
   /// the looks after the deadline's SIGKILL ran out).
   fn end(&mut self, gone: bool) -> bool {
     let now = std::time::Instant::now();
-    if !gone && now < self.deadline {
-      return false;
+    let over = gone
+      || match self.killing {
+        None if now < self.deadline => false,
+        None => {
+          ProcessTree::new(self.pgid, &self.mark).signal(Signal::SIGKILL, false);
+          self.killing = Some(now + KILL_LOOKS);
+          // what a later look finds gets its SIGKILL once
+          self.signalled.clear();
+          false
+        }
+        Some(until) => now >= until,
+      };
+    if over {
+      crate::process::registry::unregister(self.pgid);
     }
-    if !gone && self.killing.is_none() {
-      ProcessTree::new(self.pgid, &self.mark).signal(Signal::SIGKILL, false);
-      self.killing = Some(now + KILL_LOOKS);
-      return false;
-    }
-    if !gone && self.killing.is_some_and(|until| now < until) {
-      return false;
-    }
-    crate::process::registry::unregister(self.pgid);
-    true
+    over
   }
 }
 
